@@ -1,0 +1,174 @@
+/*
+ * hvd.h -- the whole public contract of libhvd.
+ *
+ * hvd averages (or otherwise reduces) buffers across the processes of a
+ * distributed training job, the way Horovod does for PyTorch and TensorFlow.
+ * A job is started by `hvdrun -np N prog` (or later mpirun/srun); a program
+ * started on its own is a job of size 1 and every call still works.
+ *
+ * Conventions, for every function below:
+ *   - Functions that return int return 0 (HVD_OK) on success and a negative
+ *     HVD_E_* code on failure.  hvd_last_error() then returns a message for
+ *     this thread that says what failed and where (tensor name, rank,
+ *     expected vs got).  hvd never exits or aborts the calling process.
+ *   - `count` is a number of elements of `dtype`, not bytes.
+ *   - `name` labels the operation in error messages (and, with the engine,
+ *     matches tensors across ranks).  It may be NULL; hvd then uses a
+ *     generated name.
+ *   - Every rank of the job must make the same collective calls in the same
+ *     order with matching count, dtype, op and root.  A rank that dies or
+ *     stops answering turns into an error on the others within the deadline
+ *     set by HOROVOD_GLOO_TIMEOUT_SECONDS (default 30 s); after such an error
+ *     the job's communicator is broken and later collectives return
+ *     HVD_E_ABORTED.
+ *   - Results are bitwise identical on every rank.
+ */
+#ifndef HVD_H
+#define HVD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define HVD_EXTERN __attribute__((visibility("default")))
+#else
+#define HVD_EXTERN
+#endif
+
+#define HVD_VERSION_MAJOR 0
+#define HVD_VERSION_MINOR 1
+#define HVD_VERSION_PATCH 0
+#define HVD_VERSION_STRING "0.1.0"
+
+/* Element types.  HVD_FLOAT16 is IEEE 754 binary16, HVD_BFLOAT16 the upper
+ * half of a binary32; both reduce in float32 and round to nearest even.
+ * HVD_BOOL is one byte per element, 0 false and anything else true. */
+typedef enum { HVD_UINT8, HVD_INT8, HVD_UINT16, HVD_INT16, HVD_INT32, HVD_INT64,
+               HVD_FLOAT16, HVD_BFLOAT16, HVD_FLOAT32, HVD_FLOAT64, HVD_BOOL } hvd_dtype;
+
+/* Reduction operations.
+ *   HVD_SUM      integers wrap around on overflow (two's complement).
+ *   HVD_AVERAGE  the sum divided by the number of ranks, after the sum.
+ *                Integers: exact integer division rounded toward zero (as
+ *                horovod.torch's integer scaling truncates).  Not defined
+ *                for HVD_BOOL.
+ *   HVD_MIN/MAX  a NaN in any rank's element makes that element NaN.
+ *   HVD_PRODUCT  integers wrap around on overflow.
+ *   HVD_ADASUM   not supported yet: returns HVD_E_UNSUPPORTED.
+ * On HVD_BOOL, SUM and MAX are logical or, MIN and PRODUCT logical and. */
+typedef enum { HVD_AVERAGE, HVD_SUM, HVD_ADASUM, HVD_MIN, HVD_MAX, HVD_PRODUCT } hvd_op;
+
+/* Error codes: every failing call returns one of these (all negative). */
+typedef enum {
+  HVD_OK = 0,
+  HVD_E_INVALID = -1,          /* a bad argument: NULL buffer, unknown dtype, root out of range */
+  HVD_E_NOT_INITIALIZED = -2,  /* a call that needs hvd_init() before it */
+  HVD_E_ALREADY_INITIALIZED = -3, /* hvd_init() twice without hvd_shutdown() */
+  HVD_E_UNSUPPORTED = -4,      /* a valid request hvd cannot do (yet) */
+  HVD_E_NOMEM = -5,            /* out of memory */
+  HVD_E_TIMEOUT = -6,          /* a peer did not answer before the deadline */
+  HVD_E_PEER_LOST = -7,        /* a peer's connection closed or failed */
+  HVD_E_PROTOCOL = -8,         /* malformed or unexpected data from the network */
+  HVD_E_AUTH = -9,             /* a peer could not prove it knows the job's secret */
+  HVD_E_MISMATCH = -10,        /* ranks disagree (count, dtype, op, root, call order) */
+  HVD_E_ENV = -11,             /* a bad or inconsistent environment variable */
+  HVD_E_SYSTEM = -12,          /* a system call failed (errno in the message) */
+  HVD_E_ABORTED = -13          /* the communicator broke on an earlier error */
+} hvd_error;
+
+/* ---- Life cycle ------------------------------------------------------ */
+
+/* Joins the job described by the environment (hvdrun's HOROVOD_RANK,
+ * HOROVOD_SIZE, rendezvous address and secret; none of them: a job of size
+ * 1), connects to every peer and authenticates each connection.  Waits at
+ * most HOROVOD_START_TIMEOUT seconds (default 30) for the others.
+ * Fails with HVD_E_ALREADY_INITIALIZED when called twice. */
+HVD_EXTERN int hvd_init(void);
+
+/* Leaves the job and frees everything hvd_init() made.  hvd_init() may be
+ * called again afterwards.  Safe to call when not initialized (returns 0). */
+HVD_EXTERN int hvd_shutdown(void);
+
+/* 1 between a successful hvd_init() and hvd_shutdown(), else 0. */
+HVD_EXTERN int hvd_is_initialized(void);
+
+/* ---- Who am I -------------------------------------------------------- */
+/* Each returns a value >= 0, or HVD_E_NOT_INITIALIZED before hvd_init().
+ * rank/size: over the whole job.  local_*: among the processes on this
+ * host.  cross_*: among the processes with this local rank (one per host). */
+HVD_EXTERN int hvd_rank(void);
+HVD_EXTERN int hvd_size(void);
+HVD_EXTERN int hvd_local_rank(void);
+HVD_EXTERN int hvd_local_size(void);
+HVD_EXTERN int hvd_cross_rank(void);
+HVD_EXTERN int hvd_cross_size(void);
+
+/* ---- Collectives (blocking) ----------------------------------------- */
+
+/* Reduces `count` elements across all ranks with `op`; every rank gets the
+ * result in recvbuf.  sendbuf == recvbuf reduces in place; otherwise the
+ * buffers must not overlap and sendbuf is not modified. */
+HVD_EXTERN int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                             hvd_dtype dtype, hvd_op op, const char *name);
+
+/* Copies root_rank's `count` elements of buf into buf on every rank. */
+HVD_EXTERN int hvd_broadcast(void *buf, size_t count, hvd_dtype dtype, int root_rank,
+                             const char *name);
+
+/* Concatenates every rank's elements in rank order.  Each rank may send a
+ * different `count`.  On success *recvbuf points to a buffer from malloc()
+ * holding the sum of all counts (the caller frees it with free(); NULL when
+ * the sum is 0) and, when recvcounts is not NULL, recvcounts[r] holds rank
+ * r's count (recvcounts must have hvd_size() entries). */
+HVD_EXTERN int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype,
+                             void **recvbuf, size_t *recvcounts, const char *name);
+
+/* Sends sendcounts[r] consecutive elements of sendbuf to each rank r, in
+ * rank order (sendcounts has hvd_size() entries), and receives from every
+ * rank.  On success *recvbuf points to a malloc()ed buffer with the
+ * received elements in rank order (NULL when nothing arrived) and, when
+ * recvcounts is not NULL, recvcounts[r] holds how many came from rank r. */
+HVD_EXTERN int hvd_alltoall(const void *sendbuf, const size_t *sendcounts, hvd_dtype dtype,
+                            void **recvbuf, size_t *recvcounts, const char *name);
+
+/* Reduces `count` elements across ranks with `op` and leaves rank r with
+ * its share of the result: the elements are split in rank order, the
+ * first (count % size) ranks getting one more than the others (as Horovod
+ * splits the first dimension).  recvbuf holds
+ * hvd_reducescatter_count(count, hvd_rank()) elements. */
+HVD_EXTERN int hvd_reducescatter(const void *sendbuf, void *recvbuf, size_t count,
+                                 hvd_dtype dtype, hvd_op op, const char *name);
+
+/* How many of `count` elements hvd_reducescatter() leaves on `rank`
+ * (0 before hvd_init() or for a rank out of range). */
+HVD_EXTERN size_t hvd_reducescatter_count(size_t count, int rank);
+
+/* Returns once every rank has called it. */
+HVD_EXTERN int hvd_barrier(void);
+
+/* ---- Errors and helpers ---------------------------------------------- */
+
+/* The message of this thread's last failed call ("" if none). */
+HVD_EXTERN const char *hvd_last_error(void);
+
+/* A short description of an HVD_E_* code, and its name ("HVD_E_TIMEOUT"). */
+HVD_EXTERN const char *hvd_strerror(int err);
+HVD_EXTERN const char *hvd_err_name(int err);
+
+/* Bytes per element of dtype, 0 for an unknown dtype. */
+HVD_EXTERN size_t hvd_dtype_size(hvd_dtype dtype);
+
+/* "float32", "bfloat16", ...; "unknown" for an unknown dtype. */
+HVD_EXTERN const char *hvd_dtype_name(hvd_dtype dtype);
+
+/* "sum", "average", ...; "unknown" for an unknown op. */
+HVD_EXTERN const char *hvd_op_name(hvd_op op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HVD_H */

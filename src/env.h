@@ -1,0 +1,83 @@
+/*
+ * env.h -- every environment variable hvd reads, in one table.
+ *
+ * The names, defaults and meanings are Horovod's wherever Horovod has the
+ * knob, so existing job scripts keep working.  The table is the single
+ * source: the code reads values through it, and a test checks that the
+ * README documents every entry with its default.
+ *
+ * Values are validated when read: a malformed or out-of-range value is an
+ * HVD_E_ENV error that names the variable, its value and what was expected,
+ * never a silent fallback to the default.
+ */
+#ifndef HVD_ENV_H
+#define HVD_ENV_H
+
+#include "common.h"
+
+/* X(id, name, kind, default, min, max, meaning)
+ * kind: INT (decimal integer within [min, max]), BOOL (0/1, true/false,
+ * yes/no, on/off), LEVEL (a log level name), STR (any text), JOB (set by
+ * the launcher to describe the job; read by the bootstrap). */
+#define HVD_PARAMS(X)                                                                     \
+  X(GLOO_TIMEOUT_SECONDS, "HOROVOD_GLOO_TIMEOUT_SECONDS", INT, "30", 1, 86400,            \
+    "Seconds a collective waits for a peer that makes no progress before it fails "       \
+    "with HVD_E_TIMEOUT naming that peer")                                                \
+  X(START_TIMEOUT, "HOROVOD_START_TIMEOUT", INT, "30", 1, 86400,                          \
+    "Seconds hvd_init() waits for the rendezvous and for every peer to connect")          \
+  X(LOG_LEVEL, "HOROVOD_LOG_LEVEL", LEVEL, "WARNING", 0, 0,                               \
+    "Least severe message printed: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL")          \
+  X(LOG_HIDE_TIME, "HOROVOD_LOG_HIDE_TIME", BOOL, "0", 0, 1,                              \
+    "Leave the timestamp out of log lines")                                               \
+  X(RANK, "HOROVOD_RANK", JOB, "0", 0, 0, "This process's rank in the job")               \
+  X(SIZE, "HOROVOD_SIZE", JOB, "1", 0, 0, "Number of processes in the job")               \
+  X(LOCAL_RANK, "HOROVOD_LOCAL_RANK", JOB, "0", 0, 0, "Rank among the processes on this host") \
+  X(LOCAL_SIZE, "HOROVOD_LOCAL_SIZE", JOB, "1", 0, 0, "Number of processes on this host") \
+  X(CROSS_RANK, "HOROVOD_CROSS_RANK", JOB, "0", 0, 0,                                     \
+    "Rank among the processes with this local rank (the host's index)")                   \
+  X(CROSS_SIZE, "HOROVOD_CROSS_SIZE", JOB, "1", 0, 0,                                     \
+    "Number of processes with this local rank (hosts)")                                   \
+  X(HOSTNAME, "HOROVOD_HOSTNAME", JOB, "", 0, 0, "Name of this rank's host")              \
+  X(RDZV_ADDR, "HOROVOD_GLOO_RENDEZVOUS_ADDR", JOB, "", 0, 0,                             \
+    "Address of hvdrun's rendezvous service")                                             \
+  X(RDZV_PORT, "HOROVOD_GLOO_RENDEZVOUS_PORT", JOB, "", 0, 0,                             \
+    "Port of hvdrun's rendezvous service")                                                \
+  X(SECRET_KEY, "_HOROVOD_SECRET_KEY", JOB, "", 0, 0,                                     \
+    "The job's secret (base64, 32 bytes) that authenticates every connection")
+
+typedef enum {
+#define HVD__PARAM_ENUM(id, name, kind, def, min, max, doc) HVD_P_##id,
+  HVD_PARAMS(HVD__PARAM_ENUM)
+#undef HVD__PARAM_ENUM
+  HVD_P__COUNT
+} hvd_param_id;
+
+typedef enum { HVD_PK_INT, HVD_PK_BOOL, HVD_PK_LEVEL, HVD_PK_STR, HVD_PK_JOB } hvd_param_kind;
+
+typedef struct {
+  const char *name;
+  hvd_param_kind kind;
+  const char *def;
+  long min, max;
+  const char *doc;
+} hvd_param;
+
+extern const hvd_param hvd__params[HVD_P__COUNT];
+
+/* The variable's text, or NULL when unset or empty. */
+const char *hvd__param_raw(hvd_param_id id);
+
+/* Typed reads: the value, or the default when unset; HVD_E_ENV when set
+ * but invalid for its kind and range. */
+int hvd__param_int(hvd_param_id id, long *out);
+int hvd__param_bool(hvd_param_id id, int *out);
+int hvd__param_level(hvd_param_id id, int *out);
+
+/* "TRACE" .. "FATAL" for HVD_LOG_TRACE .. HVD_LOG_FATAL. */
+const char *hvd__level_name(int level);
+
+/* Parses a decimal integer in [min, max] for variable `name` (used by the
+ * typed reads and by the bootstrap for the JOB variables). */
+int hvd__parse_long(const char *name, const char *text, long min, long max, long *out);
+
+#endif /* HVD_ENV_H */
