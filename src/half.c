@@ -1,0 +1,120 @@
+/*
+ * half.c -- float16 and bfloat16 <-> float32, by bit manipulation.
+ *
+ * Written by hand rather than with _Float16 or F16C so that every compiler
+ * and CPU builds it and gets the same bits: results must be identical on
+ * every rank of a job.  Narrowing rounds to nearest even, overflows to
+ * infinity and produces subnormals; a NaN stays a NaN of the same sign,
+ * made quiet, keeping the top bits of its payload.
+ *
+ * Layouts (sign, exponent, mantissa bits):
+ *   float32  1, 8 (bias 127), 23
+ *   float16  1, 5 (bias 15),  10
+ *   bfloat16 1, 8 (bias 127), 7   -- the upper half of a float32
+ *
+ * The reduction kernels convert whole blocks, so each conversion computes
+ * every case and picks one with masks instead of branching: the block
+ * loops below then vectorise.  The scalar functions share the same code.
+ */
+#include <string.h>
+
+#include "reduce.h"
+
+/* Elements per inner loop of the block conversions: a fixed count the
+ * compiler vectorises even at -O2. */
+#define LANES 8
+
+static inline uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static inline float bits_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* a if c (0 or 1) is 1, else b, without a branch. */
+static inline uint32_t pick(uint32_t c, uint32_t a, uint32_t b) {
+  uint32_t m = 0u - c;
+  return (a & m) | (b & ~m);
+}
+
+static inline float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t em = h & 0x7fffu; /* exponent and mantissa */
+  uint32_t man = h & 0x3ffu;
+
+  /* Normal: rebias the exponent from 15 to 127. */
+  uint32_t normal = (em << 13) + ((127 - 15) << 23);
+  /* Inf and NaN: all-ones exponent; a NaN gets the quiet bit. */
+  uint32_t special = (em << 13) | 0x7f800000u | (uint32_t)(man != 0) << 22;
+  /* Subnormal man * 2^-24 is a normal float32.  Computing it in floating
+   * point normalises it for us, exactly, in any rounding mode. */
+  uint32_t sub = float_bits((float)(int32_t)man * 0x1p-24f);
+
+  return bits_float(sign | pick(em >= 0x7c00, special, pick(em >= 0x400, normal, sub)));
+}
+
+static inline uint16_t float_to_half(float f) {
+  uint32_t x = float_bits(f);
+  uint32_t sign = (x >> 16) & 0x8000;
+  x &= 0x7fffffff;
+
+  /* NaN: quiet, the top of the payload kept. */
+  uint32_t nan = 0x7e00 | ((x >> 13) & 0x3ff);
+  /* Normal: rebias, then drop 13 bits rounding to nearest even (add just
+   * under half, plus the kept lsb).  A carry out of the mantissa bumps the
+   * exponent, as it should. */
+  uint32_t y = x - ((127 - 15) << 23);
+  uint32_t normal = (y + 0xfff + ((y >> 13) & 1)) >> 13;
+  /* Subnormal: the result counts units of 2^-24.  Scaling by 2^24 is
+   * exact; adding 2^23 leaves the count in the low mantissa bits, rounded
+   * to nearest even by the FPU (in the default rounding mode, which the
+   * float32 reductions assume too).  Values outside this range are zeroed
+   * first so that the unused result cannot overflow or meet a signalling
+   * NaN: a program that traps on FE_OVERFLOW or FE_INVALID must not trap
+   * here. */
+  uint32_t small = pick(x < 0x38800000, x, 0);
+  uint32_t sub = float_bits(bits_float(small) * 0x1p24f + 0x1p23f) - 0x4b000000;
+
+  uint32_t r = pick(x > 0x7f800000, nan,
+                    pick(x >= 0x477ff000, 0x7c00, /* >= 65520, past 65504 by half an ulp */
+                         pick(x >= 0x38800000, normal, sub))); /* >= 2^-14 */
+  return (uint16_t)(sign | r);
+}
+
+static inline float bf16_to_float(uint16_t b) {
+  uint32_t x = (uint32_t)b << 16;
+  return bits_float(x | (uint32_t)((x & 0x7fffffff) > 0x7f800000) << 22);
+}
+
+static inline uint16_t float_to_bf16(float f) {
+  uint32_t x = float_bits(f);
+  /* Round to nearest even on the low 16 bits; carries run into the
+   * exponent and from the largest finite values into inf, as they should.
+   * A NaN must not take this path: a payload only in the low half would
+   * round to inf, and an all-ones one would carry into the sign. */
+  uint32_t rounded = (x + 0x7fff + ((x >> 16) & 1)) >> 16;
+  uint32_t nan = (x >> 16) | 0x40;
+  return (uint16_t)pick((x & 0x7fffffff) > 0x7f800000, nan, rounded);
+}
+
+float hvd__half_to_float(uint16_t h) { return half_to_float(h); }
+uint16_t hvd__float_to_half(float f) { return float_to_half(f); }
+float hvd__bf16_to_float(uint16_t b) { return bf16_to_float(b); }
+uint16_t hvd__float_to_bf16(float f) { return float_to_bf16(f); }
+
+#define CONVERT_N(name, D, S, fn)                              \
+  void name(D *dst, const S *src, size_t n) {                  \
+    for (; n >= LANES; n -= LANES, dst += LANES, src += LANES) \
+      for (int i = 0; i < LANES; i++) dst[i] = fn(src[i]);     \
+    for (size_t i = 0; i < n; i++) dst[i] = fn(src[i]);        \
+  }
+
+CONVERT_N(hvd__half_to_float_n, float, uint16_t, half_to_float)
+CONVERT_N(hvd__float_to_half_n, uint16_t, float, float_to_half)
+CONVERT_N(hvd__bf16_to_float_n, float, uint16_t, bf16_to_float)
+CONVERT_N(hvd__float_to_bf16_n, uint16_t, float, float_to_bf16)

@@ -1,0 +1,56 @@
+/*
+ * reduce.h -- element-wise reduction kernels, one per dtype x op.
+ *
+ * The collectives call these on chunks as they arrive; they know nothing
+ * about ranks or the network.  float16 and bfloat16 are widened to float32,
+ * combined, and rounded back to nearest even, so a reduction of two
+ * half-precision values is exactly what the float32 operation would give
+ * rounded once.
+ */
+#ifndef HVD_REDUCE_H
+#define HVD_REDUCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hvd.h"
+
+/* 1 if dtype is one of hvd_dtype's values, else 0. */
+int hvd__dtype_valid(int dtype);
+
+/* 1 if op is one of hvd_op's values, else 0. */
+int hvd__op_valid(int op);
+
+/* Checks that `op` can reduce `dtype` with these kernels: HVD_E_INVALID
+ * for an unknown dtype/op, HVD_E_UNSUPPORTED for HVD_ADASUM and for
+ * HVD_AVERAGE on HVD_BOOL, with a message naming both. */
+int hvd__reduce_check(hvd_dtype dtype, hvd_op op);
+
+/* inout[i] = inout[i] (op) in[i] for i < count.  HVD_AVERAGE accumulates
+ * like HVD_SUM here; the division happens once, in hvd__reduce_average().
+ * MIN/MAX of equal values (-0 and +0) keep inout's.  inout == in is
+ * allowed; buffers need no alignment.  The caller has checked the pair
+ * with hvd__reduce_check(). */
+void hvd__reduce(void *inout, const void *in, size_t count, hvd_dtype dtype, hvd_op op);
+
+/* buf[i] = buf[i] / divisor: the last step of HVD_AVERAGE.  Floats divide
+ * (half types in float32, rounded once); integers divide exactly, rounding
+ * toward zero.  divisor >= 1. */
+void hvd__reduce_average(void *buf, size_t count, hvd_dtype dtype, int divisor);
+
+/* IEEE binary16 <-> binary32 and bfloat16 <-> binary32, round to nearest
+ * even, NaN stays NaN (quiet), infinities and subnormals exact. */
+float hvd__half_to_float(uint16_t h);
+uint16_t hvd__float_to_half(float f);
+float hvd__bf16_to_float(uint16_t b);
+uint16_t hvd__float_to_bf16(float f);
+
+/* The same conversions over n elements, bit for bit, written so that the
+ * compiler vectorises them: the kernels convert whole blocks with these
+ * (and a SIMD build can replace them, e.g. with F16C). */
+void hvd__half_to_float_n(float *dst, const uint16_t *src, size_t n);
+void hvd__float_to_half_n(uint16_t *dst, const float *src, size_t n);
+void hvd__bf16_to_float_n(float *dst, const uint16_t *src, size_t n);
+void hvd__float_to_bf16_n(uint16_t *dst, const float *src, size_t n);
+
+#endif /* HVD_REDUCE_H */
