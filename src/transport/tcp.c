@@ -1,0 +1,870 @@
+/*
+ * tcp.c -- the TCP transport (transport.h): a full mesh of authenticated
+ * connections, one per pair of ranks, and framed sendrecv over it.
+ *
+ * Building the mesh.  Rank r connects to every lower rank, in rank order,
+ * then accepts every higher rank.  Rank 0 only accepts, so it answers at
+ * once; by induction every rank's connects are answered once the ranks
+ * below it have finished theirs: nothing can wait in a cycle.  Accepting
+ * is an event loop over the listening socket and every handshake in
+ * flight, so a stranger that stays silent, sends garbage or fails the HMAC
+ * only loses its own connection while the real peers authenticate beside
+ * it.
+ *
+ * sendrecv.  One DATA frame (frame.h) goes out while one comes in, both
+ * sockets multiplexed with poll(), so a ring step cannot deadlock on full
+ * socket buffers.  The payload goes straight from the caller's buffer to
+ * the socket (sendmsg with two iovecs) and from the socket into the
+ * caller's buffer; nothing is copied.  The deadline is one of no progress:
+ * it restarts whenever bytes move, so a slow peer is fine and a stuck one
+ * fails.
+ *
+ * A transport is driven by one thread at a time; abort() must not race a
+ * sendrecv() in another thread.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "frame.h"
+#include "transport.h"
+
+#define TCP_PURPOSE "data"
+/* How long an accepted connection may take to authenticate.  A real peer
+ * answers in microseconds; this only bounds what a silent stranger holds. */
+#define HANDSHAKE_MS 10000
+/* Handshakes in flight at once; more connections wait in the backlog. */
+#define HANDSHAKES_MAX 64
+/* An ABORT payload: i32 lost rank, then the reason (u16 length + bytes). */
+#define ABORT_REASON_MAX 512
+#define ABORT_PAYLOAD_MAX (4 + 2 + ABORT_REASON_MAX)
+#define WHY_MAX 512
+/* Ranks named in one message before "and N more". */
+#define RANKS_LISTED 16
+
+typedef struct {
+  int fd;
+  /* A frame to this peer stopped half-way: anything written after it
+   * would be read as its payload.  Payload bytes still owed (abort() pads
+   * them with zeros before its ABORT), or SIZE_MAX when the header itself
+   * was cut and no ABORT can follow. */
+  size_t unsent;
+} tcp_conn;
+
+/* What blame() knows of a peer: the rank it waited on, or one of these. */
+#define REPORT_NONE (-1) /* nothing heard (yet) */
+#define REPORT_GONE (-2) /* connection closed or unreadable */
+
+/* How long abort() may spend finishing cut frames, over all peers: the
+ * peers are alive and reading, or they are not and this is lost anyway. */
+#define ABORT_PAD_MS 200
+
+struct tcp_transport {
+  hvd_transport base; /* first: hvd_transport * and tcp_transport * convert */
+  tcp_conn *conns;    /* size entries; conns[rank].fd stays -1 */
+  int timeout_ms;
+  int broken;         /* an error or an abort happened: later calls fail fast */
+  int lost;           /* the rank whose failure broke it, -1 if none or unknown */
+  int announced;      /* our ABORT went out already (see blame) */
+  char why[WHY_MAX];  /* what broke it, for those later calls */
+};
+
+static int tcp_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t slen, int from,
+                        void *rbuf, size_t rlen, uint32_t tag);
+static void tcp_abort(hvd_transport *base, int lost_rank, const char *why);
+static void tcp_destroy(hvd_transport *base);
+static void announce(struct tcp_transport *t, int lost_rank, const char *why);
+
+static const hvd_transport_ops tcp_ops = {
+    .name = "tcp", .sendrecv = tcp_sendrecv, .abort = tcp_abort, .destroy = tcp_destroy};
+
+/* Marks t broken by the error just set, and returns it. */
+static int fail(struct tcp_transport *t, int rc) {
+  if (!t->broken) {
+    t->broken = 1;
+    snprintf(t->why, sizeof t->why, "%s", hvd_last_error());
+  }
+  return rc;
+}
+
+/* Like fail(), remembering which rank was lost so that abort() can tell
+ * the other peers who it was, not just that this rank gave up. */
+static int fail_lost(struct tcp_transport *t, int rc, int lost) {
+  if (!t->broken) t->lost = lost;
+  return fail(t, rc);
+}
+
+/* Shuts the connection down gracefully.  Whatever the peer sent that we
+ * never read is discarded first: closing a socket with unread data makes
+ * the kernel send a reset, which would throw away our own unsent bytes
+ * (an ABORT frame) instead of delivering them. */
+static void close_conn(tcp_conn *c) {
+  char sink[16384];
+  if (c->fd < 0) return;
+  shutdown(c->fd, SHUT_WR);
+  for (int i = 0; i < 256; i++) /* bounded: a peer may keep sending */
+    if (recv(c->fd, sink, sizeof sink, MSG_TRUNC | MSG_DONTWAIT) <= 0) break;
+  hvd__net_close(&c->fd);
+}
+
+/* ================================================================== */
+/* Building the mesh                                                   */
+/* ================================================================== */
+
+static int check_config(const hvd_tcp_config *cfg) {
+  if (cfg->size < 1 || cfg->rank < 0 || cfg->rank >= cfg->size)
+    return hvd__err(HVD_E_INVALID, "tcp transport: rank %d out of range for size %d",
+                    cfg->rank, cfg->size);
+  if (cfg->size > 1 && !cfg->peers)
+    return hvd__err(HVD_E_INVALID, "tcp transport: no peer table");
+  if (cfg->rank < cfg->size - 1 && cfg->listen_fd < 0)
+    return hvd__err(HVD_E_INVALID, "tcp transport: no listening socket for higher ranks");
+  if (cfg->timeout_ms <= 0)
+    return hvd__err(HVD_E_INVALID, "tcp transport: timeout %d ms must be positive",
+                    cfg->timeout_ms);
+  return 0;
+}
+
+/* Connects and authenticates to each lower rank in turn. */
+static int connect_lower(struct tcp_transport *t, const hvd_tcp_config *cfg) {
+  for (int r = 0; r < t->base.rank; r++) {
+    const hvd_peer_addr *p = &cfg->peers[r];
+    uint32_t id;
+    int fd;
+    int rc = hvd__net_connect(p->addr, p->port, cfg->connect_deadline, &fd);
+    if (rc < 0) return hvd__err_prefix(rc, "connecting to rank %d", r);
+    rc = hvd__auth_connect(fd, &cfg->key, TCP_PURPOSE, (uint32_t)t->base.rank,
+                           cfg->connect_deadline, &id);
+    if (rc == 0 && id != (uint32_t)r)
+      rc = hvd__err(HVD_E_AUTH, "the peer proved it is rank %u (peer table out of date?)", id);
+    if (rc < 0) {
+      hvd__net_close(&fd);
+      return hvd__err_prefix(rc, "authenticating with rank %d (%s port %d)", r, p->addr,
+                             p->port);
+    }
+    t->conns[r].fd = fd;
+  }
+  return 0;
+}
+
+/* ---- accepting: one handshake per accepted connection ---- */
+
+enum { SEND_CHALLENGE, RECV_RESPONSE, SEND_PROOF };
+
+typedef struct {
+  int fd;
+  char addr[HVD_NET_ADDR_MAX];
+  uint64_t deadline;
+  int phase;
+  uint32_t id; /* the rank it proved, from SEND_PROOF on */
+  hvd_auth_state st;
+  uint8_t buf[HVD_AUTH_RESPONSE_LEN]; /* the message in flight; the largest fits */
+  size_t len, done;
+} handshake;
+
+typedef struct {
+  struct tcp_transport *t;
+  const hvd_tcp_config *cfg;
+  handshake hs[HANDSHAKES_MAX];
+  int n;       /* handshakes in flight */
+  int missing; /* higher ranks not connected yet */
+} acceptor;
+
+/* 1 if rank id is connected or about to be. */
+static int rank_taken(const acceptor *a, uint32_t id) {
+  if (a->t->conns[id].fd >= 0) return 1;
+  for (int i = 0; i < a->n; i++)
+    if (a->hs[i].phase == SEND_PROOF && a->hs[i].id == id) return 1;
+  return 0;
+}
+
+/* The response is complete: check it and the rank it proves, and put the
+ * proof in flight. */
+static int check_response(acceptor *a, handshake *h) {
+  uint8_t proof[HVD_AUTH_PROOF_LEN];
+  int rank = a->t->base.rank, size = a->t->base.size;
+  HVD__CHECK(hvd__auth_verify_response(&a->cfg->key, TCP_PURPOSE, (uint32_t)rank, h->buf,
+                                       &h->st, proof));
+  uint32_t id = h->st.id_c;
+  if (id <= (uint32_t)rank || id >= (uint32_t)size)
+    return hvd__err(HVD_E_PROTOCOL,
+                    "it proved rank %u, but only ranks %d to %d connect to rank %d", id,
+                    rank + 1, size - 1, rank);
+  if (rank_taken(a, id))
+    return hvd__err(HVD_E_PROTOCOL, "it proved rank %u, which is already connected", id);
+  h->id = id;
+  h->phase = SEND_PROOF;
+  memcpy(h->buf, proof, sizeof proof);
+  h->len = sizeof proof;
+  h->done = 0;
+  return 0;
+}
+
+/* Moves the handshake on as far as its socket allows.  1: done, the peer
+ * is authenticated; 0: waiting for the socket; <0: drop it. */
+static int handshake_step(acceptor *a, handshake *h) {
+  for (;;) {
+    long n;
+    if (h->phase == RECV_RESPONSE) {
+      n = hvd__net_read_some(h->fd, h->buf + h->done, h->len - h->done);
+    } else {
+      struct iovec iov = {.iov_base = h->buf + h->done, .iov_len = h->len - h->done};
+      n = hvd__net_writev_some(h->fd, &iov, 1);
+    }
+    if (n <= 0) return (int)n;
+    h->done += (size_t)n;
+    if (h->done < h->len) continue;
+    if (h->phase == SEND_PROOF) return 1;
+    if (h->phase == RECV_RESPONSE) {
+      HVD__CHECK(check_response(a, h));
+    } else {
+      h->phase = RECV_RESPONSE;
+      h->len = HVD_AUTH_RESPONSE_LEN;
+      h->done = 0;
+    }
+  }
+}
+
+/* Removes handshake i: the last one takes its place. */
+static void handshake_remove(acceptor *a, int i) {
+  a->hs[i] = a->hs[--a->n];
+}
+
+static void handshake_drop(acceptor *a, int i, const char *why) {
+  hvd__log(HVD_LOG_WARNING, "rank %d: dropped a connection from %s: %s", a->t->base.rank,
+           a->hs[i].addr, why);
+  hvd__net_close(&a->hs[i].fd);
+  handshake_remove(a, i);
+}
+
+/* Steps handshake i; installs it as a peer when done, drops it on error. */
+static void handshake_advance(acceptor *a, int i) {
+  int rc = handshake_step(a, &a->hs[i]);
+  if (rc < 0) {
+    handshake_drop(a, i, hvd_last_error());
+  } else if (rc == 1) {
+    hvd__log(HVD_LOG_DEBUG, "rank %d: rank %u connected from %s", a->t->base.rank,
+             a->hs[i].id, a->hs[i].addr);
+    a->t->conns[a->hs[i].id].fd = a->hs[i].fd;
+    a->missing--;
+    handshake_remove(a, i);
+  }
+}
+
+/* Accepts what the backlog holds (room permitting) and sends each a
+ * challenge.  Only a failing listening socket is an error. */
+static int accept_new(acceptor *a) {
+  while (a->n < HANDSHAKES_MAX) {
+    handshake *h = &a->hs[a->n];
+    int rc = hvd__net_accept(a->cfg->listen_fd, hvd__now_ms(), &h->fd, h->addr);
+    if (rc == HVD_E_TIMEOUT) return 0; /* nothing more waiting */
+    if (rc < 0) return hvd__err_prefix(rc, "accepting peers");
+    rc = hvd__auth_challenge(&h->st, h->buf);
+    if (rc < 0) {
+      hvd__net_close(&h->fd);
+      return rc;
+    }
+    h->deadline = hvd__deadline_in(HANDSHAKE_MS);
+    h->phase = SEND_CHALLENGE;
+    h->len = HVD_AUTH_CHALLENGE_LEN;
+    h->done = 0;
+    a->n++;
+    handshake_advance(a, a->n - 1);
+  }
+  return 0;
+}
+
+/* "ranks 2, 5, 7 never connected ..." naming at most RANKS_LISTED. */
+static int mesh_timeout(const acceptor *a, uint64_t start) {
+  const struct tcp_transport *t = a->t;
+  char list[RANKS_LISTED * 12 + 32];
+  size_t len = 0;
+  int n = 0;
+  list[0] = '\0';
+  for (int r = t->base.rank + 1; r < t->base.size; r++) {
+    if (t->conns[r].fd >= 0) continue;
+    if (n++ < RANKS_LISTED)
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", n > 1 ? ", " : "", r);
+  }
+  if (n > RANKS_LISTED)
+    snprintf(list + len, sizeof list - len, " and %d more", n - RANKS_LISTED);
+  return hvd__err(HVD_E_TIMEOUT, "%s %s never connected to rank %d (waited %.1f s)",
+                  n == 1 ? "rank" : "ranks", list, t->base.rank,
+                  (double)(hvd__now_ms() - start) / 1000.0);
+}
+
+/* Waits for the next event: the listening socket (if there is room for
+ * another handshake) and every handshake's socket, until the earliest
+ * deadline.  The listening socket, when polled, is pfd[0]. */
+static int accept_wait(acceptor *a, struct pollfd *pfd, int *base) {
+  uint64_t wake = a->cfg->connect_deadline;
+  int np = 0;
+  *base = 0;
+  if (a->n < HANDSHAKES_MAX) {
+    pfd[np++] = (struct pollfd){.fd = a->cfg->listen_fd, .events = POLLIN};
+    *base = 1;
+  }
+  for (int i = 0; i < a->n; i++) {
+    const handshake *h = &a->hs[i];
+    pfd[np++] = (struct pollfd){.fd = h->fd,
+                                .events = h->phase == RECV_RESPONSE ? POLLIN : POLLOUT};
+    if (h->deadline < wake) wake = h->deadline;
+  }
+  int n = poll(pfd, (nfds_t)np, hvd__ms_left(wake));
+  if (n < 0 && errno != EINTR) return hvd__err_sys(HVD_E_SYSTEM, errno, "poll");
+  return n < 0 ? 0 : n;
+}
+
+/* One pass over the event loop's work after a wait. */
+static int accept_dispatch(acceptor *a, const struct pollfd *pfd, int base) {
+  uint64_t now = hvd__now_ms();
+  /* Backwards: removing i moves the last handshake, already visited, into
+   * slot i, so pfd[base + i] still belongs to the one not yet visited. */
+  for (int i = a->n - 1; i >= 0; i--) {
+    if (a->hs[i].deadline <= now)
+      handshake_drop(a, i, "it did not authenticate in time");
+    else if (pfd[base + i].revents)
+      handshake_advance(a, i);
+  }
+  if (base && (pfd[0].revents & POLLIN)) return accept_new(a);
+  return 0;
+}
+
+/* Accepts and authenticates every higher rank before the deadline. */
+static int accept_higher(struct tcp_transport *t, const hvd_tcp_config *cfg, uint64_t start) {
+  struct pollfd pfd[HANDSHAKES_MAX + 1];
+  acceptor *a = calloc(1, sizeof *a);
+  int rc = 0;
+  if (!a) return hvd__err(HVD_E_NOMEM, "tcp transport: out of memory");
+  a->t = t;
+  a->cfg = cfg;
+  a->missing = t->base.size - 1 - t->base.rank;
+  while (a->missing > 0) {
+    if (hvd__ms_left(cfg->connect_deadline) == 0) {
+      rc = mesh_timeout(a, start);
+      break;
+    }
+    int base;
+    rc = accept_wait(a, pfd, &base);
+    if (rc >= 0) rc = accept_dispatch(a, pfd, base); /* also on timeouts: expiries */
+    if (rc < 0) break;
+  }
+  while (a->n > 0) /* strangers still talking when the mesh is complete */
+    handshake_drop(a, a->n - 1, rc < 0 ? "giving up on the mesh"
+                                       : "it had not authenticated when the mesh was complete");
+  free(a);
+  return rc;
+}
+
+static int tcp_alloc(const hvd_tcp_config *cfg, struct tcp_transport **out) {
+  struct tcp_transport *t = calloc(1, sizeof *t);
+  if (!t) goto fail;
+  t->conns = calloc((size_t)cfg->size, sizeof *t->conns);
+  if (!t->conns) goto free_t;
+  for (int r = 0; r < cfg->size; r++) t->conns[r].fd = -1;
+  t->lost = -1;
+  t->base.ops = &tcp_ops;
+  t->base.rank = cfg->rank;
+  t->base.size = cfg->size;
+  t->timeout_ms = cfg->timeout_ms;
+  *out = t;
+  return 0;
+
+free_t:
+  free(t);
+fail:
+  return hvd__err(HVD_E_NOMEM, "tcp transport: out of memory for %d ranks", cfg->size);
+}
+
+int hvd__tcp_create(const hvd_tcp_config *cfg, hvd_transport **out) {
+  int listen_fd = cfg->listen_fd; /* ours from here on, whatever happens */
+  uint64_t start = hvd__now_ms();
+  struct tcp_transport *t = NULL;
+  *out = NULL;
+  int rc = check_config(cfg);
+  if (rc < 0) goto close_listen;
+  rc = tcp_alloc(cfg, &t);
+  if (rc < 0) goto close_listen;
+
+  rc = connect_lower(t, cfg);
+  if (rc == 0) rc = accept_higher(t, cfg, start);
+  if (rc < 0) goto destroy;
+  hvd__net_close(&listen_fd);
+  hvd__log(HVD_LOG_DEBUG, "rank %d: connected to %d peers in %.1f ms", cfg->rank,
+           cfg->size - 1, (double)(hvd__now_ms() - start));
+  *out = &t->base;
+  return 0;
+
+destroy:
+  tcp_destroy(&t->base);
+close_listen:
+  hvd__net_close(&listen_fd);
+  return rc;
+}
+
+/* ================================================================== */
+/* sendrecv                                                            */
+/* ================================================================== */
+
+/* One direction of a sendrecv: one frame, header then payload. */
+typedef struct {
+  int peer; /* -1: this half is skipped */
+  int fd;
+  uint8_t hdr[HVD_FRAME_HDR_LEN];
+  uint8_t *payload;
+  size_t len;  /* payload bytes */
+  size_t done; /* bytes moved so far, header included */
+  int abort;   /* receiving: the frame is an ABORT, payload in abort_buf */
+  uint8_t abort_buf[ABORT_PAYLOAD_MAX];
+} half;
+
+static int half_done(const half *h) {
+  return h->peer < 0 || h->done == HVD_FRAME_HDR_LEN + h->len;
+}
+
+/* Payload bytes moved, for messages. */
+static size_t half_payload_done(const half *h) {
+  return h->done > HVD_FRAME_HDR_LEN ? h->done - HVD_FRAME_HDR_LEN : 0;
+}
+
+static int io_failed(struct tcp_transport *t, int rc, int peer, const char *doing) {
+  if (rc == HVD_E_PEER_LOST) return fail_lost(t, hvd__err_prefix(rc, "rank %d lost", peer), peer);
+  return fail(t, hvd__err_prefix(rc, "%s rank %d", doing, peer));
+}
+
+/* Writes what the socket takes now.  Bytes moved, or <0. */
+static long send_step(struct tcp_transport *t, half *h) {
+  struct iovec iov[2];
+  int cnt = 0;
+  if (h->done < HVD_FRAME_HDR_LEN)
+    iov[cnt++] = (struct iovec){.iov_base = h->hdr + h->done,
+                                .iov_len = HVD_FRAME_HDR_LEN - h->done};
+  size_t off = half_payload_done(h);
+  if (off < h->len)
+    iov[cnt++] = (struct iovec){.iov_base = h->payload + off, .iov_len = h->len - off};
+  long n = hvd__net_writev_some(h->fd, iov, cnt);
+  if (n < 0) return io_failed(t, (int)n, h->peer, "sending to");
+  h->done += (size_t)n;
+  return n;
+}
+
+static int blame(struct tcp_transport *t, const half *r, int start, int start_report,
+                 char *chain, size_t cap);
+
+/* The ABORT frame the peer sent is complete: turn it into our error.  A
+ * peer that names a lost rank may only have seen its own neighbour go
+ * silent, so follow the reports to the rank that is really stuck. */
+static int peer_aborted(struct tcp_transport *t, const half *h) {
+  hvd_reader r = {.buf = h->abort_buf, .len = h->len};
+  int32_t lost = (int32_t)hvd__get_u32(&r);
+  char why[ABORT_REASON_MAX], chain[256];
+  hvd__get_str(&r, why, sizeof why);
+  if (!hvd__reader_done(&r) || lost < -1 || lost >= t->base.size)
+    return fail(t, hvd__err(HVD_E_PROTOCOL, "rank %d sent a malformed ABORT frame", h->peer));
+  for (char *c = why; *c; c++) /* it goes into our messages and logs verbatim */
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+  if (lost < 0) return fail(t, hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s", h->peer, why));
+  if (lost == t->base.rank)
+    return fail(t, hvd__err(HVD_E_PEER_LOST, "rank %d gave up on this rank: %s", h->peer, why));
+  /* Pass the news on at once: ranks further away wait on us. */
+  announce(t, lost, why);
+  int stuck = blame(t, h, h->peer, lost, chain, sizeof chain);
+  if (stuck == lost)
+    return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d lost (reported by rank %d: %s)", lost,
+                                 h->peer, why), lost);
+  return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d lost (waits: %s; rank %d reported: %s)",
+                               stuck, chain, h->peer, why), stuck);
+}
+
+/* The header is complete: is it the frame we expect? */
+static int check_header(struct tcp_transport *t, half *h, uint32_t tag) {
+  hvd_frame f;
+  if (hvd__frame_decode(h->hdr, &f) < 0)
+    return fail(t, hvd__err_prefix(HVD_E_PROTOCOL, "rank %d sent a malformed frame", h->peer));
+  if (f.type == HVD_FRAME_ABORT) {
+    if (f.len > sizeof h->abort_buf)
+      return fail(t, hvd__err(HVD_E_PROTOCOL,
+                              "rank %d sent an ABORT frame of %llu bytes (at most %zu)",
+                              h->peer, (unsigned long long)f.len, sizeof h->abort_buf));
+    h->abort = 1;
+    h->payload = h->abort_buf;
+    h->len = (size_t)f.len;
+    return 0;
+  }
+  if (f.type != HVD_FRAME_DATA)
+    return fail(t, hvd__err(HVD_E_PROTOCOL, "rank %d sent a frame of type %u, expected data",
+                            h->peer, f.type));
+  if (f.tag != tag)
+    return fail(t, hvd__err(HVD_E_MISMATCH,
+                            "rank %d is at collective #%u, this rank at #%u (collectives "
+                            "called in a different order?)",
+                            h->peer, f.tag, tag));
+  if (f.len != h->len)
+    return fail(t, hvd__err(HVD_E_MISMATCH,
+                            "rank %d sent %llu bytes for collective #%u, this rank expected "
+                            "%zu bytes (do all ranks pass the same count and dtype?)",
+                            h->peer, (unsigned long long)f.len, tag, h->len));
+  return 0;
+}
+
+/* Reads what the socket holds now: the header, then (once checked) the
+ * payload.  Bytes moved, or <0. */
+static long recv_step(struct tcp_transport *t, half *h, uint32_t tag) {
+  long moved = 0;
+  while (!half_done(h)) {
+    long n;
+    if (h->done < HVD_FRAME_HDR_LEN)
+      n = hvd__net_read_some(h->fd, h->hdr + h->done, HVD_FRAME_HDR_LEN - h->done);
+    else
+      n = hvd__net_read_some(h->fd, h->payload + half_payload_done(h),
+                             h->len - half_payload_done(h));
+    if (n < 0) return io_failed(t, (int)n, h->peer, "receiving from");
+    if (n == 0) break;
+    h->done += (size_t)n;
+    moved += n;
+    if (h->done == HVD_FRAME_HDR_LEN) HVD__CHECK(check_header(t, h, tag));
+  }
+  if (h->abort && half_done(h)) return peer_aborted(t, h);
+  return moved;
+}
+
+/* The no-progress deadline passed.  Before failing, tell every peer whom
+ * we waited on and learn whom they waited on, so the error names the rank
+ * that is really stuck rather than the neighbour it stalled. */
+static int timed_out(struct tcp_transport *t, const half *s, const half *r, uint32_t tag) {
+  char what[2][160], mine[WHY_MAX], chain[256];
+  int n = 0;
+  if (!half_done(r))
+    snprintf(what[n++], sizeof what[0], "rank %d %s (%zu of %zu bytes received)", r->peer,
+             r->done ? "stopped sending" : "sent nothing", half_payload_done(r), r->len);
+  if (!half_done(s))
+    snprintf(what[n++], sizeof what[0], "rank %d is not receiving (%zu of %zu bytes sent)",
+             s->peer, half_payload_done(s), s->len);
+  snprintf(mine, sizeof mine, "timed out after %g s without progress at collective #%u: %s%s%s",
+           t->timeout_ms / 1000.0, tag, what[0], n > 1 ? "; " : "", n > 1 ? what[1] : "");
+  int suspect = !half_done(r) ? r->peer : s->peer;
+  if (!half_done(s) && s->done > 0) /* announce() must finish this frame first */
+    t->conns[s->peer].unsent =
+        s->done < HVD_FRAME_HDR_LEN ? SIZE_MAX : HVD_FRAME_HDR_LEN + s->len - s->done;
+  announce(t, suspect, mine);
+  int stuck = blame(t, r, suspect, REPORT_NONE, chain, sizeof chain);
+  if (stuck == suspect)
+    return fail_lost(t, hvd__err(HVD_E_TIMEOUT, "%s", mine), stuck);
+  return fail_lost(t, hvd__err(HVD_E_TIMEOUT,
+                               "rank %d stopped responding (waits: %d -> %s); here: %s", stuck,
+                               t->base.rank, chain, mine), stuck);
+}
+
+/* Waits until a socket of an unfinished half is ready.  1: ready, 0: the
+ * no-progress deadline passed, <0: error. */
+static int sendrecv_wait(struct tcp_transport *t, const half *s, const half *r,
+                         uint64_t deadline) {
+  struct pollfd p[2];
+  int np = 0;
+  if (!half_done(s)) p[np++] = (struct pollfd){.fd = s->fd, .events = POLLOUT};
+  if (!half_done(r)) {
+    if (np && p[0].fd == r->fd)
+      p[0].events |= POLLIN; /* to == from: one socket, both ways */
+    else
+      p[np++] = (struct pollfd){.fd = r->fd, .events = POLLIN};
+  }
+  for (;;) {
+    int n = poll(p, (nfds_t)np, hvd__ms_left(deadline));
+    if (n > 0) return 1;
+    if (n == 0 && hvd__ms_left(deadline) == 0) return 0;
+    if (n < 0 && errno != EINTR) return fail(t, hvd__err_sys(HVD_E_SYSTEM, errno, "poll"));
+  }
+}
+
+/* Checks a peer argument; 0 if usable. */
+static int check_peer(struct tcp_transport *t, int peer, const void *buf, size_t len,
+                      const char *role) {
+  if (peer == -1) return 0;
+  if (peer < 0 || peer >= t->base.size)
+    return hvd__err(HVD_E_INVALID, "sendrecv: %s rank %d out of range (size %d)", role, peer,
+                    t->base.size);
+  if (peer == t->base.rank)
+    return hvd__err(HVD_E_INVALID, "sendrecv: %s rank %d is this rank", role, peer);
+  if (len > 0 && !buf)
+    return hvd__err(HVD_E_INVALID, "sendrecv: NULL buffer for %zu bytes", len);
+  if (t->conns[peer].fd < 0) /* closed by an abort: broken covers it */
+    return hvd__err(HVD_E_ABORTED, "sendrecv: no connection to rank %d", peer);
+  return 0;
+}
+
+static void half_init(half *h, const struct tcp_transport *t, int peer, void *payload,
+                      size_t len) {
+  h->peer = peer;
+  h->fd = peer >= 0 ? t->conns[peer].fd : -1;
+  h->payload = payload;
+  h->len = peer >= 0 ? len : 0;
+  h->done = 0;
+  h->abort = 0;
+}
+
+static int tcp_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t slen, int from,
+                        void *rbuf, size_t rlen, uint32_t tag) {
+  struct tcp_transport *t = (struct tcp_transport *)base;
+  half s, r;
+  if (t->broken)
+    return hvd__err(HVD_E_ABORTED, "the connections to the other ranks broke earlier: %s",
+                    t->why);
+  HVD__CHECK(check_peer(t, to, sbuf, slen, "destination"));
+  HVD__CHECK(check_peer(t, from, rbuf, rlen, "source"));
+
+  half_init(&s, t, to, (void *)sbuf, slen); /* only ever read from */
+  half_init(&r, t, from, rbuf, rlen);
+  if (to >= 0) hvd__frame_encode(&(hvd_frame){.type = HVD_FRAME_DATA, .tag = tag, .len = slen},
+                                 s.hdr);
+
+  uint64_t deadline = hvd__deadline_in(t->timeout_ms);
+  int rc;
+  while (!half_done(&s) || !half_done(&r)) {
+    long sent = half_done(&s) ? 0 : send_step(t, &s);
+    long got = sent < 0 || half_done(&r) ? 0 : recv_step(t, &r, tag);
+    if (sent < 0 || got < 0) {
+      rc = (int)(sent < 0 ? sent : got);
+      goto mark_cut;
+    }
+    if (sent + got > 0) {
+      deadline = hvd__deadline_in(t->timeout_ms);
+      continue; /* try again before paying for a poll */
+    }
+    rc = sendrecv_wait(t, &s, &r, deadline);
+    if (rc == 0) rc = timed_out(t, &s, &r, tag);
+    if (rc < 0) goto mark_cut;
+  }
+  return 0;
+
+mark_cut:
+  if (s.peer >= 0 && s.done > 0 && !half_done(&s))
+    t->conns[s.peer].unsent =
+        s.done < HVD_FRAME_HDR_LEN ? SIZE_MAX : HVD_FRAME_HDR_LEN + s.len - s.done;
+  return rc;
+}
+
+/* ================================================================== */
+/* abort, destroy                                                      */
+/* ================================================================== */
+
+/* header + (i32 lost rank, str reason); returns the frame's length. */
+static size_t encode_abort(uint8_t *out, size_t cap, int lost_rank, const char *why) {
+  char reason[ABORT_REASON_MAX];
+  hvd_writer w = {.buf = out + HVD_FRAME_HDR_LEN, .cap = cap - HVD_FRAME_HDR_LEN};
+  snprintf(reason, sizeof reason, "%s", why ? why : "");
+  hvd__put_u32(&w, (uint32_t)lost_rank);
+  hvd__put_str(&w, reason);
+  hvd__frame_encode(&(hvd_frame){.type = HVD_FRAME_ABORT, .len = w.len}, out);
+  return HVD_FRAME_HDR_LEN + w.len;
+}
+
+/* Completes a frame that an error cut short with zero bytes, so that the
+ * peer reads the ABORT behind it instead of a closed connection.  Bounded
+ * by the deadline; plain send() and poll() so the caller's error message
+ * stays as it is. */
+static int pad_cut_frame(tcp_conn *c, uint64_t deadline) {
+  static const char zeros[4096];
+  if (c->unsent == SIZE_MAX) return -1;
+  while (c->unsent > 0) {
+    size_t n = c->unsent < sizeof zeros ? c->unsent : sizeof zeros;
+    ssize_t k = send(c->fd, zeros, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      c->unsent -= (size_t)k;
+      continue;
+    }
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+    struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+    if (poll(&p, 1, hvd__ms_left(deadline)) <= 0) return -1;
+  }
+  return 0;
+}
+
+/* Sends every peer an ABORT naming lost_rank, once. */
+static void announce(struct tcp_transport *t, int lost_rank, const char *why) {
+  uint8_t frame[HVD_FRAME_HDR_LEN + ABORT_PAYLOAD_MAX];
+  if (t->announced) return;
+  t->announced = 1;
+  size_t len = encode_abort(frame, sizeof frame, lost_rank, why);
+  uint64_t pad_deadline = hvd__deadline_in(ABORT_PAD_MS);
+  for (int r = 0; r < t->base.size; r++) {
+    tcp_conn *c = &t->conns[r];
+    /* Plain send(), not hvd__net_*: an abort must not overwrite the
+     * error message the caller is about to report.  A socket with no room
+     * right now is skipped: abort never blocks for long. */
+    if (c->fd >= 0 && pad_cut_frame(c, pad_deadline) == 0)
+      (void)send(c->fd, frame, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+}
+
+static void tcp_abort(hvd_transport *base, int lost_rank, const char *why) {
+  struct tcp_transport *t = (struct tcp_transport *)base;
+  if (lost_rank < 0 && t->broken) lost_rank = t->lost; /* what our own failure found */
+  announce(t, lost_rank, why);
+  if (!t->broken) {
+    t->broken = 1;
+    snprintf(t->why, sizeof t->why, "aborted: %s", why ? why : "");
+  }
+  for (int r = 0; r < t->base.size; r++) close_conn(&t->conns[r]);
+}
+
+static void tcp_destroy(hvd_transport *base) {
+  struct tcp_transport *t = (struct tcp_transport *)base;
+  if (!t) return;
+  for (int r = 0; r < t->base.size; r++) close_conn(&t->conns[r]);
+  free(t->conns);
+  free(t);
+}
+
+/* ================================================================== */
+/* Finding the rank that is stuck                                      */
+/* ================================================================== */
+
+/*
+ * Collectives run in lockstep, so a rank that freezes (stopped, swapping,
+ * a network cable pulled) stalls its neighbour, which stalls the next, and
+ * all of them reach the no-progress deadline at about the same moment,
+ * each seeing only the silent rank beside it.  timed_out() therefore
+ * announces whom this rank waited on (an ABORT naming it) and blame_stall()
+ * listens to every peer for a short grace period for the same report from
+ * them.  Following "this rank waited on A, A on B, B on C" leads to the
+ * rank that reported nothing: the one that is really stuck.
+ */
+
+/* One peer's byte stream while we wait for its report: whatever frame it
+ * was in the middle of is skipped, data frames are skipped, an ABORT is
+ * read and decoded. */
+typedef struct {
+  int fd;
+  size_t skip;      /* payload bytes of a frame we do not care about */
+  size_t got;       /* bytes of the header, or of the ABORT payload */
+  size_t abort_len; /* nonzero while reading an ABORT payload */
+  uint8_t hdr[HVD_FRAME_HDR_LEN];
+  uint8_t buf[ABORT_PAYLOAD_MAX];
+  int report; /* REPORT_* or the rank this peer waited on */
+} listener;
+
+/* A complete header: an ABORT to read, or a frame to skip. */
+static int listener_header(listener *l) {
+  hvd_frame f;
+  l->got = 0;
+  if (hvd__frame_decode(l->hdr, &f) < 0) return -1;
+  if (f.type != HVD_FRAME_ABORT) {
+    l->skip = f.len > SIZE_MAX ? SIZE_MAX : (size_t)f.len;
+    return 0;
+  }
+  if (f.len == 0 || f.len > sizeof l->buf) return -1;
+  l->abort_len = (size_t)f.len;
+  return 0;
+}
+
+/* The ABORT payload is complete: i32 lost rank, str reason. */
+static void listener_report(listener *l, int size) {
+  hvd_reader r = {.buf = l->buf, .len = l->abort_len};
+  int32_t lost = (int32_t)hvd__get_u32(&r);
+  char why[ABORT_REASON_MAX];
+  hvd__get_str(&r, why, sizeof why);
+  l->report = (hvd__reader_done(&r) && lost >= 0 && lost < size) ? lost : REPORT_GONE;
+}
+
+/* Reads what the socket holds now, until a report or end of stream. */
+static void listener_step(listener *l, int size) {
+  uint8_t sink[4096];
+  while (l->report == REPORT_NONE) {
+    uint8_t *dst;
+    size_t want;
+    if (l->skip) dst = sink, want = l->skip < sizeof sink ? l->skip : sizeof sink;
+    else if (l->abort_len) dst = l->buf + l->got, want = l->abort_len - l->got;
+    else dst = l->hdr + l->got, want = HVD_FRAME_HDR_LEN - l->got;
+    ssize_t n = recv(l->fd, dst, want, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    if (n <= 0) {
+      l->report = REPORT_GONE;
+      return;
+    }
+    if (l->skip) {
+      l->skip -= (size_t)n;
+    } else if ((l->got += (size_t)n) == (l->abort_len ? l->abort_len : HVD_FRAME_HDR_LEN)) {
+      if (l->abort_len) listener_report(l, size);
+      else if (listener_header(l) < 0) l->report = REPORT_GONE;
+    }
+  }
+}
+
+/* Listeners for every peer; r's stream is mid-frame where sendrecv left it. */
+static listener *listeners_open(struct tcp_transport *t, const half *r) {
+  listener *ls = calloc((size_t)t->base.size, sizeof *ls);
+  if (!ls) return NULL;
+  for (int p = 0; p < t->base.size; p++) {
+    ls[p].fd = t->conns[p].fd;
+    ls[p].report = ls[p].fd < 0 ? REPORT_GONE : REPORT_NONE;
+  }
+  if (r->peer >= 0 && !half_done(r) && r->done > 0) {
+    listener *l = &ls[r->peer];
+    if (r->done < HVD_FRAME_HDR_LEN) {
+      memcpy(l->hdr, r->hdr, r->done);
+      l->got = r->done;
+    } else if (r->abort) {
+      memcpy(l->buf, r->abort_buf, r->done - HVD_FRAME_HDR_LEN);
+      l->abort_len = r->len;
+      l->got = r->done - HVD_FRAME_HDR_LEN;
+    } else {
+      l->skip = HVD_FRAME_HDR_LEN + r->len - r->done;
+    }
+  }
+  return ls;
+}
+
+/* Follows the reports from `start` to a rank that reported nothing (or
+ * back to one already seen), writing the path "3 -> 1 -> 7" to `chain` if
+ * given. */
+static int follow(const listener *ls, int me, int start, int size, char *chain, size_t cap) {
+  size_t len = chain ? (size_t)snprintf(chain, cap, "%d", start) : 0;
+  int x = start;
+  for (int hops = 0; hops < size && ls[x].report >= 0 && ls[x].report != me; hops++) {
+    x = ls[x].report;
+    if (chain && len < cap) len += (size_t)snprintf(chain + len, cap - len, " -> %d", x);
+  }
+  return x;
+}
+
+/* Waits up to the grace period for the peers' reports, or until the chain
+ * ends at a rank whose connection is closed: that one will never report. */
+static void listeners_wait(struct tcp_transport *t, listener *ls, struct pollfd *p, int start) {
+  int n = t->base.size, grace = t->timeout_ms / 4;
+  uint64_t deadline = hvd__deadline_in(grace < 200 ? 200 : grace > 2000 ? 2000 : grace);
+  for (;;) {
+    int np = 0;
+    for (int i = 0; i < n; i++)
+      if (ls[i].report == REPORT_NONE) p[np++] = (struct pollfd){.fd = ls[i].fd, .events = POLLIN};
+    int end = follow(ls, t->base.rank, start, n, NULL, 0);
+    if (np == 0 || ls[end].report == REPORT_GONE || hvd__ms_left(deadline) == 0) return;
+    if (poll(p, (nfds_t)np, hvd__ms_left(deadline)) < 0 && errno != EINTR) return;
+    for (int i = 0; i < n; i++)
+      if (ls[i].report == REPORT_NONE) listener_step(&ls[i], n);
+  }
+}
+
+/* Listens to every peer's reports, starting from what we know of `start`
+ * (REPORT_NONE, or the rank it reported), and returns the rank at the end
+ * of the chain; `chain` describes the hops.  On failure to allocate, start
+ * itself is blamed: the message is less precise, never wrong. */
+static int blame(struct tcp_transport *t, const half *r, int start, int start_report,
+                 char *chain, size_t cap) {
+  listener *ls = listeners_open(t, r);
+  struct pollfd *p = calloc((size_t)t->base.size, sizeof *p);
+  int stuck = start_report >= 0 ? start_report : start;
+  snprintf(chain, cap, "%d -> %d", start, stuck);
+  if (ls && p) {
+    if (start_report >= 0) ls[start].report = start_report;
+    listeners_wait(t, ls, p, start);
+    stuck = follow(ls, t->base.rank, start, t->base.size, chain, cap);
+  }
+  free(p);
+  free(ls);
+  return stuck;
+}

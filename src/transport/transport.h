@@ -1,0 +1,86 @@
+/*
+ * transport.h -- moving bytes between ranks, and nothing else.
+ *
+ * A transport is a small struct of functions (as in NCCL): the collectives
+ * are written against it and never see a socket.  TCP is the first
+ * implementation; shared memory and MPI come later behind the same ops.
+ *
+ * Semantics every implementation keeps:
+ *   - sendrecv() sends one message to `to` while receiving one message from
+ *     `from`, at the same time, so a ring step never deadlocks on full
+ *     socket buffers.  Either half may be skipped by passing peer -1.
+ *     to == from is allowed (pairwise exchange).  The receiver always
+ *     knows the exact size it expects (rlen); a message of another size,
+ *     or with another tag, is a protocol/mismatch error.
+ *   - Every call finishes or fails within the transport's timeout of no
+ *     progress (HOROVOD_GLOO_TIMEOUT_SECONDS).  A peer that closes or
+ *     fails gives HVD_E_PEER_LOST naming the rank; a peer that sent an
+ *     ABORT gives HVD_E_PEER_LOST naming the rank that peer lost, with its
+ *     reason, so the first failure propagates around the job.
+ *   - After any error the transport is broken: abort() tells every peer
+ *     (best effort, without blocking) and closes the connections.
+ */
+#ifndef HVD_TRANSPORT_H
+#define HVD_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "net.h"
+
+typedef struct hvd_transport hvd_transport;
+
+typedef struct {
+  const char *name;
+  int (*sendrecv)(hvd_transport *t, int to, const void *sbuf, size_t slen, int from,
+                  void *rbuf, size_t rlen, uint32_t tag);
+  /* Tells every peer that this rank gives up because of `lost_rank` and
+   * `why`; closes everything.  Idempotent.  lost_rank -1 means "the rank
+   * whose failure the transport itself saw, if any", so the peers learn
+   * which rank was lost and not only that this one gave up. */
+  void (*abort)(hvd_transport *t, int lost_rank, const char *why);
+  void (*destroy)(hvd_transport *t);
+} hvd_transport_ops;
+
+struct hvd_transport {
+  const hvd_transport_ops *ops;
+  int rank, size;
+};
+
+/* Where a peer listens. */
+typedef struct {
+  char addr[HVD_NET_ADDR_MAX];
+  int port;
+} hvd_peer_addr;
+
+typedef struct {
+  int rank, size;
+  hvd_secret key;
+  int listen_fd;              /* bound and listening; the transport owns it */
+  const hvd_peer_addr *peers; /* size entries; peers[rank] is this rank */
+  uint64_t connect_deadline;  /* for building the full mesh */
+  int timeout_ms;             /* no-progress deadline for each sendrecv */
+} hvd_tcp_config;
+
+/* Builds a full mesh: connects to every lower rank, accepts every higher
+ * rank, authenticates each connection ("data" purpose, ids = ranks).
+ * Connections that fail authentication or send garbage are dropped and
+ * accepting goes on until every real peer has arrived or the deadline
+ * passes (HVD_E_TIMEOUT naming the ranks still missing). */
+int hvd__tcp_create(const hvd_tcp_config *cfg, hvd_transport **out);
+
+/* Convenience wrappers over the ops. */
+static inline int hvd__sendrecv(hvd_transport *t, int to, const void *sbuf, size_t slen,
+                                int from, void *rbuf, size_t rlen, uint32_t tag) {
+  return t->ops->sendrecv(t, to, sbuf, slen, from, rbuf, rlen, tag);
+}
+static inline int hvd__send(hvd_transport *t, int to, const void *buf, size_t len,
+                            uint32_t tag) {
+  return t->ops->sendrecv(t, to, buf, len, -1, NULL, 0, tag);
+}
+static inline int hvd__recv(hvd_transport *t, int from, void *buf, size_t len, uint32_t tag) {
+  return t->ops->sendrecv(t, -1, NULL, 0, from, buf, len, tag);
+}
+
+#endif /* HVD_TRANSPORT_H */

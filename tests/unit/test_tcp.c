@@ -1,0 +1,553 @@
+/*
+ * test_tcp.c -- the TCP transport (transport.h), ranks as threads.
+ *
+ * Each test builds a small mesh on 127.0.0.1 with one thread per rank,
+ * runs a function on every rank at once, and checks what each rank saw
+ * from the main thread (cmocka's asserts must not run in other threads,
+ * so rank threads only record).  Covered: ring exchanges up to 16 MiB
+ * (both directions at once, far beyond the socket buffers), strangers on
+ * the port while the mesh forms, a peer that disappears, a peer that
+ * stops answering, size and order mismatches, ABORT propagation, and a
+ * mesh that cannot complete.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "transport/transport.h"
+
+#define MAX_RANKS 4
+#define BIG (16u << 20)
+#define ERR_MAX 512
+
+typedef struct mesh mesh;
+typedef void (*rank_fn)(mesh *m, int rank);
+
+typedef struct {
+  mesh *m;
+  int rank;
+  hvd_tcp_config cfg;
+  hvd_transport *t;
+  rank_fn fn;
+  pthread_t th;
+  /* what the rank saw: up to two results, and bytes that came out wrong */
+  int rc, rc2;
+  char err[ERR_MAX], err2[ERR_MAX];
+  long bad;
+  uint64_t ms;
+} rank_ctx;
+
+struct mesh {
+  int size;
+  hvd_secret key;
+  hvd_peer_addr peers[MAX_RANKS];
+  rank_ctx r[MAX_RANKS];
+  pthread_barrier_t bar;
+  /* parameters of the mismatch test */
+  size_t send_len;
+  uint32_t send_tag;
+};
+
+static void record(rank_ctx *c, int rc) {
+  c->rc = rc;
+  snprintf(c->err, sizeof c->err, "%s", rc < 0 ? hvd_last_error() : "");
+}
+
+static void record2(rank_ctx *c, int rc) {
+  c->rc2 = rc;
+  snprintf(c->err2, sizeof c->err2, "%s", rc < 0 ? hvd_last_error() : "");
+}
+
+static void assert_contains(const char *text, const char *part) {
+  if (!strstr(text, part)) fail_msg("\"%s\" does not contain \"%s\"", text, part);
+}
+
+/* ---- building meshes ---- */
+
+static mesh *mesh_prepare(int size, int timeout_ms, int connect_ms) {
+  mesh *m = test_calloc(1, sizeof *m);
+  m->size = size;
+  assert_int_equal(hvd__secret_generate(&m->key), 0);
+  for (int r = 0; r < size; r++) {
+    rank_ctx *c = &m->r[r];
+    int fd, port;
+    assert_int_equal(hvd__net_listen("127.0.0.1", 0, &fd, &port), 0);
+    snprintf(m->peers[r].addr, sizeof m->peers[r].addr, "127.0.0.1");
+    m->peers[r].port = port;
+    c->m = m;
+    c->rank = r;
+    c->cfg = (hvd_tcp_config){.rank = r,
+                              .size = size,
+                              .key = m->key,
+                              .listen_fd = fd,
+                              .peers = m->peers,
+                              .connect_deadline = hvd__deadline_in(connect_ms),
+                              .timeout_ms = timeout_ms};
+  }
+  assert_int_equal(pthread_barrier_init(&m->bar, NULL, (unsigned)size), 0);
+  return m;
+}
+
+static void *create_main(void *p) {
+  rank_ctx *c = p;
+  record(c, hvd__tcp_create(&c->cfg, &c->t));
+  return NULL;
+}
+
+static void start_create(mesh *m, int rank) {
+  assert_int_equal(pthread_create(&m->r[rank].th, NULL, create_main, &m->r[rank]), 0);
+}
+
+static void join(mesh *m, int rank) { assert_int_equal(pthread_join(m->r[rank].th, NULL), 0); }
+
+static void assert_created(mesh *m) {
+  for (int r = 0; r < m->size; r++) {
+    if (m->r[r].rc != 0) fail_msg("rank %d: %s", r, m->r[r].err);
+    assert_non_null(m->r[r].t);
+  }
+}
+
+static mesh *mesh_build(int size, int timeout_ms) {
+  mesh *m = mesh_prepare(size, timeout_ms, 5000);
+  for (int r = 0; r < size; r++) start_create(m, r);
+  for (int r = 0; r < size; r++) join(m, r);
+  assert_created(m);
+  return m;
+}
+
+static void mesh_free(mesh *m) {
+  for (int r = 0; r < m->size; r++)
+    if (m->r[r].t) m->r[r].t->ops->destroy(m->r[r].t);
+  pthread_barrier_destroy(&m->bar);
+  test_free(m);
+}
+
+/* Runs fn on every rank at once. */
+static void *rank_main(void *p) {
+  rank_ctx *c = p;
+  c->fn(c->m, c->rank);
+  return NULL;
+}
+
+static void run_ranks(mesh *m, rank_fn fn) {
+  for (int r = 0; r < m->size; r++) {
+    m->r[r].fn = fn;
+    m->r[r].rc = m->r[r].rc2 = 0;
+    m->r[r].err[0] = m->r[r].err2[0] = '\0';
+    assert_int_equal(pthread_create(&m->r[r].th, NULL, rank_main, &m->r[r]), 0);
+  }
+  for (int r = 0; r < m->size; r++) join(m, r);
+}
+
+static void assert_all_ok(mesh *m) {
+  for (int r = 0; r < m->size; r++) {
+    if (m->r[r].rc != 0) fail_msg("rank %d: %s", r, m->r[r].err);
+    assert_int_equal(m->r[r].bad, 0);
+  }
+}
+
+/* ---- data ---- */
+
+/* Data that differs by position, sender and step, made a word at a time
+ * (byte loops over 16 MiB are slow under TSan). */
+static uint64_t pattern(size_t word, int rank, int step) {
+  uint64_t x = (word + 1) * 0x9e3779b97f4a7c15ull + (uint64_t)rank * 1000003u +
+               (uint64_t)step * 7919u;
+  return x ^ (x >> 29);
+}
+
+static void fill(uint8_t *p, size_t len, int rank, int step) {
+  for (size_t w = 0; w * 8 < len; w++) {
+    uint64_t v = pattern(w, rank, step);
+    memcpy(p + w * 8, &v, len - w * 8 < 8 ? len - w * 8 : 8);
+  }
+}
+
+static long count_bad(const uint8_t *p, size_t len, int rank, int step) {
+  long bad = 0;
+  for (size_t w = 0; w * 8 < len; w++) {
+    uint64_t v = pattern(w, rank, step);
+    bad += memcmp(p + w * 8, &v, len - w * 8 < 8 ? len - w * 8 : 8) != 0;
+  }
+  return bad;
+}
+
+/* One sendrecv with checked data; rbuf and sbuf hold at least len. */
+static int exchange(rank_ctx *c, int to, int from, size_t len, int step, uint8_t *sbuf,
+                    uint8_t *rbuf) {
+  if (to >= 0) fill(sbuf, len, c->rank, step);
+  memset(rbuf, 0xee, len);
+  int rc = hvd__sendrecv(c->t, to, sbuf, to >= 0 ? len : 0, from, rbuf,
+                         from >= 0 ? len : 0, (uint32_t)step);
+  if (rc == 0 && from >= 0) c->bad += count_bad(rbuf, len, from, step);
+  return rc;
+}
+
+static const size_t ring_sizes[] = {0, 1, 1000, 1 << 20, BIG};
+
+static void ring_fn(mesh *m, int rank) {
+  rank_ctx *c = &m->r[rank];
+  int n = m->size, rc = 0;
+  uint8_t *sbuf = malloc(BIG), *rbuf = malloc(BIG);
+  for (size_t i = 0; sbuf && rbuf && rc == 0 && i < HVD__ARRAY_LEN(ring_sizes); i++)
+    rc = exchange(c, (rank + 1) % n, (rank + n - 1) % n, ring_sizes[i], (int)i, sbuf, rbuf);
+  record(c, sbuf && rbuf ? rc : HVD_E_NOMEM);
+  free(sbuf);
+  free(rbuf);
+}
+
+/* Ranks 0 and 1 swap 16 MiB over one socket (to == from) while rank 2
+ * sends to 0 one way, and 0 answers with a send-only / recv-only pair. */
+static void pairs_fn(mesh *m, int rank) {
+  rank_ctx *c = &m->r[rank];
+  uint8_t *sbuf = malloc(BIG), *rbuf = malloc(BIG);
+  int rc = HVD_E_NOMEM;
+  if (sbuf && rbuf) {
+    if (rank == 0) {
+      rc = exchange(c, 1, 1, BIG, 20, sbuf, rbuf);
+      if (rc == 0) rc = exchange(c, -1, 2, 5000, 21, sbuf, rbuf);
+      if (rc == 0) rc = exchange(c, 2, -1, 300, 22, sbuf, rbuf);
+    } else if (rank == 1) {
+      rc = exchange(c, 0, 0, BIG, 20, sbuf, rbuf);
+    } else {
+      rc = exchange(c, 0, -1, 5000, 21, sbuf, rbuf);
+      if (rc == 0) rc = exchange(c, -1, 0, 300, 22, sbuf, rbuf);
+    }
+  }
+  record(c, rc);
+  free(sbuf);
+  free(rbuf);
+}
+
+/* ---- tests ---- */
+
+static void test_ring(void **state) {
+  (void)state;
+  mesh *m = mesh_build(3, 5000);
+  run_ranks(m, ring_fn);
+  assert_all_ok(m);
+  run_ranks(m, pairs_fn);
+  assert_all_ok(m);
+
+  /* Bad arguments fail before any I/O and leave the transport usable. */
+  hvd_transport *t = m->r[0].t;
+  uint8_t b[4] = {0};
+  assert_int_equal(hvd__sendrecv(t, 0, b, 4, 1, b, 4, 0), HVD_E_INVALID); /* to self */
+  assert_int_equal(hvd__send(t, 3, b, 4, 0), HVD_E_INVALID);
+  assert_int_equal(hvd__recv(t, -2, b, 4, 0), HVD_E_INVALID);
+  assert_int_equal(hvd__send(t, 1, NULL, 4, 0), HVD_E_INVALID);
+  run_ranks(m, ring_fn);
+  assert_all_ok(m);
+  mesh_free(m);
+}
+
+/* A connected socket to port, from the test thread. */
+static int dial(int port) {
+  int fd;
+  assert_int_equal(hvd__net_connect("127.0.0.1", port, hvd__deadline_in(2000), &fd), 0);
+  return fd;
+}
+
+/* Reads whatever comes until the other end hangs up, which it must. */
+static void expect_hangup(int fd) {
+  uint8_t b;
+  int rc;
+  while ((rc = hvd__net_read_all(fd, &b, 1, hvd__deadline_in(5000))) == 0) continue;
+  if (rc != HVD_E_PEER_LOST) fail_msg("expected a hang-up, got: %s", hvd_last_error());
+  close(fd);
+}
+
+/* Runs the handshake as a would-be rank; it must be refused. */
+static void expect_refused(int port, const hvd_secret *key, const char *purpose, uint32_t id) {
+  uint32_t peer;
+  int fd = dial(port);
+  int rc = hvd__auth_connect(fd, key, purpose, id, hvd__deadline_in(5000), &peer);
+  if (rc == 0) fail_msg("rank 0 accepted a connection claiming rank %u", id);
+  close(fd);
+}
+
+static void test_strangers(void **state) {
+  (void)state;
+  mesh *m = mesh_prepare(3, 5000, 8000);
+  int port0 = m->peers[0].port, port1 = m->peers[1].port;
+  hvd_secret other;
+  assert_int_equal(hvd__secret_generate(&other), 0);
+  start_create(m, 0); /* rank 0 only accepts: it is serving at once */
+
+  /* (a) garbage */
+  int fd = dial(port0);
+  uint8_t junk[100];
+  for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(i * 151 + 7);
+  assert_int_equal(hvd__net_write_all(fd, junk, sizeof junk, hvd__deadline_in(2000)), 0);
+  expect_hangup(fd);
+  /* (b) silence: held open while the mesh forms */
+  int silent = dial(port0);
+  /* (c) the wrong secret, and the right one for another purpose */
+  expect_refused(port0, &other, "data", 1);
+  expect_refused(port0, &m->key, "rdzv", 1);
+  /* (d) a valid secret but a rank that cannot connect to rank 0 */
+  expect_refused(port0, &m->key, "data", 7);
+  expect_refused(port0, &m->key, "data", 0);
+
+  /* (d) a duplicate: once rank 1 serves its own port, it has finished
+   * connecting to rank 0, so rank 1 is taken there. */
+  start_create(m, 1);
+  fd = dial(port1);
+  uint8_t challenge[HVD_AUTH_CHALLENGE_LEN];
+  assert_int_equal(hvd__net_read_all(fd, challenge, sizeof challenge, hvd__deadline_in(5000)),
+                   0);
+  close(fd);
+  expect_refused(port0, &m->key, "data", 1);
+
+  start_create(m, 2);
+  for (int r = 0; r < 3; r++) join(m, r);
+  assert_created(m);
+  expect_hangup(silent); /* dropped when the mesh was complete */
+
+  run_ranks(m, ring_fn);
+  assert_all_ok(m);
+  mesh_free(m);
+}
+
+static void lost_fn(mesh *m, int rank) {
+  rank_ctx *c = &m->r[rank];
+  uint8_t s[8] = {0}, r[8];
+  int rc = hvd__sendrecv(c->t, 1 - rank, s, 8, 1 - rank, r, 8, 0);
+  if (rank == 1 || rc < 0) { /* rank 1 leaves after one exchange */
+    c->t->ops->destroy(c->t);
+    c->t = NULL;
+    record(c, rc);
+    return;
+  }
+  uint8_t *sbuf = calloc(1, BIG), *rbuf = malloc(BIG);
+  record(c, sbuf && rbuf ? hvd__sendrecv(c->t, 1, sbuf, BIG, 1, rbuf, BIG, 1) : HVD_E_NOMEM);
+  record2(c, hvd__sendrecv(c->t, 1, s, 8, 1, r, 8, 2));
+  free(sbuf);
+  free(rbuf);
+}
+
+static void test_peer_lost(void **state) {
+  (void)state;
+  mesh *m = mesh_build(2, 5000);
+  run_ranks(m, lost_fn);
+  assert_int_equal(m->r[1].rc, 0);
+  assert_int_equal(m->r[0].rc, HVD_E_PEER_LOST);
+  assert_contains(m->r[0].err, "rank 1 lost");
+  /* Broken for good, and says why. */
+  assert_int_equal(m->r[0].rc2, HVD_E_ABORTED);
+  assert_contains(m->r[0].err2, "rank 1 lost");
+  mesh_free(m);
+}
+
+/* Rank 0 waits on rank 1, which does nothing until rank 0 gave up. */
+static void silent_recv_fn(mesh *m, int rank) {
+  rank_ctx *c = &m->r[rank];
+  if (rank == 0) {
+    uint8_t b[4];
+    uint64_t start = hvd__now_ms();
+    record(c, hvd__recv(c->t, 1, b, sizeof b, 9));
+    c->ms = hvd__now_ms() - start;
+  }
+  pthread_barrier_wait(&m->bar);
+}
+
+/* Rank 0 sends far more than the socket buffers hold; rank 1 never reads. */
+static void silent_send_fn(mesh *m, int rank) {
+  rank_ctx *c = &m->r[rank];
+  if (rank == 0) {
+    size_t len = 64u << 20;
+    uint8_t *b = calloc(1, len);
+    uint64_t start = hvd__now_ms();
+    record(c, b ? hvd__send(c->t, 1, b, len, 4) : HVD_E_NOMEM);
+    c->ms = hvd__now_ms() - start;
+    free(b);
+  }
+  pthread_barrier_wait(&m->bar);
+}
+
+static void test_timeout(void **state) {
+  (void)state;
+  mesh *m = mesh_build(2, 500);
+  run_ranks(m, silent_recv_fn);
+  assert_int_equal(m->r[0].rc, HVD_E_TIMEOUT);
+  assert_contains(m->r[0].err, "rank 1 sent nothing");
+  assert_contains(m->r[0].err, "0.5 s");
+  assert_contains(m->r[0].err, "#9");
+  assert_true(m->r[0].ms >= 450 && m->r[0].ms < 3000);
+  mesh_free(m);
+
+  m = mesh_build(2, 500);
+  run_ranks(m, silent_send_fn);
+  assert_int_equal(m->r[0].rc, HVD_E_TIMEOUT);
+  assert_contains(m->r[0].err, "rank 1 is not receiving");
+  assert_true(m->r[0].ms >= 450 && m->r[0].ms < 5000);
+  mesh_free(m);
+}
+
+static void mismatch_fn(mesh *m, int rank) {
+  rank_ctx *c = &m->r[rank];
+  uint8_t b[404] = {0};
+  if (rank == 1) record(c, hvd__send(c->t, 0, b, m->send_len, m->send_tag));
+  if (rank == 0) record(c, hvd__recv(c->t, 1, b, 404, 12));
+  pthread_barrier_wait(&m->bar); /* rank 1 stays connected until rank 0 has seen it */
+}
+
+static void test_mismatch(void **state) {
+  (void)state;
+  mesh *m = mesh_build(2, 5000);
+  m->send_len = 400;
+  m->send_tag = 12;
+  run_ranks(m, mismatch_fn);
+  assert_int_equal(m->r[1].rc, 0);
+  assert_int_equal(m->r[0].rc, HVD_E_MISMATCH);
+  assert_contains(m->r[0].err,
+                  "rank 1 sent 400 bytes for collective #12, this rank expected 404 bytes");
+  mesh_free(m);
+
+  m = mesh_build(2, 5000);
+  m->send_len = 404;
+  m->send_tag = 13;
+  run_ranks(m, mismatch_fn);
+  assert_int_equal(m->r[0].rc, HVD_E_MISMATCH);
+  assert_contains(m->r[0].err, "rank 1 is at collective #13, this rank at #12");
+  mesh_free(m);
+}
+
+/* Rank 1 gives up because of rank 2 (or of nobody: lost_rank -1). */
+static void abort_fn(mesh *m, int rank) {
+  rank_ctx *c = &m->r[rank];
+  uint8_t b[4] = {0};
+  if (rank == 1) {
+    int lost = m->size == 3 ? 2 : -1;
+    c->t->ops->abort(c->t, lost, lost >= 0 ? "connection closed by peer" : "shutting down");
+    c->t->ops->abort(c->t, lost, "again"); /* idempotent */
+    record(c, hvd__send(c->t, 0, b, sizeof b, 0));
+  } else {
+    record(c, hvd__recv(c->t, 1, b, sizeof b, 0));
+  }
+}
+
+static void test_abort(void **state) {
+  (void)state;
+  mesh *m = mesh_build(3, 5000);
+  run_ranks(m, abort_fn);
+  assert_int_equal(m->r[0].rc, HVD_E_PEER_LOST);
+  assert_contains(m->r[0].err, "rank 2 lost (reported by rank 1: connection closed by peer)");
+  assert_int_equal(m->r[2].rc, HVD_E_PEER_LOST);
+  assert_contains(m->r[2].err, "rank 1 gave up on this rank: connection closed by peer");
+  assert_int_equal(m->r[1].rc, HVD_E_ABORTED);
+  assert_contains(m->r[1].err, "connection closed by peer");
+  mesh_free(m);
+
+  m = mesh_build(2, 5000);
+  run_ranks(m, abort_fn);
+  assert_int_equal(m->r[0].rc, HVD_E_PEER_LOST);
+  assert_contains(m->r[0].err, "rank 1 aborted: shutting down");
+  mesh_free(m);
+}
+
+static void test_mesh_timeout(void **state) {
+  (void)state;
+  /* Rank 2 never shows up: both others time out naming it. */
+  mesh *m = mesh_prepare(3, 5000, 500);
+  uint64_t start = hvd__now_ms();
+  start_create(m, 0);
+  start_create(m, 1);
+  join(m, 0);
+  join(m, 1);
+  assert_true(hvd__now_ms() - start < 3000);
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(m->r[r].rc, HVD_E_TIMEOUT);
+    assert_null(m->r[r].t);
+    assert_contains(m->r[r].err, "rank 2 never connected");
+  }
+  close(m->r[2].cfg.listen_fd);
+  mesh_free(m);
+
+  /* Rank 0 listens but never answers: rank 1 times out connecting to it. */
+  m = mesh_prepare(2, 5000, 500);
+  start_create(m, 1);
+  join(m, 1);
+  assert_int_equal(m->r[1].rc, HVD_E_TIMEOUT);
+  assert_contains(m->r[1].err, "rank 0");
+  close(m->r[0].cfg.listen_fd);
+  mesh_free(m);
+}
+
+/* ---- the socket layer underneath (net.h) ---- */
+
+/* Listens on addr, connects to it by `dial_as`, accepts; 0 if this host
+ * cannot listen there (no IPv6). */
+static int net_pair(const char *addr, const char *dial_as, int fds[2], char peer[]) {
+  int lfd, port;
+  if (hvd__net_listen(addr, 0, &lfd, &port) < 0) return 0;
+  assert_int_equal(hvd__net_connect(dial_as, port, hvd__deadline_in(2000), &fds[0]), 0);
+  assert_int_equal(hvd__net_accept(lfd, hvd__deadline_in(2000), &fds[1], peer), 0);
+  hvd__net_close(&lfd);
+  assert_int_equal(lfd, -1);
+  return 1;
+}
+
+static void test_net(void **state) {
+  (void)state;
+  char peer[HVD_NET_ADDR_MAX], local[HVD_NET_ADDR_MAX];
+  uint8_t msg[5] = "hello", got[5];
+  int fds[2];
+
+  if (net_pair("::1", "::1", fds, peer)) { /* IPv6, where the host has it */
+    assert_string_equal(peer, "::1");
+    assert_int_equal(hvd__net_local_addr(fds[0], local), 0);
+    assert_string_equal(local, "::1");
+    assert_int_equal(hvd__net_write_all(fds[0], msg, 5, hvd__deadline_in(2000)), 0);
+    assert_int_equal(hvd__net_read_all(fds[1], got, 5, hvd__deadline_in(2000)), 0);
+    assert_memory_equal(got, msg, 5);
+    hvd__net_close(&fds[0]);
+    hvd__net_close(&fds[1]);
+  }
+
+  /* Any address, reached by name. */
+  assert_int_equal(net_pair(NULL, "localhost", fds, peer), 1);
+  /* A closed peer is HVD_E_PEER_LOST both ways, and never a SIGPIPE. */
+  hvd__net_close(&fds[1]);
+  assert_int_equal(hvd__net_read_all(fds[0], got, 5, hvd__deadline_in(2000)), HVD_E_PEER_LOST);
+  assert_contains(hvd_last_error(), "connection closed by peer");
+  static uint8_t big[1 << 20];
+  int rc = 0;
+  for (int i = 0; i < 64 && rc == 0; i++)
+    rc = hvd__net_write_all(fds[0], big, sizeof big, hvd__deadline_in(2000));
+  assert_int_equal(rc, HVD_E_PEER_LOST);
+  hvd__net_close(&fds[0]);
+
+  /* Nobody listening: retried until the deadline, then said so. */
+  int lfd, port;
+  assert_int_equal(hvd__net_listen("127.0.0.1", 0, &lfd, &port), 0);
+  hvd__net_close(&lfd);
+  uint64_t start = hvd__now_ms();
+  assert_int_equal(hvd__net_connect("127.0.0.1", port, hvd__deadline_in(300), &fds[0]),
+                   HVD_E_TIMEOUT);
+  assert_true(hvd__now_ms() - start >= 250);
+  assert_contains(hvd_last_error(), "Connection refused (retried for");
+  assert_int_equal(fds[0], -1);
+
+  assert_int_equal(hvd__net_connect("127.0.0.1", 70000, hvd__deadline_in(300), &fds[0]),
+                   HVD_E_INVALID);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ring),     cmocka_unit_test(test_strangers),
+      cmocka_unit_test(test_peer_lost), cmocka_unit_test(test_timeout),
+      cmocka_unit_test(test_mismatch), cmocka_unit_test(test_abort),
+      cmocka_unit_test(test_mesh_timeout), cmocka_unit_test(test_net),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
