@@ -1,0 +1,140 @@
+/*
+ * bootstrap.c -- from environment variables to a connected transport.
+ *
+ * The steps of hvd_init for a job of n > 1 ranks:
+ *   1. connect to hvdrun's rendezvous and prove we hold the job's secret;
+ *   2. listen on the local address of that connection -- the interface
+ *      that routes to the launcher is the one our peers can reach too;
+ *   3. register that address and receive everyone's;
+ *   4. connect the full mesh (transport).
+ * All of it within HOROVOD_START_TIMEOUT.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../env.h"
+#include "bootstrap.h"
+
+/* A JOB variable as an integer in [min, max]; `def` when unset. */
+static int job_int(hvd_param_id id, long def, long min, long max, int *out) {
+  const char *v = hvd__param_raw(id);
+  long x = def;
+  if (v) HVD__CHECK(hvd__parse_long(hvd__params[id].name, v, min, max, &x));
+  *out = (int)x;
+  return 0;
+}
+
+static int check_rank(const char *what, int rank, hvd_param_id size_id, int size) {
+  if (rank < size) return 0;
+  return hvd__err(HVD_E_ENV, "%s=%d is not below %s=%d", what, rank, hvd__params[size_id].name,
+                  size);
+}
+
+int hvd__job_from_env(hvd_job *job) {
+  memset(job, 0, sizeof *job);
+  HVD__CHECK(job_int(HVD_P_SIZE, 1, 1, 1 << 20, &job->size));
+  HVD__CHECK(job_int(HVD_P_RANK, 0, 0, 1 << 20, &job->rank));
+  HVD__CHECK(check_rank("HOROVOD_RANK", job->rank, HVD_P_SIZE, job->size));
+  /* Without the local/cross variables (a launcher that sets only rank and
+   * size), assume one host: local = global, one "cross" group. */
+  HVD__CHECK(job_int(HVD_P_LOCAL_SIZE, job->size, 1, job->size, &job->local_size));
+  HVD__CHECK(job_int(HVD_P_LOCAL_RANK, job->rank, 0, 1 << 20, &job->local_rank));
+  HVD__CHECK(check_rank("HOROVOD_LOCAL_RANK", job->local_rank, HVD_P_LOCAL_SIZE,
+                        job->local_size));
+  HVD__CHECK(job_int(HVD_P_CROSS_SIZE, 1, 1, job->size, &job->cross_size));
+  HVD__CHECK(job_int(HVD_P_CROSS_RANK, 0, 0, 1 << 20, &job->cross_rank));
+  HVD__CHECK(check_rank("HOROVOD_CROSS_RANK", job->cross_rank, HVD_P_CROSS_SIZE,
+                        job->cross_size));
+  const char *host = hvd__param_raw(HVD_P_HOSTNAME);
+  if (host && strlen(host) >= sizeof job->hostname)
+    return hvd__err(HVD_E_ENV, "HOROVOD_HOSTNAME is longer than %zu bytes",
+                    sizeof job->hostname - 1);
+  if (host)
+    strcpy(job->hostname, host);
+  else if (gethostname(job->hostname, sizeof job->hostname - 1) != 0)
+    strcpy(job->hostname, "localhost");
+  return 0;
+}
+
+/* Where the rendezvous is and the key that opens it. */
+static int rdzv_from_env(char *addr, size_t cap, int *port, hvd_secret *key) {
+  const char *a = hvd__param_raw(HVD_P_RDZV_ADDR);
+  const char *p = hvd__param_raw(HVD_P_RDZV_PORT);
+  const char *k = hvd__param_raw(HVD_P_SECRET_KEY);
+  if (!a || !p || !k)
+    return hvd__err(HVD_E_ENV,
+                    "HOROVOD_SIZE > 1 but %s is not set: start the job with hvdrun "
+                    "(or set HOROVOD_GLOO_RENDEZVOUS_ADDR, HOROVOD_GLOO_RENDEZVOUS_PORT "
+                    "and _HOROVOD_SECRET_KEY)",
+                    !a ? "HOROVOD_GLOO_RENDEZVOUS_ADDR"
+                       : !p ? "HOROVOD_GLOO_RENDEZVOUS_PORT" : "_HOROVOD_SECRET_KEY");
+  if (strlen(a) >= cap)
+    return hvd__err(HVD_E_ENV, "HOROVOD_GLOO_RENDEZVOUS_ADDR is longer than %zu bytes", cap - 1);
+  strcpy(addr, a);
+  long port_l;
+  HVD__CHECK(hvd__parse_long("HOROVOD_GLOO_RENDEZVOUS_PORT", p, 1, 65535, &port_l));
+  *port = (int)port_l;
+  int rc = hvd__secret_decode(k, key);
+  return rc < 0 ? hvd__err_prefix(rc, "_HOROVOD_SECRET_KEY") : 0;
+}
+
+/* Steps 2-3: listen where the launcher reached us, learn everyone's address. */
+static int meet(const hvd_job *job, int rdzv_fd, uint64_t deadline, int *listen_fd,
+                hvd_peer_addr *peers) {
+  hvd_rdzv_entry me, *table = calloc((size_t)job->size, sizeof *table);
+  if (!table) return hvd__err(HVD_E_NOMEM, "allocating the peer table");
+  memset(&me, 0, sizeof me);
+  me.rank = (uint32_t)job->rank;
+  me.size = (uint32_t)job->size;
+  strcpy(me.hostname, job->hostname);
+  int rc = hvd__net_local_addr(rdzv_fd, me.listen.addr);
+  if (rc == 0) rc = hvd__net_listen(me.listen.addr, 0, listen_fd, &me.listen.port);
+  if (rc == 0) rc = hvd__rdzv_register(rdzv_fd, &me, deadline, table);
+  for (int i = 0; rc == 0 && i < job->size; i++) peers[i] = table[i].listen;
+  free(table);
+  return rc;
+}
+
+int hvd__bootstrap(const hvd_job *job, hvd_transport **xport) {
+  *xport = NULL;
+  if (job->size == 1) return 0;
+
+  long start_s, timeout_s;
+  HVD__CHECK(hvd__param_int(HVD_P_START_TIMEOUT, &start_s));
+  HVD__CHECK(hvd__param_int(HVD_P_GLOO_TIMEOUT_SECONDS, &timeout_s));
+  hvd_tcp_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  char addr[HVD_NET_ADDR_MAX + 192];
+  int port = 0, rdzv_fd = -1;
+  HVD__CHECK(rdzv_from_env(addr, sizeof addr, &port, &cfg.key));
+
+  uint64_t deadline = hvd__deadline_in(start_s * 1000);
+  hvd_peer_addr *peers = calloc((size_t)job->size, sizeof *peers);
+  if (!peers) return hvd__err(HVD_E_NOMEM, "allocating %d peer addresses", job->size);
+  cfg.listen_fd = -1;
+  int rc = hvd__rdzv_connect(addr, port, &cfg.key, (uint32_t)job->rank, deadline, &rdzv_fd);
+  if (rc < 0) {
+    hvd__err_prefix(rc, "rendezvous at %s:%d", addr, port);
+    goto free_peers;
+  }
+  rc = meet(job, rdzv_fd, deadline, &cfg.listen_fd, peers);
+  hvd__net_close(&rdzv_fd);
+  if (rc < 0) {
+    hvd__err_prefix(rc, "rendezvous at %s:%d", addr, port);
+    goto close_listener;
+  }
+  cfg.rank = job->rank;
+  cfg.size = job->size;
+  cfg.peers = peers;
+  cfg.connect_deadline = deadline;
+  cfg.timeout_ms = (int)(timeout_s * 1000);
+  rc = hvd__tcp_create(&cfg, xport); /* owns the listener from here, even on failure */
+  cfg.listen_fd = -1;
+  if (rc < 0) hvd__err_prefix(rc, "connecting to the other ranks");
+close_listener:
+  hvd__net_close(&cfg.listen_fd);
+free_peers:
+  free(peers);
+  return rc;
+}

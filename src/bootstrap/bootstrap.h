@@ -1,0 +1,28 @@
+/*
+ * bootstrap.h -- who am I, and who are my peers.
+ *
+ * Reads the job's description from the environment the launcher set
+ * (hvdrun exports Horovod's HOROVOD_* names; without them the process is a
+ * job of size 1), validates every value, and for a job of more than one
+ * rank meets the others at the rendezvous and builds the transport.
+ */
+#ifndef HVD_BOOTSTRAP_H
+#define HVD_BOOTSTRAP_H
+
+#include "../transport/transport.h"
+#include "rdzv.h"
+
+typedef struct {
+  int rank, size, local_rank, local_size, cross_rank, cross_size;
+  char hostname[HVD_HOSTNAME_MAX];
+} hvd_job;
+
+/* Fills job from the environment.  HVD_E_ENV naming the variable when a
+ * value is malformed, out of range or inconsistent with the others. */
+int hvd__job_from_env(hvd_job *job);
+
+/* Joins the job: *xport is NULL for a job of size 1, else a connected,
+ * authenticated transport to every peer. */
+int hvd__bootstrap(const hvd_job *job, hvd_transport **xport);
+
+#endif /* HVD_BOOTSTRAP_H */
