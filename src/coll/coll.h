@@ -1,0 +1,76 @@
+/*
+ * coll.h -- the collective algorithms, as functions of (communicator, buffers).
+ *
+ * Nothing here knows about names, the engine or the public API: that is
+ * api.c's job.  Arguments are already validated; sizes are size_t
+ * throughout.  Each function starts a new collective on the communicator
+ * (hvd__comm_begin) and breaks it on failure (hvd__comm_fail).
+ *
+ * Bytes on the wire per rank, n ranks, S bytes of data (see docs/algorithms.md):
+ *   allreduce      ring reduce-scatter + ring allgather   2(n-1)/n * S
+ *   reducescatter  ring reduce-scatter                     (n-1)/n * S
+ *   allgatherv     ring                                    S_total - S_own
+ *   broadcast      pipelined chain from the root           S
+ *   alltoallv      pairwise exchange, n-1 steps            S - S_self
+ *   barrier        dissemination, ceil(log2 n) rounds      0 (headers only)
+ */
+#ifndef HVD_COLL_H
+#define HVD_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../comm.h"
+
+int hvd__allreduce(hvd_comm *c, const void *sbuf, void *rbuf, size_t count, hvd_dtype dtype,
+                   hvd_op op);
+
+/* rbuf holds hvd__split_count(count, size, rank) elements. */
+int hvd__reducescatter(hvd_comm *c, const void *sbuf, void *rbuf, size_t count,
+                       hvd_dtype dtype, hvd_op op);
+
+int hvd__broadcast(hvd_comm *c, void *buf, size_t bytes, int root);
+
+/* Every rank's count is exchanged first; *rbuf is malloc()ed (NULL when the
+ * total is 0) and counts[] (c->size entries) filled. */
+int hvd__allgather(hvd_comm *c, const void *sbuf, size_t count, size_t esize, void **rbuf,
+                   size_t *counts);
+
+/* scounts[] has c->size entries; *rbuf malloc()ed, rcounts[] filled. */
+int hvd__alltoall(hvd_comm *c, const void *sbuf, const size_t *scounts, size_t esize,
+                  void **rbuf, size_t *rcounts);
+
+int hvd__barrier(hvd_comm *c);
+
+/* The ring's partition of `count` elements: rank/segment i gets count/n,
+ * the first count%n one more (Horovod's split for reducescatter). */
+size_t hvd__split_count(size_t count, int n, int i);
+size_t hvd__split_offset(size_t count, int n, int i);
+
+/* ---- shared by the algorithms (ring.c) ---- */
+
+/* Sends slen bytes to `to` while receiving rlen bytes from `from`, cut
+ * into HVD_CHUNK_BYTES frames so long messages stream.  When dtype/op are
+ * given (reduce != 0) each received chunk is reduced into rbuf instead of
+ * overwriting it; chunk boundaries then fall on whole elements. */
+typedef struct {
+  int reduce;
+  hvd_dtype dtype;
+  hvd_op op;
+} hvd_recv_mode;
+
+int hvd__stream(hvd_comm *c, uint32_t tag, int to, const void *sbuf, size_t slen, int from,
+                void *rbuf, size_t rlen, const hvd_recv_mode *mode);
+
+/* Exchanges one 64-bit count per peer pair: sends mine[to], receives
+ * theirs[from] over the same pairwise schedule as alltoall.  theirs must
+ * not alias mine (a later step still reads what an earlier one wrote). */
+int hvd__exchange_counts(hvd_comm *c, uint32_t tag, const uint64_t *mine, uint64_t *theirs);
+
+/* Lays out blocks of counts[i] elements back to back: offsets[i] (in
+ * elements) and the total.  Counts come from the network, so a total whose
+ * bytes overflow size_t is refused with HVD_E_PROTOCOL. */
+int hvd__place_blocks(const uint64_t *counts, int n, size_t esize, size_t *offsets,
+                      size_t *total);
+
+#endif /* HVD_COLL_H */

@@ -1,0 +1,41 @@
+/*
+ * comm.c -- communicator life cycle and the "first failure breaks it" rule.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+
+int hvd__comm_init(hvd_comm *c, int rank, int size, hvd_transport *xport) {
+  memset(c, 0, sizeof *c);
+  c->rank = rank;
+  c->size = size;
+  c->xport = xport;
+  c->scratch = malloc(HVD_CHUNK_BYTES);
+  if (!c->scratch) return hvd__err(HVD_E_NOMEM, "allocating %u bytes of scratch", HVD_CHUNK_BYTES);
+  return 0;
+}
+
+void hvd__comm_destroy(hvd_comm *c) {
+  if (c->xport) c->xport->ops->destroy(c->xport);
+  free(c->scratch);
+  memset(c, 0, sizeof *c);
+}
+
+int hvd__comm_begin(hvd_comm *c, uint32_t *tag) {
+  if (c->broken)
+    return hvd__err(HVD_E_ABORTED, "the job's communicator broke earlier: %s", c->broken_why);
+  *tag = ++c->seq;
+  return 0;
+}
+
+int hvd__comm_fail(hvd_comm *c, int rc) {
+  /* Argument errors are found before any byte moves and leave the peers in
+   * a consistent state; everything else may have left a frame half sent. */
+  if (rc == HVD_E_INVALID || rc == HVD_E_UNSUPPORTED || c->broken) return rc;
+  c->broken = 1;
+  snprintf(c->broken_why, sizeof c->broken_why, "%s", hvd_last_error());
+  if (c->xport) c->xport->ops->abort(c->xport, -1, c->broken_why);
+  return rc;
+}

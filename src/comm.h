@@ -1,0 +1,50 @@
+/*
+ * comm.h -- a communicator: a group of ranks and the transport between them.
+ *
+ * A communicator is a value: hvd_init builds the global one, hvd_shutdown
+ * tears it down; later process sets and elastic rebuilds make more.  The
+ * collectives (coll.h) are pure functions of a communicator and buffers.
+ *
+ * Every collective takes the next sequence number, which tags all of its
+ * frames, so a rank that calls collectives in another order is caught at
+ * the first frame instead of silently mixing data.  The first failure
+ * breaks the communicator: its transport tells every peer (so they fail
+ * fast too, naming the lost rank) and every later collective returns
+ * HVD_E_ABORTED with the original reason.
+ */
+#ifndef HVD_COMM_H
+#define HVD_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "transport/transport.h"
+
+/* Bytes moved per frame by the chunked ring steps: small enough that the
+ * reduction of one chunk overlaps the arrival of the next and the scratch
+ * buffer stays small, large enough that per-frame costs vanish. */
+#define HVD_CHUNK_BYTES (256u * 1024u)
+
+typedef struct {
+  int rank, size;
+  hvd_transport *xport; /* NULL when size == 1 */
+  uint32_t seq;         /* collectives started; the frame tag */
+  void *scratch;        /* HVD_CHUNK_BYTES, for receiving before reducing */
+  int broken;
+  char broken_why[512];
+} hvd_comm;
+
+/* Takes ownership of xport (may be NULL for size 1). */
+int hvd__comm_init(hvd_comm *c, int rank, int size, hvd_transport *xport);
+void hvd__comm_destroy(hvd_comm *c);
+
+/* Called at the start of a collective: HVD_E_ABORTED if the communicator
+ * is broken, else the collective's tag. */
+int hvd__comm_begin(hvd_comm *c, uint32_t *tag);
+
+/* Called with a failed collective's code: breaks the communicator (tells
+ * the peers, remembers this thread's message) and returns rc. */
+int hvd__comm_fail(hvd_comm *c, int rc);
+
+#endif /* HVD_COMM_H */
