@@ -1,0 +1,47 @@
+/*
+ * options.h -- hvdrun's command line (horovodrun's flag names) and the
+ * host list that goes with it.
+ */
+#ifndef HVDRUN_OPTIONS_H
+#define HVDRUN_OPTIONS_H
+
+#define HVDRUN_MAX_NP 4096
+
+/* Exit status for a usage error (bad flag, bad value, unusable hosts). */
+#define HVDRUN_EXIT_USAGE 2
+
+typedef struct {
+  int np;                 /* -np: ranks to start */
+  const char *hosts;      /* -H value, or NULL */
+  const char *hostfile;   /* --hostfile value, or NULL */
+  const char *start_timeout;  /* --start-timeout, validated digits, or NULL */
+  const char *gloo_timeout;   /* --gloo-timeout-seconds, or NULL */
+  const char *log_level;      /* --log-level, upper-cased, or NULL */
+  int hide_timestamp;     /* --log-hide-timestamp */
+  int verbose;            /* --verbose */
+  char **argv;            /* the program and its arguments (NULL-terminated) */
+  char level_buf[8];      /* storage for the upper-cased log level */
+} hvdrun_options;
+
+typedef enum {
+  OPTIONS_RUN,   /* start the job */
+  OPTIONS_DONE,  /* --help or --version was printed: exit 0 */
+  OPTIONS_USAGE  /* an error was printed: exit HVDRUN_EXIT_USAGE */
+} options_result;
+
+/* Parses argv into *o, printing help, version or a "hvdrun: ..." usage
+ * error itself. */
+options_result options_parse(int argc, char **argv, hvdrun_options *o);
+
+/* A decimal integer in [min, max]: digits only (no sign, no spaces),
+ * nothing trailing.  0 on success, -1 otherwise. */
+int options_parse_int(const char *s, long min, long max, long *out);
+
+/* ---- hosts.c ---- */
+
+/* Checks -H / --hostfile (whichever o names; neither means
+ * localhost:np): every host must be this machine, and the slots must
+ * cover np.  Prints the error and returns -1 on failure. */
+int hosts_check(const hvdrun_options *o);
+
+#endif /* HVDRUN_OPTIONS_H */

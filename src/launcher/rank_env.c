@@ -1,0 +1,116 @@
+/*
+ * rank_env.c -- building the ranks' environment (rank_env.h).
+ *
+ * The parent's environment is copied minus every variable hvdrun sets,
+ * so a stale HOROVOD_RANK from an enclosing job can never leak through.
+ * Only HOROVOD_RANK and HOROVOD_LOCAL_RANK differ between ranks: they sit
+ * in two reserved slots that rank_env_for() rewrites before each fork.
+ */
+#include "rank_env.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+extern char **environ;
+
+#define VARS_MAX 16 /* the variables hvdrun sets; enough for all below */
+
+typedef struct {
+  char *set[VARS_MAX]; /* "NAME=value", owned */
+  size_t n;
+  int failed;
+} var_list;
+
+static void add(var_list *l, const char *name, const char *fmt, ...) HVD__PRINTF(3, 4);
+static void add(var_list *l, const char *name, const char *fmt, ...) {
+  char value[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(value, sizeof value, fmt, ap);
+  va_end(ap);
+  char *s = NULL;
+  if (l->n >= VARS_MAX || asprintf(&s, "%s=%s", name, value) < 0) {
+    l->failed = 1;
+    return;
+  }
+  l->set[l->n++] = s;
+}
+
+/* Everything hvdrun sets; the rank slots hold placeholders for now. */
+static void job_vars(var_list *l, const rank_env_job *job) {
+  const hvdrun_options *o = job->opt;
+  add(l, "HOROVOD_RANK", "0");
+  add(l, "HOROVOD_LOCAL_RANK", "0");
+  add(l, "HOROVOD_SIZE", "%d", o->np);
+  add(l, "HOROVOD_LOCAL_SIZE", "%d", o->np);
+  add(l, "HOROVOD_CROSS_RANK", "0");
+  add(l, "HOROVOD_CROSS_SIZE", "1");
+  add(l, "HOROVOD_HOSTNAME", "%s", job->hostname);
+  add(l, "HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1");
+  add(l, "HOROVOD_GLOO_RENDEZVOUS_PORT", "%d", job->port);
+  add(l, "_HOROVOD_SECRET_KEY", "%s", job->secret);
+  /* Horovod's default, unless the flag or the user's environment says. */
+  if (o->start_timeout || !getenv("HOROVOD_START_TIMEOUT"))
+    add(l, "HOROVOD_START_TIMEOUT", "%s", o->start_timeout ? o->start_timeout : "30");
+  if (o->gloo_timeout) add(l, "HOROVOD_GLOO_TIMEOUT_SECONDS", "%s", o->gloo_timeout);
+  if (o->log_level) add(l, "HOROVOD_LOG_LEVEL", "%s", o->log_level);
+  if (o->hide_timestamp) add(l, "HOROVOD_LOG_HIDE_TIME", "1");
+}
+
+/* 1 if environ's "NAME=..." entry names a variable in l. */
+static int overridden(const var_list *l, const char *entry) {
+  const char *eq = strchr(entry, '=');
+  size_t n = eq ? (size_t)(eq - entry) : strlen(entry);
+  for (size_t i = 0; i < l->n; i++)
+    if (strncmp(l->set[i], entry, n) == 0 && l->set[i][n] == '=') return 1;
+  return 0;
+}
+
+int rank_env_init(rank_env *e, const rank_env_job *job) {
+  var_list l = {{0}, 0, 0};
+  size_t inherited = 0;
+  memset(e, 0, sizeof *e);
+  job_vars(&l, job);
+  for (char **v = environ; *v; v++) inherited++;
+  e->vars = calloc(inherited + l.n + 1, sizeof *e->vars);
+  if (l.failed || !e->vars) goto free_vars;
+  for (char **v = environ; *v; v++) {
+    if (overridden(&l, *v)) continue;
+    if (!(e->vars[e->n] = strdup(*v))) goto free_vars;
+    e->n++;
+  }
+  e->rank_slot = e->n;
+  e->local_rank_slot = e->n + 1;
+  for (size_t i = 0; i < l.n; i++) e->vars[e->n++] = l.set[i];
+  /* l.set[0] and [1] only held the two names' places (and kept them out of
+   * the inherited copy); rank_env_for() fills the slots per rank. */
+  free(l.set[0]);
+  free(l.set[1]);
+  rank_env_for(e, 0);
+  return 0;
+free_vars:
+  for (size_t i = 0; i < l.n; i++) free(l.set[i]);
+  rank_env_free(e);
+  return -1;
+}
+
+char **rank_env_for(rank_env *e, int rank) {
+  snprintf(e->rank_var, sizeof e->rank_var, "HOROVOD_RANK=%d", rank);
+  snprintf(e->local_rank_var, sizeof e->local_rank_var, "HOROVOD_LOCAL_RANK=%d", rank);
+  e->vars[e->rank_slot] = e->rank_var;
+  e->vars[e->local_rank_slot] = e->local_rank_var;
+  return e->vars;
+}
+
+void rank_env_free(rank_env *e) {
+  if (!e->vars) return;
+  for (size_t i = 0; i < e->n; i++)
+    if (e->vars[i] != e->rank_var && e->vars[i] != e->local_rank_var) free(e->vars[i]);
+  free(e->vars);
+  memset(e, 0, sizeof *e);
+}
+

@@ -1,0 +1,513 @@
+/*
+ * rdzv_server.c -- the rendezvous service, as a state machine per
+ * connection (see rdzv_server.h and bootstrap/rdzv.h for the protocol).
+ *
+ *   AUTH      challenge sent; waiting for the connector's RESPONSE
+ *   HEADER    proof sent; waiting for the REGISTER frame's header
+ *   BODY      waiting for the REGISTER payload
+ *   WAITING   registered; waiting for the other ranks (EOF = rank gone)
+ *   REPLY     sending the TABLE or an ERROR, then closing
+ *
+ * A connection is strictly half duplex: while it has bytes to send it is
+ * polled for POLLOUT only, otherwise for POLLIN, and it reads exactly the
+ * bytes of the message it waits for.  Nothing is trusted before the HMAC
+ * handshake succeeds; a stranger is only ever dropped, never answered.
+ * An authenticated rank whose registration is wrong (bad size, duplicate)
+ * gets an ERROR frame saying why.
+ *
+ * Dropping a connection only marks it DEAD; sweep() frees the dead ones at
+ * the end of a dispatch, so no pointer taken by prepare() dangles.
+ */
+#include "rdzv_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define HANDSHAKE_MS 10000 /* accept to complete REGISTER */
+#define REPLY_MS 10000     /* to hand over the TABLE or ERROR */
+#define ACCEPT_PAUSE_MS 100 /* after running out of descriptors */
+#define STRANGERS_MAX 64   /* pending connections beyond the ranks' own */
+
+/* An outgoing message; the TABLE is shared by every rank's connection. */
+typedef struct {
+  int refs;
+  size_t len;
+  uint8_t data[];
+} blob;
+
+typedef enum { C_AUTH, C_HEADER, C_BODY, C_WAITING, C_REPLY, C_DEAD } conn_state;
+
+typedef struct {
+  int fd;
+  conn_state state;
+  uint64_t deadline;
+  uint64_t serial; /* accept order: the oldest stranger is evicted first */
+  hvd_auth_state auth;
+  uint32_t rank; /* proven by the handshake, from HEADER on */
+  uint8_t in[HVD_FRAME_HDR_LEN + HVD_RDZV_REGISTER_MAX];
+  size_t in_len, in_need;
+  blob *out;
+  size_t out_off;
+  char peer[HVD_NET_ADDR_MAX + 8];
+} conn;
+
+struct rdzv_server {
+  int listen_fd;
+  uint32_t size;
+  hvd_secret key;
+  output_sink *log;
+  int verbose;
+  uint64_t accept_resume; /* 0, or when to accept again after EMFILE */
+  uint64_t serial;
+  conn **conns; /* nconns live or dead connections, max_conns slots */
+  size_t nconns, max_conns;
+  conn **polled; /* what prepare() put in the poll set, in order */
+  size_t npolled;
+  int listen_polled;
+  conn **waiting;          /* size slots: the rank's connection while it waits */
+  hvd_rdzv_entry *entries; /* size slots: what each waiting rank registered */
+  uint32_t nwaiting;
+};
+
+static void say(const rdzv_server *s, const char *fmt, ...) HVD__PRINTF(2, 3);
+static void say(const rdzv_server *s, const char *fmt, ...) {
+  if (!s->verbose) return;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  output_sink_printf(s->log, "hvdrun: rendezvous: %s", msg);
+}
+
+/* ---- blobs ---- */
+
+static blob *blob_new(size_t len) {
+  blob *b = malloc(sizeof *b + len);
+  if (!b) return NULL;
+  b->refs = 1;
+  b->len = len;
+  return b;
+}
+
+static void blob_unref(blob *b) {
+  if (b && --b->refs == 0) free(b);
+}
+
+/* A frame with room for `len` payload bytes after the header. */
+static blob *frame_new(uint8_t type, size_t len) {
+  blob *b = blob_new(HVD_FRAME_HDR_LEN + len);
+  if (!b) return NULL;
+  hvd_frame f = {type, 0, len};
+  hvd__frame_encode(&f, b->data);
+  return b;
+}
+
+/* ---- connection life ---- */
+
+static void conn_send(conn *c, blob *b) {
+  c->out = b;
+  c->out_off = 0;
+}
+
+/* Waits for a new message of `need` bytes. */
+static void conn_expect(conn *c, conn_state state, size_t need) {
+  c->state = state;
+  c->in_len = 0;
+  c->in_need = need;
+}
+
+static void unregister(rdzv_server *s, conn *c) {
+  if (c->state != C_WAITING || s->waiting[c->rank] != c) return;
+  s->waiting[c->rank] = NULL;
+  s->nwaiting--;
+}
+
+/* Closes c for `why` (printed under --verbose). */
+static void conn_drop(rdzv_server *s, conn *c, const char *why) {
+  if (c->state == C_DEAD) return;
+  if (why) say(s, "dropped %s: %s", c->peer, why);
+  unregister(s, c);
+  blob_unref(c->out);
+  c->out = NULL;
+  hvd__net_close(&c->fd);
+  c->state = C_DEAD;
+}
+
+/* Answers an authenticated rank with an ERROR frame, then closes.  Always
+ * printed: the job is misconfigured, and this says how. */
+static void conn_refuse(rdzv_server *s, conn *c, const char *reason) {
+  output_sink_printf(s->log, "hvdrun: rendezvous: refused rank %u (%s): %s", c->rank, c->peer,
+                     reason);
+  unregister(s, c);
+  char text[400]; /* the client takes reasons up to 511 bytes */
+  uint8_t payload[2 + sizeof text];
+  snprintf(text, sizeof text, "%s", reason);
+  int len = hvd__rdzv_encode_error(text, payload, sizeof payload);
+  blob *b = len < 0 ? NULL : frame_new(HVD_FRAME_RDZV_ERROR, (size_t)len);
+  if (!b) {
+    conn_drop(s, c, "out of memory for the ERROR frame");
+    return;
+  }
+  memcpy(b->data + HVD_FRAME_HDR_LEN, payload, (size_t)len);
+  conn_send(c, b);
+  c->state = C_REPLY;
+  c->deadline = hvd__deadline_in(REPLY_MS);
+}
+
+static void sweep(rdzv_server *s) {
+  size_t kept = 0;
+  for (size_t i = 0; i < s->nconns; i++) {
+    if (s->conns[i]->state == C_DEAD)
+      free(s->conns[i]);
+    else
+      s->conns[kept++] = s->conns[i];
+  }
+  s->nconns = kept;
+  s->npolled = 0; /* the snapshot may hold freed connections now */
+}
+
+/* ---- the round: everyone registered ---- */
+
+static blob *table_frame(rdzv_server *s) {
+  size_t cap = 4 + (size_t)s->size * (2 + HVD_NET_ADDR_MAX + 2 + 2 + HVD_HOSTNAME_MAX);
+  if (cap > HVD_FRAME_CONTROL_MAX) cap = HVD_FRAME_CONTROL_MAX;
+  blob *b = frame_new(HVD_FRAME_RDZV_TABLE, cap);
+  if (!b) return NULL;
+  int len = hvd__rdzv_encode_table(s->entries, s->size, b->data + HVD_FRAME_HDR_LEN, cap);
+  if (len < 0) {
+    blob_unref(b);
+    return NULL;
+  }
+  hvd_frame f = {HVD_FRAME_RDZV_TABLE, 0, (uint64_t)len};
+  hvd__frame_encode(&f, b->data);
+  b->len = HVD_FRAME_HDR_LEN + (size_t)len;
+  return b;
+}
+
+static void complete_round(rdzv_server *s) {
+  blob *table = table_frame(s);
+  char reason[512];
+  if (!table) snprintf(reason, sizeof reason, "cannot build the table: %s", hvd_last_error());
+  for (uint32_t r = 0; r < s->size; r++) {
+    conn *c = s->waiting[r];
+    if (!table) {
+      conn_refuse(s, c, reason);
+      continue;
+    }
+    table->refs++;
+    conn_send(c, table);
+    c->state = C_REPLY;
+    c->deadline = hvd__deadline_in(REPLY_MS);
+    s->waiting[r] = NULL;
+  }
+  s->nwaiting = 0;
+  blob_unref(table);
+  if (table) say(s, "all %u ranks registered; sent them the table", s->size);
+}
+
+/* ---- messages ---- */
+
+static void on_response(rdzv_server *s, conn *c) {
+  blob *proof = blob_new(HVD_AUTH_PROOF_LEN);
+  if (!proof) {
+    conn_drop(s, c, "out of memory");
+    return;
+  }
+  int rc = hvd__auth_verify_response(&s->key, HVD_RDZV_PURPOSE, HVD_RDZV_SERVER_ID, c->in,
+                                     &c->auth, proof->data);
+  if (rc < 0) {
+    blob_unref(proof);
+    conn_drop(s, c, hvd_last_error());
+    return;
+  }
+  c->rank = c->auth.id_c;
+  conn_send(c, proof);
+  conn_expect(c, C_HEADER, HVD_FRAME_HDR_LEN);
+}
+
+static void on_header(rdzv_server *s, conn *c) {
+  hvd_frame f;
+  char reason[256];
+  if (hvd__frame_decode(c->in, &f) < 0) {
+    conn_refuse(s, c, hvd_last_error());
+  } else if (f.type != HVD_FRAME_RDZV_REGISTER || f.tag != 0) {
+    snprintf(reason, sizeof reason, "expected a REGISTER frame with tag 0, got type %u tag %u",
+             f.type, f.tag);
+    conn_refuse(s, c, reason);
+  } else if (f.len == 0 || f.len > HVD_RDZV_REGISTER_MAX) {
+    snprintf(reason, sizeof reason, "REGISTER payload of %llu bytes (at most %d)",
+             (unsigned long long)f.len, HVD_RDZV_REGISTER_MAX);
+    conn_refuse(s, c, reason);
+  } else { /* the payload follows the header in c->in */
+    c->state = C_BODY;
+    c->in_need = HVD_FRAME_HDR_LEN + (size_t)f.len;
+  }
+}
+
+/* Why entry e from connection c cannot join this round, or NULL. */
+static const char *registration_error(rdzv_server *s, const conn *c, const hvd_rdzv_entry *e,
+                                      char *buf, size_t cap) {
+  if (e->rank != c->rank)
+    snprintf(buf, cap, "registered as rank %u but authenticated as rank %u", e->rank, c->rank);
+  else if (e->size != s->size)
+    snprintf(buf, cap, "rank %u says the job has %u ranks; hvdrun started %u", e->rank,
+             e->size, s->size);
+  else if (s->waiting[e->rank])
+    snprintf(buf, cap, "rank %u is already registered (from %s)", e->rank,
+             s->waiting[e->rank]->peer);
+  else
+    return NULL;
+  return buf;
+}
+
+static void on_register(rdzv_server *s, conn *c) {
+  hvd_rdzv_entry e;
+  char buf[256];
+  const char *why = NULL;
+  if (hvd__rdzv_decode_register(c->in + HVD_FRAME_HDR_LEN, c->in_need - HVD_FRAME_HDR_LEN,
+                                &e) < 0)
+    why = hvd_last_error();
+  else
+    why = registration_error(s, c, &e, buf, sizeof buf);
+  if (why) {
+    conn_refuse(s, c, why);
+    return;
+  }
+  s->entries[e.rank] = e;
+  s->waiting[e.rank] = c;
+  s->nwaiting++;
+  c->state = C_WAITING;
+  c->deadline = HVD__NEVER; /* the rank's own start timeout bounds the wait */
+  say(s, "rank %u registered (listens on %s:%d, host %s); %u of %u", e.rank, e.listen.addr,
+      e.listen.port, e.hostname, s->nwaiting, s->size);
+  if (s->nwaiting == s->size) complete_round(s);
+}
+
+static void on_message(rdzv_server *s, conn *c) {
+  switch (c->state) {
+    case C_AUTH: on_response(s, c); break;
+    case C_HEADER: on_header(s, c); break;
+    case C_BODY: on_register(s, c); break;
+    default: conn_drop(s, c, "unexpected state"); break;
+  }
+}
+
+/* ---- I/O ---- */
+
+static void on_writable(rdzv_server *s, conn *c) {
+  struct iovec iov = {c->out->data + c->out_off, c->out->len - c->out_off};
+  long n = hvd__net_writev_some(c->fd, &iov, 1);
+  if (n < 0) {
+    conn_drop(s, c, hvd_last_error());
+    return;
+  }
+  c->out_off += (size_t)n;
+  if (c->out_off < c->out->len) return;
+  blob_unref(c->out);
+  c->out = NULL;
+  if (c->state == C_REPLY) conn_drop(s, c, NULL); /* the reply was the last word */
+}
+
+static void on_readable(rdzv_server *s, conn *c) {
+  if (c->state == C_WAITING) { /* a waiting rank says nothing more: EOF or garbage */
+    uint8_t byte;
+    long n = hvd__net_read_some(c->fd, &byte, 1);
+    if (n != 0) conn_drop(s, c, n > 0 ? "data after REGISTER" : "left before the table");
+    return;
+  }
+  long n = hvd__net_read_some(c->fd, c->in + c->in_len, c->in_need - c->in_len);
+  if (n < 0) {
+    conn_drop(s, c, hvd_last_error());
+    return;
+  }
+  c->in_len += (size_t)n;
+  if (c->in_len == c->in_need) on_message(s, c);
+}
+
+/* ---- accepting ---- */
+
+/* Frees a slot for a new connection by dropping the oldest one that has
+ * not registered.  Registered and replying connections number at most
+ * 2*size, so with 2*size + STRANGERS_MAX slots there is always one. */
+static int make_room(rdzv_server *s) {
+  conn *oldest = NULL;
+  if (s->nconns < s->max_conns) return 0;
+  for (size_t i = 0; i < s->nconns; i++) {
+    conn *c = s->conns[i];
+    if (c->state <= C_BODY && (!oldest || c->serial < oldest->serial)) oldest = c;
+  }
+  if (!oldest) return -1;
+  conn_drop(s, oldest, "too many pending connections; this one is the oldest");
+  sweep(s);
+  return 0;
+}
+
+static void peer_name(int fd, char *out, size_t cap) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  char addr[HVD_NET_ADDR_MAX] = "?";
+  int port = 0;
+  if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0) {
+    if (ss.ss_family == AF_INET) {
+      struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+      inet_ntop(AF_INET, &in->sin_addr, addr, sizeof addr);
+      port = ntohs(in->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+      struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+      inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof addr);
+      port = ntohs(in6->sin6_port);
+    }
+  }
+  snprintf(out, cap, "%s:%d", addr, port);
+}
+
+static void add_conn(rdzv_server *s, int fd) {
+  const char *why = "out of memory";
+  conn *c = calloc(1, sizeof *c);
+  blob *challenge = blob_new(HVD_AUTH_CHALLENGE_LEN);
+  if (!c || !challenge) goto refuse;
+  why = "no free slot";
+  if (make_room(s) < 0) goto refuse;
+  if (hvd__auth_challenge(&c->auth, challenge->data) < 0) {
+    why = hvd_last_error();
+    goto refuse;
+  }
+  c->fd = fd;
+  c->serial = s->serial++;
+  c->deadline = hvd__deadline_in(HANDSHAKE_MS);
+  peer_name(fd, c->peer, sizeof c->peer);
+  conn_send(c, challenge);
+  conn_expect(c, C_AUTH, HVD_AUTH_RESPONSE_LEN);
+  s->conns[s->nconns++] = c;
+  return;
+refuse:
+  say(s, "refused a connection: %s", why);
+  free(c);
+  blob_unref(challenge);
+  close(fd);
+}
+
+static void accept_all(rdzv_server *s) {
+  for (;;) {
+    int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      add_conn(s, fd);
+      continue;
+    }
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      say(s, "cannot accept: %s; pausing", strerror(errno));
+      s->accept_resume = hvd__deadline_in(ACCEPT_PAUSE_MS);
+    }
+    return; /* EAGAIN, or a connection that died while queued */
+  }
+}
+
+/* ---- the loop interface ---- */
+
+size_t rdzv_server_poll_max(const rdzv_server *s) { return 1 + s->max_conns; }
+
+size_t rdzv_server_prepare(rdzv_server *s, struct pollfd *fds, uint64_t now) {
+  size_t n = 0;
+  if (s->accept_resume && now >= s->accept_resume) s->accept_resume = 0;
+  s->listen_polled = !s->accept_resume;
+  if (s->listen_polled) fds[n++] = (struct pollfd){s->listen_fd, POLLIN, 0};
+  s->npolled = 0;
+  for (size_t i = 0; i < s->nconns; i++) {
+    conn *c = s->conns[i];
+    fds[n++] = (struct pollfd){c->fd, (short)(c->out ? POLLOUT : POLLIN), 0};
+    s->polled[s->npolled++] = c;
+  }
+  return n;
+}
+
+void rdzv_server_dispatch(rdzv_server *s, const struct pollfd *fds, size_t n) {
+  size_t first = s->listen_polled ? 1 : 0;
+  for (size_t i = first; i < n && i - first < s->npolled; i++) {
+    conn *c = s->polled[i - first];
+    if (c->state == C_DEAD || !fds[i].revents) continue;
+    if (c->out)
+      on_writable(s, c);
+    else
+      on_readable(s, c);
+  }
+  sweep(s);
+  if (s->listen_polled && n > 0 && fds[0].revents) accept_all(s); /* after sweep: it may evict */
+}
+
+void rdzv_server_expire(rdzv_server *s, uint64_t now) {
+  for (size_t i = 0; i < s->nconns; i++) {
+    conn *c = s->conns[i];
+    if (c->state != C_DEAD && now >= c->deadline)
+      conn_drop(s, c, c->state == C_REPLY ? "did not take its reply in time"
+                                          : "no registration within the handshake deadline");
+  }
+  sweep(s);
+}
+
+uint64_t rdzv_server_deadline(const rdzv_server *s) {
+  uint64_t d = s->accept_resume ? s->accept_resume : HVD__NEVER;
+  for (size_t i = 0; i < s->nconns; i++)
+    if (s->conns[i]->deadline < d) d = s->conns[i]->deadline;
+  return d;
+}
+
+/* ---- start and stop ---- */
+
+int rdzv_server_start(uint32_t size, const hvd_secret *key, output_sink *log, int verbose,
+                      rdzv_server **out, int *port) {
+  rdzv_server *s = calloc(1, sizeof *s);
+  if (!s) return hvd__err(HVD_E_NOMEM, "allocating the rendezvous server");
+  s->size = size;
+  s->key = *key;
+  s->log = log;
+  s->verbose = verbose;
+  s->max_conns = 2 * (size_t)size + STRANGERS_MAX;
+  s->listen_fd = -1;
+  s->conns = calloc(s->max_conns, sizeof *s->conns);
+  s->polled = calloc(s->max_conns, sizeof *s->polled);
+  s->waiting = calloc(size, sizeof *s->waiting);
+  s->entries = calloc(size, sizeof *s->entries);
+  int rc = HVD_E_NOMEM;
+  if (!s->conns || !s->polled || !s->waiting || !s->entries) {
+    hvd__err(rc, "allocating the rendezvous tables for %u ranks", size);
+    goto free_server;
+  }
+  rc = hvd__net_listen("127.0.0.1", 0, &s->listen_fd, port);
+  if (rc < 0) goto free_server;
+  /* The ranks must not inherit the listening socket, and accept_all()
+   * must stop at EAGAIN rather than block. */
+  int fl = fcntl(s->listen_fd, F_GETFL);
+  if (fcntl(s->listen_fd, F_SETFD, FD_CLOEXEC) != 0 || fl < 0 ||
+      fcntl(s->listen_fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+    rc = hvd__err_sys(HVD_E_SYSTEM, errno, "fcntl on the rendezvous socket");
+    goto free_server;
+  }
+  *out = s;
+  return 0;
+free_server:
+  rdzv_server_free(s);
+  return rc;
+}
+
+void rdzv_server_free(rdzv_server *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->nconns; i++) conn_drop(s, s->conns[i], NULL);
+  sweep(s);
+  hvd__net_close(&s->listen_fd);
+  free(s->conns);
+  free(s->polled);
+  free(s->waiting);
+  free(s->entries);
+  free(s);
+}
