@@ -1,0 +1,35 @@
+"""Shared fixtures for hvdrun's end-to-end tests.
+
+HVD_BUILD_DIR names the CMake build directory (ctest sets it); hvdrun is
+$HVD_BUILD_DIR/hvdrun and the multi-rank test programs are
+$HVD_BUILD_DIR/tests/NAME.
+"""
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def build_dir():
+    path = os.environ.get("HVD_BUILD_DIR",
+                          os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+    return os.path.abspath(path)
+
+
+@pytest.fixture(scope="session")
+def hvdrun(build_dir):
+    path = os.path.join(build_dir, "hvdrun")
+    if not os.access(path, os.X_OK):
+        pytest.fail("no hvdrun at %s: build it, or set HVD_BUILD_DIR" % path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def test_program(build_dir):
+    """test_program(NAME) -> path of tests/NAME, or a skip saying it is not built."""
+    def find(name):
+        path = os.path.join(build_dir, "tests", name)
+        if not os.access(path, os.X_OK):
+            pytest.skip("%s is not built (looked for %s)" % (name, path))
+        return path
+    return find

@@ -1,0 +1,448 @@
+"""hvdrun end to end: the ranks' environment, output forwarding, exit
+statuses, tearing the job down on a failure or a signal, the command line,
+and a rendezvous that strangers cannot disturb.
+
+Most ranks are `sh -c SCRIPT`: a shell sees its environment directly.
+Every subprocess call has a timeout, so a bug fails a test instead of
+hanging the suite.
+"""
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+LIMIT = 30  # seconds: no single hvdrun run here should come near it
+
+
+def run(hvdrun, args, env=None, timeout=LIMIT):
+    return subprocess.run([hvdrun] + args, env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def sh(hvdrun, np, script, extra=(), env=None, timeout=LIMIT):
+    return run(hvdrun, list(extra) + ["-np", str(np), "sh", "-c", script], env=env,
+               timeout=timeout)
+
+
+def by_rank(text, stream="stdout"):
+    """{rank: [line, ...]} from hvdrun's prefixed output; every line must be prefixed."""
+    lines = {}
+    for line in text.splitlines():
+        m = re.fullmatch(r"\[(\d+)\]<%s>:(.*)" % stream, line)
+        assert m, "unprefixed or foreign line: %r" % line[:200]
+        lines.setdefault(int(m.group(1)), []).append(m.group(2))
+    return lines
+
+
+def alive(pid):
+    """True while pid is a process that is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def assert_all_gone(pids, within=2.0):
+    end = time.monotonic() + within
+    while any(alive(p) for p in pids) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not [p for p in pids if alive(p)], "left behind: %s" % pids
+
+
+def env_without(*names, **extra):
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    env.update(extra)
+    return env
+
+
+# ---- the ranks' environment ----
+
+ENV_SCRIPT = ('echo "R=$HOROVOD_RANK S=$HOROVOD_SIZE LR=$HOROVOD_LOCAL_RANK '
+              'LS=$HOROVOD_LOCAL_SIZE CR=$HOROVOD_CROSS_RANK CS=$HOROVOD_CROSS_SIZE '
+              'H=$HOROVOD_HOSTNAME A=$HOROVOD_GLOO_RENDEZVOUS_ADDR '
+              'P=$HOROVOD_GLOO_RENDEZVOUS_PORT K=$_HOROVOD_SECRET_KEY '
+              'T=$HOROVOD_START_TIMEOUT IN=$(wc -c)"')
+
+
+def rank_env(hvdrun, np, **env):
+    # A stale job's variables in hvdrun's own environment must not leak through.
+    p = sh(hvdrun, np, ENV_SCRIPT,
+           env=env_without("HOROVOD_START_TIMEOUT", HOROVOD_RANK="77", HOROVOD_SIZE="99",
+                           **env))
+    assert p.returncode == 0, p.stderr
+    seen = by_rank(p.stdout)
+    assert sorted(seen) == list(range(np))
+    return {r: dict(kv.split("=", 1) for kv in lines[0].split()) for r, lines in seen.items()}
+
+
+@pytest.mark.parametrize("np", [1, 2, 4])
+def test_each_rank_sees_its_environment(hvdrun, np):
+    envs = rank_env(hvdrun, np)
+    for r, e in envs.items():
+        assert e["R"] == e["LR"] == str(r)
+        assert e["S"] == e["LS"] == str(np)
+        assert (e["CR"], e["CS"]) == ("0", "1")
+        assert e["H"] == socket.gethostname()
+        assert e["A"] == "127.0.0.1"
+        assert 1 <= int(e["P"]) <= 65535
+        assert re.fullmatch(r"[A-Za-z0-9+/]{43}=", e["K"]), e["K"]
+        assert e["T"] == "30"  # Horovod's default start timeout
+        assert e["IN"] == "0"  # stdin is /dev/null
+    assert len({(e["P"], e["K"]) for e in envs.values()}) == 1  # one job, one rendezvous
+
+
+def test_each_job_has_its_own_secret(hvdrun):
+    assert rank_env(hvdrun, 1)[0]["K"] != rank_env(hvdrun, 1)[0]["K"]
+
+
+def test_flags_reach_the_ranks(hvdrun):
+    p = sh(hvdrun, 2, 'echo "$HOROVOD_START_TIMEOUT $HOROVOD_GLOO_TIMEOUT_SECONDS '
+                      '$HOROVOD_LOG_LEVEL $HOROVOD_LOG_HIDE_TIME"',
+           extra=["--start-timeout", "7", "--gloo-timeout-seconds=9", "--log-level", "debug",
+                  "--log-hide-timestamp"])
+    assert p.returncode == 0, p.stderr
+    assert by_rank(p.stdout) == {0: ["7 9 DEBUG 1"], 1: ["7 9 DEBUG 1"]}
+
+
+def test_user_start_timeout_kept_without_the_flag(hvdrun):
+    p = sh(hvdrun, 1, 'echo "$HOROVOD_START_TIMEOUT"',
+           env=env_without(HOROVOD_START_TIMEOUT="12"))
+    assert by_rank(p.stdout) == {0: ["12"]}, p.stderr
+
+
+def test_options_stop_at_the_program(hvdrun):
+    p = run(hvdrun, ["-np", "1", "sh", "-c", 'echo "$*"', "x", "-np", "--verbose"])
+    assert by_rank(p.stdout) == {0: ["-np --verbose"]}, p.stderr
+    p = run(hvdrun, ["-np", "1", "--", "sh", "-c", "echo ok"])
+    assert by_rank(p.stdout) == {0: ["ok"]}, p.stderr
+
+
+# ---- output ----
+
+def test_output_is_prefixed_and_never_mixed_within_a_line(hvdrun):
+    # 4 ranks x 2000 lines of ~300 bytes each on stdout, 200 on stderr, at once.
+    script = ("awk -v r=$HOROVOD_RANK 'BEGIN { s = sprintf(\"%300s\", \"\"); gsub(/ /, r, s);"
+              " for (i = 0; i < 2000; i++) print r, i, s;"
+              " for (i = 0; i < 200; i++) print r, i, s > \"/dev/stderr\" }'")
+    p = sh(hvdrun, 4, script)
+    assert p.returncode == 0, p.stderr[-2000:]
+    for stream, count in (("stdout", 2000), ("stderr", 200)):
+        seen = by_rank(getattr(p, stream), stream)
+        assert sorted(seen) == [0, 1, 2, 3]
+        for r, lines in seen.items():
+            assert lines == ["%d %d %s" % (r, i, str(r) * 300) for i in range(count)]
+
+
+def test_stdout_and_stderr_into_one_pipe_never_mix(hvdrun):
+    # 2>&1: both of hvdrun's streams share one pipe, and lines longer than
+    # a pipe's atomic write still come out whole.
+    script = ("awk -v r=$HOROVOD_RANK 'BEGIN { s = sprintf(\"%5000s\", \"\"); gsub(/ /, r, s);"
+              " for (i = 0; i < 300; i++) { print r, i, s; print r, i, s > \"/dev/stderr\" } }'")
+    p = subprocess.run([hvdrun, "-np", "3", "sh", "-c", script], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=LIMIT)
+    assert p.returncode == 0
+    counts = {}
+    for line in p.stdout.splitlines():
+        m = re.fullmatch(r"\[(\d)\]<(stdout|stderr)>:(\d) (\d+) (\d{5000})", line)
+        assert m and m.group(1) == m.group(3) and set(m.group(5)) == {m.group(1)}, line[:100]
+        counts[m.group(1, 2)] = counts.get(m.group(1, 2), 0) + 1
+    assert counts == {(str(r), s): 300 for r in range(3) for s in ("stdout", "stderr")}
+
+
+def test_partial_last_line_is_flushed(hvdrun):
+    p = sh(hvdrun, 2, "printf 'first\\nno newline'; printf 'err tail' >&2")
+    assert p.returncode == 0
+    assert by_rank(p.stdout) == {0: ["first", "no newline"], 1: ["first", "no newline"]}
+    assert p.stdout.endswith("\n")
+    assert by_rank(p.stderr, "stderr") == {0: ["err tail"], 1: ["err tail"]}
+
+
+def test_very_long_lines_are_split(hvdrun):
+    p = sh(hvdrun, 1, "head -c 200000 /dev/zero | tr '\\0' y; echo; echo after")
+    assert p.returncode == 0, p.stderr
+    pieces = by_rank(p.stdout)[0]
+    assert pieces[-1] == "after"
+    assert "".join(pieces[:-1]) == "y" * 200000
+    assert len(pieces) > 2 and all(len(x) <= 65536 for x in pieces)
+
+
+# ---- exit statuses and tearing down ----
+
+SLEEPER = 'echo "pid $$"; sleep 1000 & echo "pid $!"; wait'
+
+
+def pids_in(text):
+    return [int(x) for x in re.findall(r"<stdout>:pid (\d+)", text)]
+
+
+def test_failing_rank_ends_the_job_with_its_code(hvdrun):
+    script = 'if [ $HOROVOD_RANK = 1 ]; then sleep 0.3; exit 3; fi; ' + SLEEPER
+    t0 = time.monotonic()
+    p = sh(hvdrun, 3, script)
+    elapsed = time.monotonic() - t0
+    assert p.returncode == 3, p.stderr
+    assert re.search(r"hvdrun: rank 1 \(pid \d+\) exited with code 3", p.stderr), p.stderr
+    assert elapsed < 5.3, elapsed  # the failure came 0.3 s in; hvdrun needs < 5 s after
+    pids = pids_in(p.stdout)
+    assert len(pids) == 4  # two sleeper ranks: the shell and its sleep
+    assert_all_gone(pids)
+
+
+def test_rank_killed_by_a_signal(hvdrun):
+    p = sh(hvdrun, 2, 'if [ $HOROVOD_RANK = 1 ]; then kill -9 $$; fi; ' + SLEEPER)
+    assert p.returncode == 128 + 9, p.stderr
+    assert re.search(r"hvdrun: rank 1 \(pid \d+\) was killed by signal 9 \(Killed\)",
+                     p.stderr), p.stderr
+    assert_all_gone(pids_in(p.stdout))
+
+
+def test_a_rank_that_finishes_early_does_not_stop_the_others(hvdrun):
+    p = sh(hvdrun, 2, 'if [ $HOROVOD_RANK = 1 ]; then sleep 0.5; echo late; fi')
+    assert p.returncode == 0, p.stderr
+    assert by_rank(p.stdout) == {1: ["late"]}
+
+
+def test_leftover_process_holding_the_output_is_stopped(hvdrun):
+    # The rank exits 0 but leaves a child that keeps its stdout open.
+    t0 = time.monotonic()
+    p = sh(hvdrun, 1, 'sleep 1000 & echo "pid $!"')
+    assert p.returncode == 0, p.stderr
+    assert time.monotonic() - t0 < 5
+    assert_all_gone(pids_in(p.stdout))
+
+
+def test_nonexistent_program(hvdrun):
+    p = run(hvdrun, ["-np", "2", "/nonexistent/prog"])
+    assert p.returncode == 127
+    assert "hvdrun: cannot run '/nonexistent/prog': No such file or directory" in p.stderr
+    assert p.stderr.count("cannot run") == 1, p.stderr  # said once, not per rank
+
+
+def test_program_not_executable(hvdrun, tmp_path):
+    prog = tmp_path / "data.txt"
+    prog.write_text("not a program\n")
+    p = run(hvdrun, ["-np", "1", str(prog)])
+    assert p.returncode == 127
+    assert "cannot run '%s': Permission denied" % prog in p.stderr
+
+
+def test_verbose_says_what_it_does(hvdrun):
+    p = sh(hvdrun, 2, "true", extra=["--verbose"])
+    assert p.returncode == 0
+    assert re.search(r"hvdrun: rendezvous listening on 127\.0\.0\.1:\d+", p.stderr)
+    assert len(re.findall(r"hvdrun: started rank \d \(pid \d+\)", p.stderr)) == 2
+    assert len(re.findall(r"hvdrun: rank \d \(pid \d+\) exited with code 0", p.stderr)) == 2
+
+
+# ---- signals to hvdrun ----
+
+def start(hvdrun, np, script):
+    return subprocess.Popen([hvdrun, "-np", str(np), "sh", "-c", script],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def read_pids(p, count, timeout=10):
+    """Reads hvdrun's stdout until `count` pids were announced."""
+    buf, end = b"", time.monotonic() + timeout
+    while len(pids_in(buf.decode())) < count:
+        left = end - time.monotonic()
+        assert left > 0, "ranks did not start: %r" % buf
+        if select.select([p.stdout], [], [], left)[0]:
+            chunk = os.read(p.stdout.fileno(), 65536)
+            assert chunk, "hvdrun closed its output early: %r" % buf
+            buf += chunk
+    return pids_in(buf.decode())
+
+
+def stop_job(p, pids):
+    if p.poll() is None:
+        p.kill()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    p.communicate(timeout=LIMIT)
+
+
+def signal_job(hvdrun, script, sigs, within):
+    """Starts 2 ranks, sends hvdrun `sigs` 0.2 s apart; returns the status
+    once everything it started is gone, in under `within` seconds."""
+    p = start(hvdrun, 2, script)
+    pids = []
+    try:
+        pids = read_pids(p, 4)
+        t0 = time.monotonic()
+        for i, sig in enumerate(sigs):
+            if i:
+                time.sleep(0.2)
+            p.send_signal(sig)
+        rc = p.wait(timeout=LIMIT)
+        assert time.monotonic() - t0 < within
+        assert_all_gone(pids, within=0.5)
+        return rc
+    finally:
+        stop_job(p, pids)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_the_whole_job(hvdrun, sig):
+    assert signal_job(hvdrun, SLEEPER, [sig], within=1.5) == 128 + sig
+
+
+def test_ranks_ignoring_sigterm_are_killed(hvdrun):
+    script = "trap '' TERM; " + SLEEPER
+    assert signal_job(hvdrun, script, [signal.SIGINT], within=4) == 128 + signal.SIGINT
+
+
+def test_second_sigint_kills_at_once(hvdrun):
+    script = "trap '' TERM; " + SLEEPER
+    assert signal_job(hvdrun, script, [signal.SIGINT] * 2, within=1.2) == 128 + signal.SIGINT
+
+
+def test_stuck_reader_does_not_block_signals(hvdrun, tmp_path):
+    # Nobody reads hvdrun's stdout while the ranks flood it: hvdrun must
+    # still answer SIGTERM, and stop the ranks blocked on their pipes.
+    err_path = tmp_path / "stderr"
+    with open(err_path, "w") as err:
+        p = subprocess.Popen([hvdrun, "-np", "2", "sh", "-c",
+                              'echo "pid $$" >&2; exec yes 0123456789abcdef'],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+    pids = []
+    try:
+        end = time.monotonic() + 10
+        while len(pids) < 2 and time.monotonic() < end:
+            time.sleep(0.05)
+            pids = [int(x) for x in re.findall(r"<stderr>:pid (\d+)", err_path.read_text())]
+        assert len(pids) == 2, err_path.read_text()
+        time.sleep(0.5)  # every pipe on the way is full by now
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=LIMIT) == 128 + signal.SIGTERM
+        assert time.monotonic() - t0 < 4
+        assert_all_gone(pids, within=0.5)
+    finally:
+        stop_job(p, pids)
+
+
+def test_reader_that_goes_away_early(hvdrun):
+    # `hvdrun ... | head -1`: the rest of the output is dropped, the job
+    # still ends normally.
+    p = subprocess.Popen([hvdrun, "-np", "2", "sh", "-c", "seq 200000"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        assert p.stdout.readline().startswith(b"[")
+        p.stdout.close()
+        assert p.wait(timeout=LIMIT) == 0, p.stderr.read()
+    finally:
+        stop_job(p, [])
+
+
+def test_ranks_do_not_outlive_a_killed_hvdrun(hvdrun):
+    p = start(hvdrun, 2, 'echo "pid $$"; exec sleep 1000')
+    pids = []
+    try:
+        pids = read_pids(p, 2)
+        p.kill()  # SIGKILL: hvdrun gets no chance to clean up itself
+        p.wait(timeout=LIMIT)
+        assert_all_gone(pids)
+    finally:
+        stop_job(p, pids)
+
+
+# ---- hosts ----
+
+def test_foreign_host_is_refused(hvdrun, tmp_path):
+    p = run(hvdrun, ["-np", "2", "-H", "localhost:1,gpu-node-7:1", "true"])
+    assert p.returncode == 2
+    assert ("hvdrun: host 'gpu-node-7' is not this machine: launching on other hosts (ssh) "
+            "is not supported yet") in p.stderr
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# one line per host\nlocalhost slots=1\nother-box slots=4\n")
+    p = run(hvdrun, ["-np", "2", "--hostfile", str(hostfile), "true"])
+    assert p.returncode == 2
+    assert "host 'other-box' is not this machine" in p.stderr
+
+
+def test_too_few_slots(hvdrun):
+    p = run(hvdrun, ["-np", "4", "-H", "localhost:2", "true"])
+    assert p.returncode == 2
+    assert "hvdrun: -np 4 needs 4 slots, but -H gives only 2" in p.stderr
+
+
+@pytest.mark.parametrize("hosts", ["localhost:2,127.0.0.1:1,::1:1",
+                                   socket.gethostname() + ":4", "[::1]:4"])
+def test_local_hosts_are_accepted(hvdrun, hosts):
+    p = run(hvdrun, ["-np", "4", "-H", hosts, "true"])
+    assert p.returncode == 0, p.stderr
+
+
+def test_hostfile_with_enough_slots(hvdrun, tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost slots=2  # comment\n\n127.0.0.1 slots=2\n")
+    p = run(hvdrun, ["-np", "4", "--hostfile", str(hostfile), "true"])
+    assert p.returncode == 0, p.stderr
+
+
+# ---- the command line ----
+
+@pytest.mark.parametrize("args", [
+    [], ["--bogus", "true"], ["-np"], ["-np", "abc", "true"], ["-np", "0", "true"],
+    ["-np", "4097", "true"], ["-np", "2x", "true"], ["-np", "-1", "true"],
+    ["-np", " 2", "true"], ["-np", "2"], ["true"],
+    ["-np", "1", "--start-timeout", "soon", "true"], ["-np", "1", "--start-timeout", "0", "true"],
+    ["-np", "1", "--gloo-timeout-seconds", "99999999999999999999", "true"],
+    ["-np", "1", "--log-level", "LOUD", "true"], ["-np", "1", "--verbose=yes", "true"],
+    ["-np", "1", "-H", "localhost:x", "true"], ["-np", "1", "-H", "localhost:1,", "true"],
+    ["-np", "1", "-H", "h:1", "--hostfile", "f", "true"],
+    ["-np", "1", "--hostfile", "/nonexistent/hostfile", "true"],
+])
+def test_usage_errors(hvdrun, args):
+    p = run(hvdrun, args)
+    assert p.returncode == 2, (args, p.stderr)
+    assert p.stderr.startswith("hvdrun: "), p.stderr
+    assert p.stdout == ""
+
+
+def test_unknown_flag_prints_usage(hvdrun):
+    p = run(hvdrun, ["--frobnicate", "-np", "2", "true"])
+    assert "hvdrun: unknown flag '--frobnicate'" in p.stderr
+    assert "usage: hvdrun -np N" in p.stderr
+
+
+def test_help_lists_every_flag(hvdrun):
+    p = run(hvdrun, ["--help"])
+    assert p.returncode == 0
+    for flag in ["-np", "--num-proc", "-H", "--hosts", "--hostfile", "--start-timeout",
+                 "--gloo-timeout-seconds", "--log-level", "--log-hide-timestamp", "--verbose",
+                 "--version", "--help"]:
+        assert re.search(r"^  .*%s\b" % re.escape(flag), p.stdout, re.M), flag
+    assert run(hvdrun, ["-h"]).stdout == p.stdout
+
+
+def test_version(hvdrun):
+    for flag in ["-v", "--version"]:
+        p = run(hvdrun, [flag])
+        assert p.returncode == 0
+        assert re.fullmatch(r"hvdrun \(hvd\) \d+\.\d+\.\d+\n", p.stdout)
+
+
+# ---- the rendezvous under attack ----
+
+@pytest.mark.parametrize("np", [2, 4])
+def test_rendezvous_survives_strangers(hvdrun, test_program, np):
+    prog = test_program("rdzv_attack")
+    p = run(hvdrun, ["-np", str(np), prog],
+            env=dict(os.environ, HOROVOD_START_TIMEOUT="20", HOROVOD_GLOO_TIMEOUT_SECONDS="10"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    ok = {r for r, lines in by_rank(p.stdout).items() if "rdzv_attack OK" in lines}
+    assert ok == set(range(np)), p.stdout + p.stderr

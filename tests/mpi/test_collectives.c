@@ -1,0 +1,462 @@
+/*
+ * test_collectives.c -- every collective, every dtype x op, against
+ * references this program computes on its own.
+ *
+ * Run through hvdrun at several job sizes (tests.cmake).  Each rank can
+ * generate every rank's input (gen() is a pure function of rank, index
+ * and seed), so each rank computes the expected result by folding all
+ * inputs in rank order, in plain scalar code that shares nothing with the
+ * library.  Inputs are chosen so the exact result does not depend on the
+ * order of reduction (small integers for float sums, powers of two for
+ * float products, modular arithmetic for integers): then the comparison
+ * is bitwise.  Bitwise agreement across ranks on inputs where order does
+ * matter is checked separately.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hvd.h>
+
+static int rank, size, failures, checks;
+
+#define CHECK(cond, ...)                                            \
+  do {                                                              \
+    checks++;                                                       \
+    if (!(cond)) {                                                  \
+      failures++;                                                   \
+      fprintf(stderr, "rank %d: FAIL at line %d: ", rank, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                                 \
+      fputc('\n', stderr);                                          \
+    }                                                               \
+  } while (0)
+
+#define CALL(expr)                                                                       \
+  do {                                                                                   \
+    int rc_ = (expr);                                                                    \
+    if (rc_ != 0) {                                                                      \
+      fprintf(stderr, "rank %d: %s returned %s: %s\n", rank, #expr, hvd_err_name(rc_), \
+              hvd_last_error());                                                         \
+      exit(1);                                                                           \
+    }                                                                                    \
+  } while (0)
+
+static const hvd_dtype all_dtypes[] = {HVD_UINT8,   HVD_INT8,     HVD_UINT16,  HVD_INT16,
+                                       HVD_INT32,   HVD_INT64,    HVD_FLOAT16, HVD_BFLOAT16,
+                                       HVD_FLOAT32, HVD_FLOAT64,  HVD_BOOL};
+static const hvd_op all_ops[] = {HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX, HVD_PRODUCT};
+#define LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- deterministic inputs ---- */
+
+static uint64_t mix(uint64_t x) { /* splitmix64 */
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static uint64_t rnd(uint64_t seed, int who, size_t i) {
+  return mix(seed * 1000003u + (uint64_t)who * 7919u + mix(i));
+}
+
+static int is_float(hvd_dtype t) {
+  return t == HVD_FLOAT16 || t == HVD_BFLOAT16 || t == HVD_FLOAT32 || t == HVD_FLOAT64;
+}
+
+static int is_signed(hvd_dtype t) {
+  return t == HVD_INT8 || t == HVD_INT16 || t == HVD_INT32 || t == HVD_INT64;
+}
+
+/* A float input whose folds are exact in every float type: small integers
+ * for sums, powers of two for products, quarters below 64 for min/max. */
+static double float_value(hvd_op op, uint64_t r) {
+  static const double pow2[] = {-2.0, -1.0, -0.5, 0.5, 1.0, 2.0};
+  switch (op) {
+    case HVD_PRODUCT: return pow2[r % 6];
+    case HVD_MIN:
+    case HVD_MAX: return (double)((int)(r % 511) - 255) / 4.0;
+    default: return (double)((int)(r % 17) - 8);
+  }
+}
+
+/* ---- reference conversions, written independently of the library ---- */
+
+/* GCC's binary16 type, x86-64 only: the independent reference. */
+__extension__ typedef _Float16 half;
+
+static uint16_t ref_half(double x) {
+  half h = (half)(float)x;
+  uint16_t b;
+  memcpy(&b, &h, 2);
+  return b;
+}
+
+/* Rounds x to 8 significant bits, ties to even, by scaling (not by bit
+ * tricks), then takes the upper half of the float. */
+static uint16_t ref_bf16(double x) {
+  if (x != 0 && isfinite(x)) {
+    int e;
+    double m = frexp(x, &e); /* x = m * 2^e, 0.5 <= |m| < 1 */
+    x = ldexp(nearbyint(ldexp(m, 8)), e - 8);
+  }
+  float f = (float)x;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16);
+}
+
+/* ---- one element as a number ---- */
+
+typedef struct {
+  int64_t i; /* integers and bool, normalised to the type's range */
+  double d;  /* floats */
+} num;
+
+static int64_t wrap(hvd_dtype t, uint64_t v) {
+  size_t bits = hvd_dtype_size(t) * 8;
+  if (bits < 64) v &= (1ull << bits) - 1;
+  if (is_signed(t) && bits < 64 && (v >> (bits - 1)) & 1) v |= ~0ull << bits;
+  return (int64_t)v;
+}
+
+static num gen(hvd_dtype t, hvd_op op, uint64_t seed, int who, size_t i) {
+  uint64_t r = rnd(seed, who, i);
+  num v = {0, 0};
+  if (t == HVD_BOOL) {
+    static const int64_t bytes[] = {0, 1, 2, 255};
+    v.i = bytes[r % 4];
+  } else if (is_float(t)) {
+    v.d = float_value(op, r);
+  } else {
+    v.i = wrap(t, r);
+  }
+  return v;
+}
+
+static void store(hvd_dtype t, num v, void *p) {
+  switch (t) {
+    case HVD_FLOAT16: { uint16_t b = ref_half(v.d); memcpy(p, &b, 2); break; }
+    case HVD_BFLOAT16: { uint16_t b = ref_bf16(v.d); memcpy(p, &b, 2); break; }
+    case HVD_FLOAT32: { float f = (float)v.d; memcpy(p, &f, 4); break; }
+    case HVD_FLOAT64: memcpy(p, &v.d, 8); break;
+    default: { uint64_t u = (uint64_t)v.i; memcpy(p, &u, hvd_dtype_size(t)); break; } /* LE */
+  }
+}
+
+static num fold(hvd_dtype t, hvd_op op, num a, num b) {
+  num r = {0, 0};
+  if (t == HVD_BOOL) {
+    int x = a.i != 0, y = b.i != 0;
+    r.i = (op == HVD_MIN || op == HVD_PRODUCT) ? (x && y) : (x || y);
+  } else if (is_float(t)) {
+    r.d = op == HVD_PRODUCT ? a.d * b.d
+        : op == HVD_MIN     ? fmin(a.d, b.d)
+        : op == HVD_MAX     ? fmax(a.d, b.d)
+                            : a.d + b.d;
+  } else {
+    uint64_t x = (uint64_t)a.i, y = (uint64_t)b.i;
+    r.i = op == HVD_PRODUCT ? wrap(t, x * y)
+        : op == HVD_MIN     ? (a.i < b.i ? a.i : b.i)
+        : op == HVD_MAX     ? (a.i > b.i ? a.i : b.i)
+                            : wrap(t, x + y);
+    if (!is_signed(t) && (op == HVD_MIN || op == HVD_MAX)) /* compare as unsigned */
+      r.i = (int64_t)(op == HVD_MIN ? (x < y ? x : y) : (x > y ? x : y));
+  }
+  return r;
+}
+
+/* The expected reduction of element i over all ranks. */
+static num expected(hvd_dtype t, hvd_op op, uint64_t seed, size_t i) {
+  num acc = gen(t, op, seed, 0, i);
+  for (int q = 1; q < size; q++) acc = fold(t, op, acc, gen(t, op, seed, q, i));
+  if (op == HVD_AVERAGE) {
+    if (is_float(t)) acc.d /= size;
+    else acc.i = acc.i / size; /* C: toward zero */
+  }
+  if (t == HVD_BOOL && size > 1) acc.i = acc.i != 0; /* one rank: a plain copy */
+  return acc;
+}
+
+static void fill(hvd_dtype t, hvd_op op, uint64_t seed, int who, void *buf, size_t count) {
+  size_t es = hvd_dtype_size(t);
+  for (size_t i = 0; i < count; i++) store(t, gen(t, op, seed, who, i), (char *)buf + i * es);
+}
+
+/* Compares count elements at got (element offset `first`) with the reference. */
+static void compare(const char *what, hvd_dtype t, hvd_op op, uint64_t seed, const void *got,
+                    size_t first, size_t count) {
+  size_t es = hvd_dtype_size(t), bad = 0, first_bad = 0;
+  unsigned char want[8];
+  for (size_t i = 0; i < count; i++) {
+    store(t, expected(t, op, seed, first + i), want);
+    if (memcmp(want, (const char *)got + i * es, es) != 0 && bad++ == 0) first_bad = first + i;
+  }
+  CHECK(bad == 0, "%s %s %s count %zu: %zu elements differ, first at %zu", what,
+        hvd_dtype_name(t), hvd_op_name(op), count, bad, first_bad);
+}
+
+static const size_t counts[] = {0, 1, 2, 3, 7, 8, 13, 64, 1000, 4099};
+
+/* ---- allreduce ---- */
+
+static void allreduce_case(hvd_dtype t, hvd_op op, size_t count, int in_place, uint64_t seed) {
+  size_t es = hvd_dtype_size(t);
+  char *in = malloc(count * es + 1), *out = malloc(count * es + 1);
+  fill(t, op, seed, rank, in, count);
+  memset(out, 0xA5, count * es + 1);
+  char name[64];
+  snprintf(name, sizeof name, "ar.%s.%s.%zu.%d", hvd_dtype_name(t), hvd_op_name(op), count,
+           in_place);
+  if (in_place) {
+    CALL(hvd_allreduce(in, in, count, t, op, name));
+    compare("allreduce in place", t, op, seed, in, 0, count);
+  } else {
+    char *copy = malloc(count * es + 1);
+    memcpy(copy, in, count * es);
+    CALL(hvd_allreduce(in, out, count, t, op, name));
+    compare("allreduce", t, op, seed, out, 0, count);
+    CHECK(memcmp(copy, in, count * es) == 0, "allreduce modified sendbuf");
+    CHECK((unsigned char)out[count * es] == 0xA5, "allreduce wrote past recvbuf");
+    free(copy);
+  }
+  free(in);
+  free(out);
+}
+
+static void test_allreduce(void) {
+  uint64_t seed = 1;
+  for (size_t a = 0; a < LEN(all_dtypes); a++)
+    for (size_t b = 0; b < LEN(all_ops); b++) {
+      if (all_dtypes[a] == HVD_BOOL && all_ops[b] == HVD_AVERAGE) continue;
+      for (size_t c = 0; c < LEN(counts); c++)
+        for (int ip = 0; ip < 2; ip++)
+          allreduce_case(all_dtypes[a], all_ops[b], counts[c], ip, seed++);
+    }
+  /* Larger than several chunks and not divisible by the job size. */
+  allreduce_case(HVD_FLOAT32, HVD_SUM, 300007, 0, seed++);
+  allreduce_case(HVD_FLOAT16, HVD_AVERAGE, 300007, 1, seed++);
+  allreduce_case(HVD_INT64, HVD_MAX, 200003, 1, seed++);
+  allreduce_case(HVD_UINT8, HVD_PRODUCT, 1000003, 0, seed++);
+}
+
+/* Order-dependent float sums: all ranks must still agree bit for bit. */
+static uint64_t fnv(const void *p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+  return h;
+}
+
+static void test_bitwise_identical(void) {
+  static const hvd_dtype types[] = {HVD_FLOAT16, HVD_BFLOAT16, HVD_FLOAT32, HVD_FLOAT64};
+  size_t count = 100003;
+  for (size_t a = 0; a < LEN(types); a++) {
+    hvd_dtype t = types[a];
+    size_t es = hvd_dtype_size(t);
+    char *buf = malloc(count * es);
+    for (size_t i = 0; i < count; i++) {
+      num v = {0, (double)(rnd(99, rank, i) % 2000001) / 1000000.0 - 1.0};
+      store(t, v, buf + i * es);
+    }
+    CALL(hvd_allreduce(buf, buf, count, t, HVD_AVERAGE, "bitwise"));
+    uint64_t h = fnv(buf, count * es), *all = NULL;
+    CALL(hvd_allgather(&h, 1, HVD_INT64, (void **)&all, NULL, "hashes"));
+    for (int q = 0; q < size; q++)
+      CHECK(all[q] == h, "%s average differs between rank %d and rank %d", hvd_dtype_name(t),
+            rank, q);
+    free(all);
+    free(buf);
+  }
+}
+
+/* ---- broadcast ---- */
+
+static void test_broadcast(void) {
+  static const hvd_dtype types[] = {HVD_UINT8, HVD_INT32, HVD_FLOAT16, HVD_FLOAT64, HVD_BOOL};
+  static const size_t bc_counts[] = {0, 1, 13, 1000, 300001};
+  uint64_t seed = 5000;
+  for (int root = 0; root < size; root++)
+    for (size_t a = 0; a < LEN(types); a++)
+      for (size_t c = 0; c < LEN(bc_counts); c++, seed++) {
+        hvd_dtype t = types[a];
+        size_t n = bc_counts[c], es = hvd_dtype_size(t);
+        if (n > 1000 && root != size - 1) continue; /* big ones from one root suffice */
+        char *buf = malloc(n * es + 1), *want = malloc(n * es + 1);
+        fill(t, HVD_SUM, seed, root, want, n);
+        if (rank == root) memcpy(buf, want, n * es);
+        else memset(buf, 0x5A, n * es);
+        CALL(hvd_broadcast(buf, n, t, root, "bcast"));
+        CHECK(memcmp(buf, want, n * es) == 0, "broadcast %s count %zu from root %d differs",
+              hvd_dtype_name(t), n, root);
+        free(buf);
+        free(want);
+      }
+}
+
+/* ---- allgather ---- */
+
+static size_t gather_count(int who, size_t base) { return (size_t)(who * 7 + 3) % 11 + base; }
+
+static void allgather_case(hvd_dtype t, size_t base, uint64_t seed) {
+  size_t es = hvd_dtype_size(t), mine = gather_count(rank, base);
+  char *in = malloc(mine * es + 1);
+  fill(t, HVD_SUM, seed, rank, in, mine);
+  void *out = NULL;
+  size_t *rc = calloc((size_t)size, sizeof *rc);
+  CALL(hvd_allgather(in, mine, t, &out, rc, "gather"));
+  size_t off = 0;
+  for (int q = 0; q < size; q++) {
+    size_t n = gather_count(q, base);
+    CHECK(rc[q] == n, "allgather: rank %d's count is %zu, expected %zu", q, rc[q], n);
+    char *want = malloc(n * es + 1);
+    fill(t, HVD_SUM, seed, q, want, n);
+    CHECK(n == 0 || memcmp((char *)out + off * es, want, n * es) == 0,
+          "allgather %s base %zu: rank %d's block differs", hvd_dtype_name(t), base, q);
+    off += n;
+    free(want);
+  }
+  free(out);
+  free(rc);
+  free(in);
+}
+
+static void test_allgather(void) {
+  static const size_t bases[] = {0, 1, 100, 100000};
+  uint64_t seed = 9000;
+  for (size_t a = 0; a < LEN(all_dtypes); a++)
+    for (size_t b = 0; b < LEN(bases); b++)
+      if (bases[b] < 100000 || all_dtypes[a] == HVD_FLOAT32)
+        allgather_case(all_dtypes[a], bases[b], seed++);
+  /* Nobody sends anything: the result is empty, not an error. */
+  void *out = (void *)1;
+  CALL(hvd_allgather(NULL, 0, HVD_FLOAT32, &out, NULL, "empty"));
+  CHECK(out == NULL, "allgather of nothing returned a buffer");
+}
+
+/* ---- alltoall ---- */
+
+static size_t a2a_count(int from, int to, size_t base) {
+  return (size_t)(from + 2 * to) % 5 + base;
+}
+
+static void alltoall_case(hvd_dtype t, size_t base, uint64_t seed) {
+  size_t es = hvd_dtype_size(t), total = 0;
+  size_t *sc = calloc((size_t)size, sizeof *sc), *rc = calloc((size_t)size, sizeof *rc);
+  for (int d = 0; d < size; d++) total += sc[d] = a2a_count(rank, d, base);
+  char *in = malloc(total * es + 1), *p = in;
+  for (int d = 0; d < size; d++, p += sc[d - 1] * es)
+    fill(t, HVD_SUM, seed, rank * size + d, p, sc[d]);
+  void *out = NULL;
+  CALL(hvd_alltoall(in, sc, t, &out, rc, "a2a"));
+  size_t off = 0;
+  for (int q = 0; q < size; q++) {
+    size_t n = a2a_count(q, rank, base);
+    CHECK(rc[q] == n, "alltoall: from rank %d got count %zu, expected %zu", q, rc[q], n);
+    char *want = malloc(n * es + 1);
+    fill(t, HVD_SUM, seed, q * size + rank, want, n);
+    CHECK(n == 0 || memcmp((char *)out + off * es, want, n * es) == 0,
+          "alltoall %s base %zu: block from rank %d differs", hvd_dtype_name(t), base, q);
+    off += n;
+    free(want);
+  }
+  free(out);
+  free(in);
+  free(sc);
+  free(rc);
+}
+
+static void test_alltoall(void) {
+  static const size_t bases[] = {0, 3, 70000};
+  uint64_t seed = 12000;
+  for (size_t a = 0; a < LEN(all_dtypes); a++)
+    for (size_t b = 0; b < LEN(bases); b++)
+      if (bases[b] < 70000 || all_dtypes[a] == HVD_INT16)
+        alltoall_case(all_dtypes[a], bases[b], seed++);
+}
+
+/* ---- reducescatter ---- */
+
+static void reducescatter_case(hvd_dtype t, hvd_op op, size_t count, uint64_t seed) {
+  size_t es = hvd_dtype_size(t);
+  size_t own = hvd_reducescatter_count(count, rank), first = 0;
+  for (int q = 0; q < rank; q++) first += hvd_reducescatter_count(count, q);
+  size_t want_own = count / (size_t)size + ((size_t)rank < count % (size_t)size);
+  CHECK(own == want_own, "reducescatter_count(%zu, %d) = %zu, expected %zu", count, rank, own,
+        want_own);
+  char *in = malloc(count * es + 1), *out = malloc(own * es + 1);
+  fill(t, op, seed, rank, in, count);
+  CALL(hvd_reducescatter(in, out, count, t, op, "rs"));
+  compare("reducescatter", t, op, seed, out, first, own);
+  free(in);
+  free(out);
+}
+
+static void test_reducescatter(void) {
+  static const hvd_dtype types[] = {HVD_FLOAT32, HVD_INT32, HVD_FLOAT16, HVD_BFLOAT16,
+                                    HVD_UINT8, HVD_FLOAT64};
+  static const hvd_op ops[] = {HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX};
+  size_t rs_counts[] = {0, 1, (size_t)size - 1, (size_t)size + 1, 13, 1000, 300001};
+  uint64_t seed = 15000;
+  for (size_t a = 0; a < LEN(types); a++)
+    for (size_t b = 0; b < LEN(ops); b++)
+      for (size_t c = 0; c < LEN(rs_counts); c++)
+        if (rs_counts[c] < 300001 || (a == 0 && b == 0))
+          reducescatter_case(types[a], ops[b], rs_counts[c], seed++);
+}
+
+/* ---- barrier ---- */
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void test_barrier(void) {
+  for (int i = 0; i < 20; i++) CALL(hvd_barrier());
+  /* No rank may leave before the last one arrived (a lower bound only). */
+  int late = size - 1;
+  CALL(hvd_barrier());
+  double t0 = now();
+  if (rank == late) nanosleep(&(struct timespec){0, 300 * 1000 * 1000}, NULL);
+  CALL(hvd_barrier());
+  double waited = now() - t0;
+  CHECK(waited >= 0.25, "barrier returned after %.3f s, before rank %d arrived", waited, late);
+}
+
+/* ---- identity ---- */
+
+static void test_identity(void) {
+  CHECK(hvd_is_initialized() == 1, "hvd_is_initialized() after hvd_init()");
+  const char *r = getenv("HOROVOD_RANK"), *s = getenv("HOROVOD_SIZE");
+  if (r) CHECK(rank == atoi(r), "hvd_rank() %d but HOROVOD_RANK=%s", rank, r);
+  if (s) CHECK(size == atoi(s), "hvd_size() %d but HOROVOD_SIZE=%s", size, s);
+  if (!s) CHECK(size == 1 && rank == 0, "a process started alone is rank 0 of 1");
+  CHECK(hvd_local_rank() == rank && hvd_local_size() == size, "one host: local == global");
+  CHECK(hvd_cross_rank() == 0 && hvd_cross_size() == 1, "one host: cross rank 0 of 1");
+  /* Everyone sees a distinct rank. */
+  int *ranks = NULL;
+  CALL(hvd_allgather(&rank, 1, HVD_INT32, (void **)&ranks, NULL, "ranks"));
+  for (int q = 0; q < size; q++) CHECK(ranks[q] == q, "allgather of ranks: slot %d holds %d", q, ranks[q]);
+  free(ranks);
+}
+
+int main(void) {
+  CALL(hvd_init());
+  rank = hvd_rank();
+  size = hvd_size();
+  test_identity();
+  test_allreduce();
+  test_bitwise_identical();
+  test_broadcast();
+  test_allgather();
+  test_alltoall();
+  test_reducescatter();
+  test_barrier();
+  CALL(hvd_shutdown());
+  CHECK(hvd_is_initialized() == 0, "hvd_is_initialized() after hvd_shutdown()");
+  printf("test_collectives rank %d of %d: %d checks, %d failed\n", rank, size, checks, failures);
+  return failures != 0;
+}

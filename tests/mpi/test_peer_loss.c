@@ -1,0 +1,60 @@
+/*
+ * test_peer_loss.c -- a rank that dies or freezes mid-allreduce becomes an
+ * error on every other rank, naming it, within the deadline.
+ *
+ *   test_peer_loss kill   the last rank SIGKILLs itself during the 4th call
+ *   test_peer_loss stop   the last rank SIGSTOPs itself (alive but silent)
+ *
+ * Survivors print "rank R: lost rank V detected: <message>" and exit with
+ * 0 (kill: hvdrun reports the killed rank) or 3 (stop: somebody must exit
+ * non-zero so hvdrun tears the frozen rank down).  The victim's signal is
+ * raised from a second thread while the main thread is inside the
+ * collective, so the loss really happens mid-allreduce.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hvd.h>
+
+#define COUNT (4u << 20) /* 16 MiB of floats: long enough to be caught mid-flight */
+
+static int victim_signal;
+
+static void *strike(void *arg) {
+  (void)arg;
+  nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+  raise(victim_signal);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  int stop = argc > 1 && strcmp(argv[1], "stop") == 0;
+  victim_signal = stop ? SIGSTOP : SIGKILL;
+  if (hvd_init() != 0) {
+    fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
+    return 1;
+  }
+  int rank = hvd_rank(), size = hvd_size(), victim = size - 1;
+  float *buf = calloc(COUNT, sizeof *buf);
+  char want[32];
+  snprintf(want, sizeof want, "rank %d", victim);
+  for (int it = 0; it < 1000; it++) {
+    pthread_t t;
+    if (rank == victim && it == 3) pthread_create(&t, NULL, strike, NULL);
+    int rc = hvd_allreduce(buf, buf, COUNT, HVD_FLOAT32, HVD_SUM, "grad");
+    if (rc == 0) continue;
+    const char *msg = hvd_last_error();
+    int named = strstr(msg, want) != NULL && strstr(msg, "'grad'") != NULL;
+    printf("rank %d: %s rank %d detected (%s): %s\n", rank, named ? "lost" : "UNNAMED LOSS OF",
+           victim, hvd_err_name(rc), msg);
+    fflush(stdout);
+    hvd_shutdown();
+    return !named ? 1 : stop ? 3 : 0;
+  }
+  printf("rank %d: no error after 1000 iterations\n", rank);
+  return 1;
+}

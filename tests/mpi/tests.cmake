@@ -1,0 +1,10 @@
+# Job sizes each multi-rank program runs at (through hvdrun).  Programs
+# that are expected to fail (peer loss) are driven by tests/launcher.
+hvd_add_mpi_test(test_collectives 1 2 3 4 8)
+hvd_add_mpi_test(test_api_errors 1 2)
+hvd_add_mpi_test(test_mismatch 2 3)
+# A process started without hvdrun is a job of size 1.
+add_test(NAME mpi.test_collectives.alone COMMAND test_collectives)
+add_test(NAME mpi.test_api_errors.alone COMMAND test_api_errors)
+# Garbage, a wrong secret and a silent stranger at the rendezvous: the job goes on.
+hvd_add_mpi_test(rdzv_attack 2 4)
