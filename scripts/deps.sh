@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages hvd needs that this machine lacks; does
+# nothing when they are all there.  Usage: scripts/deps.sh [build|test]
+set -euo pipefail
+
+build_pkgs=(build-essential cmake pkg-config libssl-dev)
+test_pkgs=(libcmocka-dev python3 python3-pytest procps)
+
+want=("${build_pkgs[@]}")
+if [ "${1:-build}" = test ]; then want+=("${test_pkgs[@]}"); fi
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
