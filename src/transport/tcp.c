@@ -59,6 +59,15 @@ typedef struct {
 /* What blame() knows of a peer: the rank it waited on, or one of these. */
 #define REPORT_NONE (-1) /* nothing heard (yet) */
 #define REPORT_GONE (-2) /* connection closed or unreadable */
+#define REPORT_ABORTED (-3) /* aborted for a reason of its own, not a lost rank */
+
+/* What blame() concludes. */
+typedef struct {
+  int rank;    /* the rank at the end of the chain of waits */
+  int aborted; /* it aborted for its own reason (why), rather than going silent */
+  char why[512];
+  char chain[256]; /* "3 -> 1 -> 7" */
+} verdict;
 
 /* How long abort() may spend finishing cut frames, over all peers: the
  * peers are alive and reading, or they are not and this is lost anyway. */
@@ -71,6 +80,7 @@ struct tcp_transport {
   int broken;         /* an error or an abort happened: later calls fail fast */
   int lost;           /* the rank whose failure broke it, -1 if none or unknown */
   int announced;      /* our ABORT went out already (see blame) */
+  const struct half *cur_r; /* the receiving half of the sendrecv in progress */
   char why[WHY_MAX];  /* what broke it, for those later calls */
 };
 
@@ -412,7 +422,7 @@ close_listen:
 /* ================================================================== */
 
 /* One direction of a sendrecv: one frame, header then payload. */
-typedef struct {
+typedef struct half {
   int peer; /* -1: this half is skipped */
   int fd;
   uint8_t hdr[HVD_FRAME_HDR_LEN];
@@ -432,8 +442,30 @@ static size_t half_payload_done(const half *h) {
   return h->done > HVD_FRAME_HDR_LEN ? h->done - HVD_FRAME_HDR_LEN : 0;
 }
 
+static void blame(struct tcp_transport *t, int start, int start_report, verdict *v);
+
+/* Our connection to `peer` closed or reset.  It may have died, or it may
+ * have aborted and closed after telling us why: its ABORT is then still in
+ * our receive buffer (Linux keeps received bytes after a reset), and the
+ * other ranks' reports say more. */
+static int peer_lost(struct tcp_transport *t, int peer) {
+  char detail[WHY_MAX];
+  verdict v;
+  snprintf(detail, sizeof detail, "%s", hvd_last_error());
+  announce(t, peer, detail);
+  blame(t, peer, REPORT_NONE, &v);
+  if (v.aborted)
+    return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s (waits: %s)", v.rank,
+                                 v.why, v.chain), v.rank);
+  if (v.rank == peer)
+    return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d lost: %s", peer, detail), peer);
+  return fail_lost(t, hvd__err(HVD_E_PEER_LOST,
+                               "rank %d lost (waits: %s; rank %d closed its connection)", v.rank,
+                               v.chain, peer), v.rank);
+}
+
 static int io_failed(struct tcp_transport *t, int rc, int peer, const char *doing) {
-  if (rc == HVD_E_PEER_LOST) return fail_lost(t, hvd__err_prefix(rc, "rank %d lost", peer), peer);
+  if (rc == HVD_E_PEER_LOST) return peer_lost(t, peer);
   return fail(t, hvd__err_prefix(rc, "%s rank %d", doing, peer));
 }
 
@@ -453,16 +485,14 @@ static long send_step(struct tcp_transport *t, half *h) {
   return n;
 }
 
-static int blame(struct tcp_transport *t, const half *r, int start, int start_report,
-                 char *chain, size_t cap);
-
 /* The ABORT frame the peer sent is complete: turn it into our error.  A
  * peer that names a lost rank may only have seen its own neighbour go
  * silent, so follow the reports to the rank that is really stuck. */
 static int peer_aborted(struct tcp_transport *t, const half *h) {
   hvd_reader r = {.buf = h->abort_buf, .len = h->len};
   int32_t lost = (int32_t)hvd__get_u32(&r);
-  char why[ABORT_REASON_MAX], chain[256];
+  char why[ABORT_REASON_MAX];
+  verdict v;
   hvd__get_str(&r, why, sizeof why);
   if (!hvd__reader_done(&r) || lost < -1 || lost >= t->base.size)
     return fail(t, hvd__err(HVD_E_PROTOCOL, "rank %d sent a malformed ABORT frame", h->peer));
@@ -473,12 +503,15 @@ static int peer_aborted(struct tcp_transport *t, const half *h) {
     return fail(t, hvd__err(HVD_E_PEER_LOST, "rank %d gave up on this rank: %s", h->peer, why));
   /* Pass the news on at once: ranks further away wait on us. */
   announce(t, lost, why);
-  int stuck = blame(t, h, h->peer, lost, chain, sizeof chain);
-  if (stuck == lost)
+  blame(t, h->peer, lost, &v);
+  if (v.aborted)
+    return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s (waits: %s)", v.rank,
+                                 v.why, v.chain), v.rank);
+  if (v.rank == lost)
     return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d lost (reported by rank %d: %s)", lost,
                                  h->peer, why), lost);
   return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d lost (waits: %s; rank %d reported: %s)",
-                               stuck, chain, h->peer, why), stuck);
+                               v.rank, v.chain, h->peer, why), v.rank);
 }
 
 /* The header is complete: is it the frame we expect? */
@@ -537,7 +570,8 @@ static long recv_step(struct tcp_transport *t, half *h, uint32_t tag) {
  * we waited on and learn whom they waited on, so the error names the rank
  * that is really stuck rather than the neighbour it stalled. */
 static int timed_out(struct tcp_transport *t, const half *s, const half *r, uint32_t tag) {
-  char what[2][160], mine[WHY_MAX], chain[256];
+  char what[2][160], mine[WHY_MAX];
+  verdict v;
   int n = 0;
   if (!half_done(r))
     snprintf(what[n++], sizeof what[0], "rank %d %s (%zu of %zu bytes received)", r->peer,
@@ -552,12 +586,14 @@ static int timed_out(struct tcp_transport *t, const half *s, const half *r, uint
     t->conns[s->peer].unsent =
         s->done < HVD_FRAME_HDR_LEN ? SIZE_MAX : HVD_FRAME_HDR_LEN + s->len - s->done;
   announce(t, suspect, mine);
-  int stuck = blame(t, r, suspect, REPORT_NONE, chain, sizeof chain);
-  if (stuck == suspect)
-    return fail_lost(t, hvd__err(HVD_E_TIMEOUT, "%s", mine), stuck);
+  blame(t, suspect, REPORT_NONE, &v);
+  if (v.aborted)
+    return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s (waits: %d -> %s)", v.rank,
+                                 v.why, t->base.rank, v.chain), v.rank);
+  if (v.rank == suspect) return fail_lost(t, hvd__err(HVD_E_TIMEOUT, "%s", mine), suspect);
   return fail_lost(t, hvd__err(HVD_E_TIMEOUT,
-                               "rank %d stopped responding (waits: %d -> %s); here: %s", stuck,
-                               t->base.rank, chain, mine), stuck);
+                               "rank %d stopped responding (waits: %d -> %s); here: %s", v.rank,
+                               t->base.rank, v.chain, mine), v.rank);
 }
 
 /* Waits until a socket of an unfinished half is ready.  1: ready, 0: the
@@ -619,6 +655,7 @@ static int tcp_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
 
   half_init(&s, t, to, (void *)sbuf, slen); /* only ever read from */
   half_init(&r, t, from, rbuf, rlen);
+  t->cur_r = &r;
   if (to >= 0) hvd__frame_encode(&(hvd_frame){.type = HVD_FRAME_DATA, .tag = tag, .len = slen},
                                  s.hdr);
 
@@ -639,12 +676,14 @@ static int tcp_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
     if (rc == 0) rc = timed_out(t, &s, &r, tag);
     if (rc < 0) goto mark_cut;
   }
+  t->cur_r = NULL;
   return 0;
 
 mark_cut:
   if (s.peer >= 0 && s.done > 0 && !half_done(&s))
     t->conns[s.peer].unsent =
         s.done < HVD_FRAME_HDR_LEN ? SIZE_MAX : HVD_FRAME_HDR_LEN + s.len - s.done;
+  t->cur_r = NULL;
   return rc;
 }
 
@@ -746,6 +785,7 @@ typedef struct {
   uint8_t hdr[HVD_FRAME_HDR_LEN];
   uint8_t buf[ABORT_PAYLOAD_MAX];
   int report; /* REPORT_* or the rank this peer waited on */
+  char why[ABORT_REASON_MAX]; /* the reason of an ABORT */
 } listener;
 
 /* A complete header: an ABORT to read, or a frame to skip. */
@@ -766,9 +806,11 @@ static int listener_header(listener *l) {
 static void listener_report(listener *l, int size) {
   hvd_reader r = {.buf = l->buf, .len = l->abort_len};
   int32_t lost = (int32_t)hvd__get_u32(&r);
-  char why[ABORT_REASON_MAX];
-  hvd__get_str(&r, why, sizeof why);
-  l->report = (hvd__reader_done(&r) && lost >= 0 && lost < size) ? lost : REPORT_GONE;
+  hvd__get_str(&r, l->why, sizeof l->why);
+  if (!hvd__reader_done(&r) || lost < -1 || lost >= size) l->report = REPORT_GONE;
+  else l->report = lost >= 0 ? lost : REPORT_ABORTED;
+  for (char *c = l->why; *c; c++) /* it goes into our messages verbatim */
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
 }
 
 /* Reads what the socket holds now, until a report or end of stream. */
@@ -795,15 +837,17 @@ static void listener_step(listener *l, int size) {
   }
 }
 
-/* Listeners for every peer; r's stream is mid-frame where sendrecv left it. */
-static listener *listeners_open(struct tcp_transport *t, const half *r) {
+/* Listeners for every peer; the stream of the sendrecv's receiving half
+ * (if any) is mid-frame where sendrecv left it. */
+static listener *listeners_open(struct tcp_transport *t) {
+  const half *r = t->cur_r;
   listener *ls = calloc((size_t)t->base.size, sizeof *ls);
   if (!ls) return NULL;
   for (int p = 0; p < t->base.size; p++) {
     ls[p].fd = t->conns[p].fd;
     ls[p].report = ls[p].fd < 0 ? REPORT_GONE : REPORT_NONE;
   }
-  if (r->peer >= 0 && !half_done(r) && r->done > 0) {
+  if (r && r->peer >= 0 && !half_done(r) && r->done > 0) {
     listener *l = &ls[r->peer];
     if (r->done < HVD_FRAME_HDR_LEN) {
       memcpy(l->hdr, r->hdr, r->done);
@@ -833,7 +877,8 @@ static int follow(const listener *ls, int me, int start, int size, char *chain, 
 }
 
 /* Waits up to the grace period for the peers' reports, or until the chain
- * ends at a rank whose connection is closed: that one will never report. */
+ * ends at a rank that has said all it will: it closed its connection, or
+ * it aborted for a reason of its own. */
 static void listeners_wait(struct tcp_transport *t, listener *ls, struct pollfd *p, int start) {
   int n = t->base.size, grace = t->timeout_ms / 4;
   uint64_t deadline = hvd__deadline_in(grace < 200 ? 200 : grace > 2000 ? 2000 : grace);
@@ -842,7 +887,9 @@ static void listeners_wait(struct tcp_transport *t, listener *ls, struct pollfd 
     for (int i = 0; i < n; i++)
       if (ls[i].report == REPORT_NONE) p[np++] = (struct pollfd){.fd = ls[i].fd, .events = POLLIN};
     int end = follow(ls, t->base.rank, start, n, NULL, 0);
-    if (np == 0 || ls[end].report == REPORT_GONE || hvd__ms_left(deadline) == 0) return;
+    if (np == 0 || ls[end].report == REPORT_GONE || ls[end].report == REPORT_ABORTED ||
+        hvd__ms_left(deadline) == 0)
+      return;
     if (poll(p, (nfds_t)np, hvd__ms_left(deadline)) < 0 && errno != EINTR) return;
     for (int i = 0; i < n; i++)
       if (ls[i].report == REPORT_NONE) listener_step(&ls[i], n);
@@ -850,21 +897,22 @@ static void listeners_wait(struct tcp_transport *t, listener *ls, struct pollfd 
 }
 
 /* Listens to every peer's reports, starting from what we know of `start`
- * (REPORT_NONE, or the rank it reported), and returns the rank at the end
- * of the chain; `chain` describes the hops.  On failure to allocate, start
- * itself is blamed: the message is less precise, never wrong. */
-static int blame(struct tcp_transport *t, const half *r, int start, int start_report,
-                 char *chain, size_t cap) {
-  listener *ls = listeners_open(t, r);
+ * (REPORT_NONE, or the rank it reported), and concludes which rank is at
+ * the end of the chain of waits.  Without memory for the listeners it
+ * blames start's report (or start): less precise, never wrong. */
+static void blame(struct tcp_transport *t, int start, int start_report, verdict *v) {
+  listener *ls = listeners_open(t);
   struct pollfd *p = calloc((size_t)t->base.size, sizeof *p);
-  int stuck = start_report >= 0 ? start_report : start;
-  snprintf(chain, cap, "%d -> %d", start, stuck);
+  v->rank = start_report >= 0 ? start_report : start;
+  v->aborted = 0;
+  snprintf(v->chain, sizeof v->chain, "%d -> %d", start, v->rank);
   if (ls && p) {
     if (start_report >= 0) ls[start].report = start_report;
     listeners_wait(t, ls, p, start);
-    stuck = follow(ls, t->base.rank, start, t->base.size, chain, cap);
+    v->rank = follow(ls, t->base.rank, start, t->base.size, v->chain, sizeof v->chain);
+    v->aborted = ls[v->rank].report == REPORT_ABORTED;
+    snprintf(v->why, sizeof v->why, "%s", ls[v->rank].why);
   }
   free(p);
   free(ls);
-  return stuck;
 }
