@@ -1,0 +1,35 @@
+"""`make install`'s layout works for a user: hvdrun, hvd.h, libhvd and a
+pkg-config file with which `cc prog.c $(pkg-config --cflags --libs hvd)`
+builds a program that runs alone and under the installed hvdrun."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+@pytest.mark.skipif(bool(os.environ.get("HVD_SANITIZE")),
+                    reason="a sanitized libhvd needs the sanitizer runtime in the user's program")
+@pytest.mark.skipif(shutil.which("pkg-config") is None, reason="pkg-config is not installed")
+def test_install_and_build_with_pkg_config(build_dir, tmp_path):
+    prefix = tmp_path / "prefix"
+    subprocess.run(["cmake", "--install", build_dir, "--prefix", str(prefix)], check=True,
+                   capture_output=True, timeout=120)
+    for path in ["bin/hvdrun", "include/hvd.h", "lib/libhvd.so", "lib/libhvd.a",
+                 "lib/pkgconfig/hvd.pc"]:
+        assert (prefix / path).exists(), path
+    env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"))
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "hvd"], env=env, check=True,
+                           capture_output=True, text=True).stdout.split()
+    exe = tmp_path / "demo"
+    subprocess.run(["cc", "-std=c11", os.path.join(SOURCE, "examples", "allreduce_demo.c"),
+                    "-o", str(exe)] + flags, check=True, timeout=120)
+    alone = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 0, alone.stderr
+    assert "rank 0 of 1" in alone.stdout
+    job = subprocess.run([str(prefix / "bin" / "hvdrun"), "-np", "2", str(exe)],
+                         capture_output=True, text=True, timeout=120)
+    assert job.returncode == 0, job.stderr
+    assert job.stdout.count("0 wrong") == 2, job.stdout
