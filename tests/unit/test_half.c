@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half_ref.h"
 #include "reduce.h"
 
 #ifdef __FLT16_MAX__
@@ -31,18 +32,18 @@ __extension__ typedef _Float16 f16;
 #define HAVE_F16 0
 #endif
 
-/* A 16-bit binary format: float16 is {10, 5, 15}, bfloat16 {7, 8, 127}. */
+/* A 16-bit format (half_ref.h) and hvd's conversions for it. */
 struct fmt {
-  int man_bits, exp_bits, bias;
+  struct half_fmt bits;
   float (*widen)(uint16_t);
   uint16_t (*narrow)(float);
   void (*widen_n)(float *, const uint16_t *, size_t);
   void (*narrow_n)(uint16_t *, const float *, size_t);
 };
 
-static const struct fmt half = {10, 5, 15, hvd__half_to_float, hvd__float_to_half,
+static const struct fmt half = {{10, 5, 15}, hvd__half_to_float, hvd__float_to_half,
                                 hvd__half_to_float_n, hvd__float_to_half_n};
-static const struct fmt bf16 = {7, 8, 127, hvd__bf16_to_float, hvd__float_to_bf16,
+static const struct fmt bf16 = {{7, 8, 127}, hvd__bf16_to_float, hvd__float_to_bf16,
                                 hvd__bf16_to_float_n, hvd__float_to_bf16_n};
 
 static uint32_t fbits(float f) {
@@ -66,46 +67,11 @@ static uint64_t rnd(void) { /* splitmix64 */
   return z ^ (z >> 31);
 }
 
-static int exp_max_field(const struct fmt *f) { return (1 << f->exp_bits) - 1; }
+static int exp_max_field(const struct fmt *f) { return ref_exp_max(&f->bits); }
 
 static int is_nan_bits(const struct fmt *f, uint16_t h) {
-  return ((h >> f->man_bits) & exp_max_field(f)) == exp_max_field(f) &&
-         (h & ((1 << f->man_bits) - 1)) != 0;
-}
-
-/* The value of bit pattern h, straight from the definition. */
-static double decode(const struct fmt *f, uint16_t h) {
-  int e = (h >> f->man_bits) & exp_max_field(f);
-  int m = h & ((1 << f->man_bits) - 1);
-  double v;
-  if (e == exp_max_field(f))
-    v = m ? NAN : INFINITY;
-  else if (e == 0)
-    v = ldexp(m, 1 - f->bias - f->man_bits);
-  else
-    v = ldexp(m + (1 << f->man_bits), e - f->bias - f->man_bits);
-  return (h & 0x8000) ? -v : v;
-}
-
-/* v (not NaN) rounded to nearest even in format f, as its bit pattern. */
-static uint16_t encode(const struct fmt *f, double v) {
-  uint16_t sign = signbit(v) ? 0x8000 : 0;
-  double a = fabs(v);
-  double min_normal = ldexp(1, 1 - f->bias);
-  double max = ldexp(2 - ldexp(1, -f->man_bits), f->bias);
-  int e;
-
-  if (a != 0 && !isinf(a)) {
-    frexp(a, &e); /* a in [2^(e-1), 2^e) */
-    int lsb = e - 1 - f->man_bits;
-    if (lsb < 1 - f->bias - f->man_bits) lsb = 1 - f->bias - f->man_bits;
-    a = ldexp(nearbyint(ldexp(a, -lsb)), lsb);
-  }
-  if (a > max) return (uint16_t)(sign | exp_max_field(f) << f->man_bits);
-  if (a < min_normal) return (uint16_t)(sign | (int)ldexp(a, f->bias - 1 + f->man_bits));
-  double m = frexp(a, &e);
-  return (uint16_t)(sign | (e - 1 + f->bias) << f->man_bits |
-                    (int)ldexp(2 * m - 1, f->man_bits));
+  return ((h >> f->bits.man_bits) & exp_max_field(f)) == exp_max_field(f) &&
+         (h & ((1 << f->bits.man_bits) - 1)) != 0;
 }
 
 /* hvd's float -> format conversion against the references, NaNs included. */
@@ -116,7 +82,7 @@ static void check_narrow(const struct fmt *f, float x) {
       fail_msg("%08x -> %04x: want a NaN of the same sign", fbits(x), got);
     return;
   }
-  uint16_t want = encode(f, x);
+  uint16_t want = ref_encode(&f->bits, x);
   if (got != want) fail_msg("%08x (%a) -> %04x, want %04x", fbits(x), (double)x, got, want);
 #if HAVE_F16
   if (f == &half) {
@@ -130,13 +96,13 @@ static void check_narrow(const struct fmt *f, float x) {
 
 /* Every pattern widens to its value; NaNs widen quiet, sign and payload kept. */
 static void check_widen_all(const struct fmt *f) {
-  int shift = 23 - f->man_bits;
+  int shift = 23 - f->bits.man_bits;
   for (uint32_t i = 0; i < 65536; i++) {
     uint16_t h = (uint16_t)i;
     float x = f->widen(h);
-    double want = decode(f, h);
+    double want = ref_decode(&f->bits, h);
     if (isnan(want)) {
-      uint32_t man = (uint32_t)(h & ((1 << f->man_bits) - 1));
+      uint32_t man = (uint32_t)(h & ((1 << f->bits.man_bits) - 1));
       uint32_t quiet = (uint32_t)(h & 0x8000) << 16 | 0x7fc00000 | man << shift;
       if (fbits(x) != quiet) fail_msg("%04x -> %08x, want quiet NaN %08x", h, fbits(x), quiet);
       continue;
@@ -156,7 +122,7 @@ static void check_widen_all(const struct fmt *f) {
 
 /* narrow(widen(h)) == h, NaNs coming back quiet. */
 static void check_round_trip_all(const struct fmt *f) {
-  uint16_t quiet_bit = (uint16_t)(1 << (f->man_bits - 1));
+  uint16_t quiet_bit = (uint16_t)(1 << (f->bits.man_bits - 1));
   for (uint32_t i = 0; i < 65536; i++) {
     uint16_t h = (uint16_t)i;
     uint16_t want = is_nan_bits(f, h) ? (uint16_t)(h | quiet_bit) : h;
@@ -170,10 +136,10 @@ static void check_round_trip_all(const struct fmt *f) {
  * finite value the "next" is where infinity would be if the exponent
  * went on. */
 static void check_boundaries(const struct fmt *f) {
-  uint16_t inf = (uint16_t)(exp_max_field(f) << f->man_bits);
+  uint16_t inf = (uint16_t)(exp_max_field(f) << f->bits.man_bits);
   for (uint16_t h = 0; h < inf; h++) {
-    double lo = decode(f, h);
-    double hi = h + 1 < inf ? decode(f, (uint16_t)(h + 1)) : 2 * lo - decode(f, (uint16_t)(h - 1));
+    double lo = ref_decode(&f->bits, h);
+    double hi = h + 1 < inf ? ref_decode(&f->bits, (uint16_t)(h + 1)) : 2 * lo - ref_decode(&f->bits, (uint16_t)(h - 1));
     float mid = (float)((lo + hi) / 2); /* exact: one more bit than the format */
     float xs[] = {(float)lo, nextafterf((float)lo, INFINITY), nextafterf((float)lo, 0),
                   mid, nextafterf(mid, INFINITY), nextafterf(mid, 0)};
@@ -187,7 +153,7 @@ static void check_boundaries(const struct fmt *f) {
 /* Random patterns over the whole float range, then ones whose exponent
  * falls near the format's range, where rounding has work to do. */
 static void check_random(const struct fmt *f) {
-  int lo = 127 - f->bias - f->man_bits - 2, hi = 127 + f->bias + 2;
+  int lo = 127 - f->bits.bias - f->bits.man_bits - 2, hi = 127 + f->bits.bias + 2;
   if (lo < 0) lo = 0;
   if (hi > 255) hi = 255;
   for (int i = 0; i < 1000000; i++) {

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half_ref.h"
 #include "common.h"
 #include "reduce.h"
 
@@ -35,46 +36,6 @@ static uint64_t rnd(void) { /* splitmix64 */
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
   return z ^ (z >> 31);
-}
-
-/* ---- 16-bit floats from their definition (see test_half.c) ---- */
-
-struct fmt {
-  int man_bits, exp_bits, bias;
-};
-
-static const struct fmt half = {10, 5, 15}, bf16 = {7, 8, 127};
-
-static double decode(const struct fmt *f, uint16_t h) {
-  int emax = (1 << f->exp_bits) - 1;
-  int e = (h >> f->man_bits) & emax;
-  int m = h & ((1 << f->man_bits) - 1);
-  double v;
-  if (e == emax)
-    v = m ? NAN : INFINITY;
-  else if (e == 0)
-    v = ldexp(m, 1 - f->bias - f->man_bits);
-  else
-    v = ldexp(m + (1 << f->man_bits), e - f->bias - f->man_bits);
-  return (h & 0x8000) ? -v : v;
-}
-
-/* v rounded to nearest even; a NaN becomes the quiet NaN of its sign. */
-static uint16_t encode(const struct fmt *f, double v) {
-  int emax = (1 << f->exp_bits) - 1, e;
-  uint16_t sign = signbit(v) ? 0x8000 : 0;
-  double a = fabs(v);
-  if (isnan(v)) return (uint16_t)(sign | emax << f->man_bits | 1 << (f->man_bits - 1));
-  if (a != 0 && !isinf(a)) {
-    frexp(a, &e);
-    int lsb = e - 1 - f->man_bits;
-    if (lsb < 1 - f->bias - f->man_bits) lsb = 1 - f->bias - f->man_bits;
-    a = ldexp(nearbyint(ldexp(a, -lsb)), lsb);
-  }
-  if (a > ldexp(2 - ldexp(1, -f->man_bits), f->bias)) return (uint16_t)(sign | emax << f->man_bits);
-  if (a < ldexp(1, 1 - f->bias)) return (uint16_t)(sign | (int)ldexp(a, f->bias - 1 + f->man_bits));
-  double m = frexp(a, &e);
-  return (uint16_t)(sign | (e - 1 + f->bias) << f->man_bits | (int)ldexp(2 * m - 1, f->man_bits));
 }
 
 /* ---- element access by dtype ---- */
@@ -129,8 +90,8 @@ static double get_float(hvd_dtype dt, const unsigned char *p, size_t i) {
   float f;
   double d;
   switch (dt) {
-  case HVD_FLOAT16: return decode(&half, (uint16_t)b);
-  case HVD_BFLOAT16: return decode(&bf16, (uint16_t)b);
+  case HVD_FLOAT16: return ref_decode(&HALF_FMT, (uint16_t)b);
+  case HVD_BFLOAT16: return ref_decode(&BF16_FMT, (uint16_t)b);
   case HVD_FLOAT32: memcpy(&f, p + 4 * i, 4); return f;
   default: memcpy(&d, &b, 8); return d;
   }
@@ -140,8 +101,8 @@ static double get_float(hvd_dtype dt, const unsigned char *p, size_t i) {
 static void put_float(hvd_dtype dt, unsigned char *p, size_t i, double v) {
   float f = (float)v;
   switch (dt) {
-  case HVD_FLOAT16: put_bits(dt, p, i, encode(&half, v)); break;
-  case HVD_BFLOAT16: put_bits(dt, p, i, encode(&bf16, v)); break;
+  case HVD_FLOAT16: put_bits(dt, p, i, ref_encode(&HALF_FMT, v)); break;
+  case HVD_BFLOAT16: put_bits(dt, p, i, ref_encode(&BF16_FMT, v)); break;
   case HVD_FLOAT32: memcpy(p + 4 * i, &f, 4); break;
   default: memcpy(p + 8 * i, &v, 8); break;
   }
