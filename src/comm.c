@@ -7,7 +7,7 @@
 
 #include "comm.h"
 
-int hvd__comm_init(hvd_comm *c, int rank, int size, hvd_transport *xport) {
+static int comm_alloc(hvd_comm *c, int rank, int size, hvd_transport *xport) {
   memset(c, 0, sizeof *c);
   c->rank = rank;
   c->size = size;
@@ -17,9 +17,28 @@ int hvd__comm_init(hvd_comm *c, int rank, int size, hvd_transport *xport) {
   return 0;
 }
 
+int hvd__comm_init(hvd_comm *c, int rank, int size, hvd_transport *xport) {
+  int rc = comm_alloc(c, rank, size, xport);
+  c->owns_xport = 1;
+  return rc;
+}
+
+int hvd__comm_init_subset(hvd_comm *c, const hvd_comm *parent, const int *ranks, int n, int me) {
+  int rank = -1;
+  for (int i = 0; i < n; i++)
+    if (ranks[i] == me) rank = i;
+  if (rank < 0) return hvd__err(HVD_E_INVALID, "rank %d is not in the process set", me);
+  HVD__CHECK(comm_alloc(c, rank, n, parent->xport));
+  c->members = malloc((size_t)n * sizeof *c->members);
+  if (!c->members) return hvd__err(HVD_E_NOMEM, "allocating a process set of %d ranks", n);
+  memcpy(c->members, ranks, (size_t)n * sizeof *c->members);
+  return 0;
+}
+
 void hvd__comm_destroy(hvd_comm *c) {
-  if (c->xport) c->xport->ops->destroy(c->xport);
+  if (c->xport && c->owns_xport) c->xport->ops->destroy(c->xport);
   free(c->scratch);
+  free(c->members);
   memset(c, 0, sizeof *c);
 }
 

@@ -27,17 +27,34 @@
 #define HVD_CHUNK_BYTES (256u * 1024u)
 
 typedef struct {
-  int rank, size;
-  hvd_transport *xport; /* NULL when size == 1 */
+  int rank, size;       /* within this communicator */
+  int *members;         /* members[i]: transport rank of rank i; NULL: the identity */
+  hvd_transport *xport; /* NULL when the job has one rank */
+  int owns_xport;       /* the global communicator owns it; process sets share it */
   uint32_t seq;         /* collectives started; the frame tag */
   void *scratch;        /* HVD_CHUNK_BYTES, for receiving before reducing */
   int broken;
   char broken_why[512];
 } hvd_comm;
 
-/* Takes ownership of xport (may be NULL for size 1). */
+/* The global communicator; takes ownership of xport (NULL for size 1). */
 int hvd__comm_init(hvd_comm *c, int rank, int size, hvd_transport *xport);
+
+/* A communicator over `n` transport ranks (sorted, distinct) sharing
+ * parent's transport; `me` is this process's transport rank, which must
+ * be one of them. */
+int hvd__comm_init_subset(hvd_comm *c, const hvd_comm *parent, const int *ranks, int n, int me);
 void hvd__comm_destroy(hvd_comm *c);
+
+/* sendrecv between ranks of this communicator (-1 skips a half). */
+static inline int hvd__comm_peer(const hvd_comm *c, int r) {
+  return (r < 0 || !c->members) ? r : c->members[r];
+}
+static inline int hvd__comm_sendrecv(hvd_comm *c, int to, const void *sbuf, size_t slen,
+                                     int from, void *rbuf, size_t rlen, uint32_t tag) {
+  return hvd__sendrecv(c->xport, hvd__comm_peer(c, to), sbuf, slen, hvd__comm_peer(c, from),
+                       rbuf, rlen, tag);
+}
 
 /* Called at the start of a collective: HVD_E_ABORTED if the communicator
  * is broken, else the collective's tag. */

@@ -160,6 +160,26 @@ DIVIDE(bf16_div, uint16_t, float, float, load_bf16, store_bf16)
 DIVIDE(f32_div, float, float, float, LOAD_RAW, STORE_RAW)
 DIVIDE(f64_div, double, double, double, LOAD_RAW, STORE_RAW)
 
+/* Scale factors (Horovod's prescale/postscale): the product is computed in
+ * double and rounded once to the element type. */
+#define SCALE(name, S, T, LOAD, STORE)                                    \
+  STEP void name##_step(unsigned char *buf, size_t n, double f) {         \
+    T a[BLOCK_OF(S)];                                                     \
+    LOAD(a, buf, n);                                                      \
+    for (size_t i = 0; i < n; i++) a[i] = (T)((double)a[i] * f);          \
+    STORE(buf, a, n);                                                     \
+  }                                                                       \
+  static void name(unsigned char *buf, size_t count, double f) {          \
+    const size_t n = BLOCK_OF(S), bytes = n * sizeof(S);                  \
+    for (; count >= n; count -= n, buf += bytes) name##_step(buf, n, f);  \
+    if (count > 0) name##_step(buf, count, f);                            \
+  }
+
+SCALE(f16_scale, uint16_t, float, load_f16, store_f16)
+SCALE(bf16_scale, uint16_t, float, load_bf16, store_bf16)
+SCALE(f32_scale, float, float, LOAD_RAW, STORE_RAW)
+SCALE(f64_scale, double, double, LOAD_RAW, STORE_RAW)
+
 /* AVERAGE sums here; hvd__reduce_average() divides at the end. */
 #define ROW(sum, min, max, product)                                         \
   {                                                                         \
@@ -215,4 +235,24 @@ void hvd__reduce(void *inout, const void *in, size_t count, hvd_dtype dtype, hvd
 void hvd__reduce_average(void *buf, size_t count, hvd_dtype dtype, int divisor) {
   if (hvd__dtype_valid((int)dtype) && dividers[dtype] && divisor >= 1)
     dividers[dtype](buf, count, divisor);
+}
+
+static void (*const scalers[HVD_BOOL + 1])(unsigned char *, size_t, double) = {
+    [HVD_FLOAT16] = f16_scale, [HVD_BFLOAT16] = bf16_scale, [HVD_FLOAT32] = f32_scale,
+    [HVD_FLOAT64] = f64_scale,
+};
+
+int hvd__scale_check(hvd_dtype dtype, double factor) {
+  if (factor == 1.0) return 0;
+  if (!hvd__dtype_valid((int)dtype) || !scalers[dtype])
+    return hvd__err(HVD_E_UNSUPPORTED, "scale factor %g on dtype %s: scale factors apply to "
+                    "floating-point tensors only", factor, hvd_dtype_name(dtype));
+  if (!isfinite(factor))
+    return hvd__err(HVD_E_INVALID, "scale factor %g is not finite", factor);
+  return 0;
+}
+
+void hvd__reduce_scale(void *buf, size_t count, hvd_dtype dtype, double factor) {
+  if (factor != 1.0 && hvd__dtype_valid((int)dtype) && scalers[dtype])
+    scalers[dtype](buf, count, factor);
 }

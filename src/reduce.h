@@ -38,6 +38,14 @@ void hvd__reduce(void *inout, const void *in, size_t count, hvd_dtype dtype, hvd
  * toward zero.  divisor >= 1. */
 void hvd__reduce_average(void *buf, size_t count, hvd_dtype dtype, int divisor);
 
+/* Checks a prescale/postscale factor for dtype: 1.0 always passes; other
+ * finite factors only on floating-point dtypes (HVD_E_UNSUPPORTED
+ * otherwise, HVD_E_INVALID for inf/NaN). */
+int hvd__scale_check(hvd_dtype dtype, double factor);
+
+/* buf[i] *= factor, computed in double and rounded once to the dtype. */
+void hvd__reduce_scale(void *buf, size_t count, hvd_dtype dtype, double factor);
+
 /* IEEE binary16 <-> binary32 and bfloat16 <-> binary32, round to nearest
  * even, NaN stays NaN (quiet), infinities and subnormals exact. */
 float hvd__half_to_float(uint16_t h);

@@ -10,7 +10,7 @@
 static int barrier_body(hvd_comm *c, uint32_t tag) {
   int n = c->size, r = c->rank;
   for (int k = 1; k < n; k *= 2)
-    HVD__CHECK(hvd__sendrecv(c->xport, (r + k) % n, NULL, 0, (r - k + n) % n, NULL, 0, tag));
+    HVD__CHECK(hvd__comm_sendrecv(c, (r + k) % n, NULL, 0, (r - k + n) % n, NULL, 0, tag));
   return 0;
 }
 

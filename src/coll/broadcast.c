@@ -28,7 +28,7 @@ static int broadcast_body(hvd_comm *c, uint32_t tag, void *buf, size_t bytes, in
     size_t rlen = from >= 0 ? (bytes - roff < chunk ? bytes - roff : chunk) : 0;
     size_t slen = to >= 0 ? (bytes - soff < chunk ? bytes - soff : chunk) : 0;
     if (from < 0 && to < 0) continue;
-    HVD__CHECK(hvd__sendrecv(c->xport, to, slen ? p + soff : NULL, slen, from,
+    HVD__CHECK(hvd__comm_sendrecv(c, to, slen ? p + soff : NULL, slen, from,
                              rlen ? p + roff : NULL, rlen, tag));
   }
   return 0;

@@ -25,6 +25,12 @@
 int hvd__allreduce(hvd_comm *c, const void *sbuf, void *rbuf, size_t count, hvd_dtype dtype,
                    hvd_op op);
 
+/* Allreduce in place over buf laid out as c->size segments of
+ * seg_counts[i] elements, back to back (see allreduce.c: how the engine
+ * keeps fused tensors bitwise equal to unfused ones). */
+int hvd__allreduce_segments(hvd_comm *c, void *buf, const size_t *seg_counts, hvd_dtype dtype,
+                            hvd_op op);
+
 /* rbuf holds hvd__split_count(count, size, rank) elements. */
 int hvd__reducescatter(hvd_comm *c, const void *sbuf, void *rbuf, size_t count,
                        hvd_dtype dtype, hvd_op op);

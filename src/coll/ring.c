@@ -44,7 +44,7 @@ int hvd__stream(hvd_comm *c, uint32_t tag, int to, const void *sbuf, size_t slen
     size_t sl = k < ns ? piece(slen, chunk, k) : 0;
     size_t rl = k < nr ? piece(rlen, chunk, k) : 0;
     void *dst = reduce ? c->scratch : (void *)(r ? r + k * chunk : NULL);
-    HVD__CHECK(hvd__sendrecv(c->xport, peer_to, s ? s + k * chunk : NULL, sl, peer_from,
+    HVD__CHECK(hvd__comm_sendrecv(c, peer_to, s ? s + k * chunk : NULL, sl, peer_from,
                              rl ? dst : NULL, rl, tag));
     if (reduce && rl)
       hvd__reduce(r + k * chunk, c->scratch, rl / esize, mode->dtype, mode->op);
@@ -69,7 +69,7 @@ int hvd__exchange_counts(hvd_comm *c, uint32_t tag, const uint64_t *mine, uint64
     int to = (r + s) % n, from = (r - s + n) % n;
     uint8_t out[8], in[8];
     put_u64le(out, mine[to]);
-    HVD__CHECK(hvd__sendrecv(c->xport, to, out, sizeof out, from, in, sizeof in, tag));
+    HVD__CHECK(hvd__comm_sendrecv(c, to, out, sizeof out, from, in, sizeof in, tag));
     theirs[from] = get_u64le(in);
   }
   return 0;
