@@ -1,0 +1,60 @@
+/*
+ * request.h -- what a rank tells the others about a tensor it enqueued.
+ *
+ * A request carries exactly the fields that must agree across ranks for a
+ * collective to run: its kind, dtype, element count, op, root, scale
+ * factors, process set and grouping.  Buffers stay local.  For allgather
+ * and alltoall the count is not negotiated (each rank may send a
+ * different amount) and is always 0 in a request.
+ */
+#ifndef HVD_REQUEST_H
+#define HVD_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hvd.h"
+
+#define HVD_NAME_MAX 256 /* bytes of a tensor name, NUL included */
+
+typedef enum {
+  HVD_REQ_ALLREDUCE,
+  HVD_REQ_BROADCAST,
+  HVD_REQ_ALLGATHER,
+  HVD_REQ_ALLTOALL,
+  HVD_REQ_REDUCESCATTER,
+  HVD_REQ_BARRIER,
+  HVD_REQ_PSET_ADD,    /* count: number of ranks, root: hash of the sorted ranks */
+  HVD_REQ_PSET_REMOVE, /* root: the set's id */
+  HVD_REQ__COUNT
+} hvd_req_type;
+
+typedef struct {
+  char name[HVD_NAME_MAX];
+  uint8_t type;  /* hvd_req_type */
+  uint8_t dtype; /* hvd_dtype */
+  uint8_t op;    /* hvd_op (allreduce, reducescatter) */
+  int32_t root;  /* broadcast */
+  uint64_t count;
+  double prescale, postscale;
+  int32_t process_set;
+  /* Grouped allreduce: tensor group_index of group_size (0 when not
+   * grouped); the group is named by `name` up to its last '.'. */
+  uint32_t group_size, group_index;
+} hvd_request;
+
+/* "allreduce", "broadcast", ... */
+const char *hvd__req_type_name(int type);
+
+/* 1 if a and b may run as one collective (every negotiated field equal). */
+int hvd__request_equal(const hvd_request *a, const hvd_request *b);
+
+/* Checks the requests of one tensor from every rank that submitted it
+ * (reqs[i] from rank ranks[i]).  Returns 0 if they agree; otherwise
+ * HVD_E_MISMATCH with a message in Horovod's style naming the tensor, the
+ * field and what each rank sent, e.g.
+ *   "Mismatched allreduce tensor counts for 'grad': rank 0 sent 10,
+ *    rank 1 sent 12". */
+int hvd__requests_check(const hvd_request *const *reqs, const int *ranks, int n);
+
+#endif /* HVD_REQUEST_H */

@@ -1,0 +1,338 @@
+/*
+ * timeline.c -- Horovod's timeline as Chrome trace-event JSON.
+ *
+ * The file is the trace format's "JSON Array Format": "[" and then one
+ * event per line, each followed by ",".  A process that dies mid-run
+ * leaves an unterminated array, which chrome://tracing and Perfetto load
+ * as it is; hvd__timeline_close ends the array with one last event (a
+ * repeat of a metadata event already written, so harmless) and "]".
+ *
+ * Each tensor gets its own row: a trace "process" whose pid is handed out
+ * in order of first appearance (1, 2, ...) and named by a process_name
+ * metadata event.  With mark_cycles the first row, pid 1, is "cycles" and
+ * holds one instant event per cycle.  pid 0 is avoided on purpose: Perfetto
+ * treats it as the kernel's idle task.  Events use tid = pid, the main
+ * thread of their row, since Perfetto keys threads by tid across processes.
+ *
+ * The engine thread must not wait on the disk, so events gather in a
+ * memory buffer that hvd__timeline_tick writes out once it holds 64 KiB or
+ * 100 ms have passed: a crash loses at most that much of the trace.
+ * Tracing is a diagnostic and must never fail the engine: a write error or
+ * an allocation failure logs one warning and turns every later call into a
+ * no-op.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "timeline.h"
+
+#define FLUSH_BYTES (64 * 1024)
+#define FLUSH_US (100 * 1000)
+#define BUF_INITIAL (FLUSH_BYTES + 4096)
+#define ROWS_INITIAL 64 /* a power of two */
+
+/* A tensor's row: a slot of the open-addressing map from name to pid. */
+struct row {
+  char *name; /* NULL: empty slot */
+  int pid;
+};
+
+struct hvd_timeline {
+  int fd; /* -1 once tracing stopped */
+  char *path;
+  uint64_t t0_us;         /* when opened: timestamps count from here */
+  uint64_t last_flush_us; /* when the buffer was last written out */
+  char *buf;
+  size_t len, cap;
+  struct row *rows; /* rows_cap slots, a power of two, at most half full */
+  size_t nrows, rows_cap;
+  int next_pid;
+  int cycles_pid; /* 0: cycles are not marked */
+};
+
+static uint64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static int live(const hvd_timeline *tl) { return tl != NULL && tl->fd >= 0; }
+
+/* Frees what tracing needs; the struct and its path stay for close. */
+static void release(hvd_timeline *tl) {
+  if (tl->fd >= 0) close(tl->fd);
+  tl->fd = -1;
+  free(tl->buf);
+  tl->buf = NULL;
+  tl->len = tl->cap = 0;
+  for (size_t i = 0; i < tl->rows_cap; i++) free(tl->rows[i].name);
+  free(tl->rows);
+  tl->rows = NULL;
+  tl->nrows = tl->rows_cap = 0;
+}
+
+static void stop(hvd_timeline *tl, const char *what, int errnum) {
+  hvd__log(HVD_LOG_WARNING, "timeline %s: %s: %s; tracing stopped", tl->path, what,
+           strerror(errnum));
+  release(tl);
+}
+
+/* ---- The event buffer ---- */
+
+/* Room for n more bytes at the buffer's end, or NULL once tracing stopped. */
+static char *reserve(hvd_timeline *tl, size_t n) {
+  if (!live(tl)) return NULL;
+  if (tl->cap - tl->len >= n) return tl->buf + tl->len;
+  size_t cap = tl->cap;
+  while (cap - tl->len < n) cap *= 2;
+  char *buf = realloc(tl->buf, cap);
+  if (buf == NULL) {
+    stop(tl, "buffering an event", ENOMEM);
+    return NULL;
+  }
+  tl->buf = buf;
+  tl->cap = cap;
+  return buf + tl->len;
+}
+
+static void put(hvd_timeline *tl, const char *s, size_t n) {
+  char *dst = reserve(tl, n);
+  if (dst == NULL) return;
+  memcpy(dst, s, n);
+  tl->len += n;
+}
+
+static void put_str(hvd_timeline *tl, const char *s) { put(tl, s, strlen(s)); }
+
+/* For short numeric fragments only. */
+static void put_fmt(hvd_timeline *tl, const char *fmt, ...) HVD__PRINTF(2, 3);
+static void put_fmt(hvd_timeline *tl, const char *fmt, ...) {
+  char tmp[128];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n > 0) put(tl, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* s as a JSON string.  Names are arbitrary user bytes: quotes, backslashes
+ * and control characters are escaped, bytes >= 0x80 pass through. */
+static void put_json_string(hvd_timeline *tl, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  char *dst = reserve(tl, 6 * strlen(s) + 2), *p = dst;
+  if (dst == NULL) return;
+  *p++ = '"';
+  for (; *s != '\0'; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      *p++ = '\\';
+      *p++ = (char)c;
+    } else if (c < 0x20) {
+      memcpy(p, "\\u00", 4);
+      p[4] = hex[c >> 4];
+      p[5] = hex[c & 15];
+      p += 6;
+    } else {
+      *p++ = (char)c;
+    }
+  }
+  *p++ = '"';
+  tl->len += (size_t)(p - dst);
+}
+
+static void flush(hvd_timeline *tl) {
+  for (size_t off = 0; off < tl->len;) {
+    ssize_t n = write(tl->fd, tl->buf + off, tl->len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      stop(tl, "write failed", n < 0 ? errno : EIO);
+      return;
+    }
+    off += (size_t)n;
+  }
+  tl->len = 0;
+  tl->last_flush_us = now_us();
+}
+
+/* ---- Rows ---- */
+
+/* Viewers may order rows by name; an explicit sort index keeps them in
+ * order of first appearance. */
+static void put_sort_index(hvd_timeline *tl, int pid) {
+  put_fmt(tl,
+          "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}",
+          pid, pid);
+}
+
+static int new_row(hvd_timeline *tl, const char *name) {
+  int pid = tl->next_pid++;
+  put_fmt(tl, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", pid);
+  put_json_string(tl, name);
+  put_str(tl, "}},\n");
+  put_sort_index(tl, pid);
+  put_str(tl, ",\n");
+  return pid;
+}
+
+static size_t hash(const char *s) {
+  uint64_t h = 14695981039346656037u; /* FNV-1a */
+  for (; *s != '\0'; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+  return (size_t)h;
+}
+
+/* The empty slot for name, or the slot holding it. */
+static struct row *slot(struct row *rows, size_t cap, const char *name) {
+  size_t i = hash(name) & (cap - 1);
+  while (rows[i].name != NULL && strcmp(rows[i].name, name) != 0) i = (i + 1) & (cap - 1);
+  return &rows[i];
+}
+
+static int grow_rows(hvd_timeline *tl) {
+  size_t cap = tl->rows_cap ? 2 * tl->rows_cap : ROWS_INITIAL;
+  struct row *rows = calloc(cap, sizeof *rows);
+  if (rows == NULL) {
+    stop(tl, "naming a row", ENOMEM);
+    return -1;
+  }
+  for (size_t i = 0; i < tl->rows_cap; i++)
+    if (tl->rows[i].name != NULL) *slot(rows, cap, tl->rows[i].name) = tl->rows[i];
+  free(tl->rows);
+  tl->rows = rows;
+  tl->rows_cap = cap;
+  return 0;
+}
+
+/* The pid of tensor's row, naming a new row on first sight; -1 once
+ * tracing stopped. */
+static int row_of(hvd_timeline *tl, const char *tensor) {
+  if (!live(tl)) return -1;
+  if (2 * (tl->nrows + 1) > tl->rows_cap && grow_rows(tl) < 0) return -1;
+  struct row *r = slot(tl->rows, tl->rows_cap, tensor);
+  if (r->name != NULL) return r->pid;
+  char *name = strdup(tensor);
+  if (name == NULL) {
+    stop(tl, "naming a row", ENOMEM);
+    return -1;
+  }
+  r->name = name;
+  r->pid = tl->next_pid;
+  tl->nrows++;
+  return new_row(tl, tensor); /* may stop tracing and free r: r is done with */
+}
+
+/* ---- Events ---- */
+
+/* Opens an event: {"ph":"<ph>"[,"name":<name>],"ts":..,"pid":P,"tid":P */
+static void event_start(hvd_timeline *tl, char ph, const char *name, int pid) {
+  put_fmt(tl, "{\"ph\":\"%c\"", ph);
+  if (name != NULL) {
+    put_str(tl, ",\"name\":");
+    put_json_string(tl, name);
+  }
+  put_fmt(tl, ",\"ts\":%" PRIu64 ",\"pid\":%d,\"tid\":%d", now_us() - tl->t0_us, pid, pid);
+}
+
+static void event_end(hvd_timeline *tl) { put_str(tl, "},\n"); }
+
+static void instant(hvd_timeline *tl, int pid, const char *label) {
+  event_start(tl, 'i', label, pid);
+  put_str(tl, ",\"s\":\"p\"");
+  event_end(tl);
+}
+
+int hvd__timeline_open(const char *path, int mark_cycles, hvd_timeline **out) {
+  int rc;
+  *out = NULL;
+  hvd_timeline *tl = calloc(1, sizeof *tl);
+  if (tl == NULL) return hvd__err(HVD_E_NOMEM, "timeline %s: out of memory", path);
+  tl->fd = -1;
+  tl->path = strdup(path);
+  tl->buf = malloc(BUF_INITIAL);
+  if (tl->path == NULL || tl->buf == NULL) {
+    rc = hvd__err(HVD_E_NOMEM, "timeline %s: out of memory", path);
+    goto fail;
+  }
+  tl->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (tl->fd < 0) {
+    rc = hvd__err_sys(HVD_E_SYSTEM, errno, "cannot open timeline %s", path);
+    goto fail;
+  }
+  tl->cap = BUF_INITIAL;
+  tl->next_pid = 1;
+  tl->t0_us = tl->last_flush_us = now_us();
+  put_str(tl, "[\n");
+  if (mark_cycles) tl->cycles_pid = new_row(tl, "cycles"); /* not in the map: no tensor shares it */
+  *out = tl;
+  return 0;
+
+fail:
+  free(tl->buf);
+  free(tl->path);
+  free(tl);
+  return rc;
+}
+
+void hvd__timeline_begin(hvd_timeline *tl, const char *tensor, const char *phase,
+                         const char *args) {
+  int pid = row_of(tl, tensor);
+  if (pid < 0) return;
+  event_start(tl, 'B', phase, pid);
+  if (args != NULL) {
+    put_str(tl, ",\"args\":");
+    put_str(tl, args);
+  }
+  event_end(tl);
+}
+
+void hvd__timeline_end(hvd_timeline *tl, const char *tensor) {
+  int pid = row_of(tl, tensor);
+  if (pid < 0) return;
+  event_start(tl, 'E', NULL, pid);
+  event_end(tl);
+}
+
+void hvd__timeline_instant(hvd_timeline *tl, const char *tensor, const char *label) {
+  int pid = row_of(tl, tensor);
+  if (pid >= 0) instant(tl, pid, label);
+}
+
+void hvd__timeline_cycle(hvd_timeline *tl) {
+  if (live(tl) && tl->cycles_pid > 0) instant(tl, tl->cycles_pid, "CYCLE_START");
+}
+
+void hvd__timeline_tick(hvd_timeline *tl) {
+  if (!live(tl) || tl->len == 0) return;
+  if (tl->len >= FLUSH_BYTES || now_us() - tl->last_flush_us >= FLUSH_US) flush(tl);
+}
+
+void hvd__timeline_close(hvd_timeline *tl) {
+  if (tl == NULL) return;
+  if (live(tl)) {
+    /* Every event so far ends in ",": the array needs one more.  Repeating
+     * the first row's sort index changes nothing; with no rows there are
+     * no events and the array can close as it is. */
+    if (tl->next_pid > 1) {
+      put_sort_index(tl, 1);
+      put_str(tl, "\n");
+    }
+    put_str(tl, "]\n");
+    if (live(tl)) flush(tl);
+  }
+  if (live(tl)) {
+    int fd = tl->fd;
+    tl->fd = -1;
+    if (close(fd) < 0)
+      hvd__log(HVD_LOG_WARNING, "timeline %s: close: %s", tl->path, strerror(errno));
+  }
+  release(tl);
+  free(tl->path);
+  free(tl);
+}
