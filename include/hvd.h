@@ -150,6 +150,109 @@ HVD_EXTERN size_t hvd_reducescatter_count(size_t count, int rank);
 /* Returns once every rank has called it. */
 HVD_EXTERN int hvd_barrier(void);
 
+/* ---- Asynchronous collectives (the engine) ---------------------------
+ *
+ * Every collective can be enqueued by name from any thread and completed
+ * later.  A background thread per process negotiates which named tensors
+ * every rank has enqueued, checks that they agree (dtype, count, op, root),
+ * fuses small allreduces into one (HOROVOD_FUSION_THRESHOLD), and runs
+ * them in the same order on every rank, whatever order each rank enqueued
+ * them in.  The blocking calls above are enqueue + hvd_wait().
+ *
+ * Buffers belong to hvd from the enqueue until the handle completes: do
+ * not touch them in between.  A name may not be enqueued again while its
+ * previous operation is in flight (HVD_E_INVALID).  Names match tensors
+ * across ranks, so give every tensor of a step a distinct, stable name
+ * ("layer3.weight.grad"); NULL names are generated per call in order
+ * ("allreduce.noname.7"), which matches only if all ranks make the same
+ * unnamed calls in the same order. */
+
+/* A handle to an enqueued operation; a negative value is an HVD_E_* code
+ * (the enqueue failed, hvd_last_error() says why). */
+typedef int64_t hvd_handle;
+
+/* Called on hvd's background thread when an operation completes: status 0
+ * or its HVD_E_* code.  Keep it short; do not call hvd functions that wait
+ * from it.  After it returns the handle is released: do not wait on it. */
+typedef void (*hvd_callback)(hvd_handle handle, int status, void *arg);
+
+/* Optional settings of an enqueued collective.  Start from HVD_OPTS_INIT;
+ * passing NULL means the defaults. */
+typedef struct {
+  int process_set;         /* 0: the global set; else an id from hvd_add_process_set() */
+  double prescale_factor;  /* allreduce/reducescatter: inputs are multiplied by this first */
+  double postscale_factor; /* ... and the result by this (after AVERAGE's division) */
+  hvd_callback callback;   /* NULL: complete with hvd_poll()/hvd_wait() */
+  void *callback_arg;
+} hvd_opts;
+#define HVD_OPTS_INIT {0, 1.0, 1.0, NULL, NULL}
+
+HVD_EXTERN hvd_handle hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,
+                                          hvd_dtype dtype, hvd_op op, const char *name);
+HVD_EXTERN hvd_handle hvd_broadcast_async(void *buf, size_t count, hvd_dtype dtype,
+                                          int root_rank, const char *name);
+
+/* The same with options (process set, scale factors, callback). */
+HVD_EXTERN hvd_handle hvd_allreduce_async_opts(const void *sendbuf, void *recvbuf, size_t count,
+                                               hvd_dtype dtype, hvd_op op, const char *name,
+                                               const hvd_opts *opts);
+HVD_EXTERN hvd_handle hvd_broadcast_async_opts(void *buf, size_t count, hvd_dtype dtype,
+                                               int root_rank, const char *name,
+                                               const hvd_opts *opts);
+/* *recvbuf and recvcounts are filled when the handle completes. */
+HVD_EXTERN hvd_handle hvd_allgather_async(const void *sendbuf, size_t count, hvd_dtype dtype,
+                                          void **recvbuf, size_t *recvcounts, const char *name,
+                                          const hvd_opts *opts);
+HVD_EXTERN hvd_handle hvd_alltoall_async(const void *sendbuf, const size_t *sendcounts,
+                                         hvd_dtype dtype, void **recvbuf, size_t *recvcounts,
+                                         const char *name, const hvd_opts *opts);
+HVD_EXTERN hvd_handle hvd_reducescatter_async(const void *sendbuf, void *recvbuf, size_t count,
+                                              hvd_dtype dtype, hvd_op op, const char *name,
+                                              const hvd_opts *opts);
+
+/* Grouped allreduce: n tensors reduced as one unit (they are negotiated
+ * together and fused into one collective, whatever the fusion threshold),
+ * like Horovod's grouped_allreduce.  Tensor i is named "<name>.<i>".  One
+ * handle completes when all are done. */
+HVD_EXTERN hvd_handle hvd_grouped_allreduce_async(const void *const *sendbufs,
+                                                  void *const *recvbufs, const size_t *counts,
+                                                  int n, hvd_dtype dtype, hvd_op op,
+                                                  const char *name, const hvd_opts *opts);
+HVD_EXTERN int hvd_grouped_allreduce(const void *const *sendbufs, void *const *recvbufs,
+                                     const size_t *counts, int n, hvd_dtype dtype, hvd_op op,
+                                     const char *name);
+
+/* 1 done, 0 still running, negative: the operation failed (the handle is
+ * then released, as by hvd_wait).  A done handle must still be waited. */
+HVD_EXTERN int hvd_poll(hvd_handle h);
+
+/* Blocks until the operation completes; returns 0 or its error code (the
+ * message via hvd_last_error()) and releases the handle. */
+HVD_EXTERN int hvd_wait(hvd_handle h);
+
+/* Horovod's join: this rank has no more data.  Until every rank has
+ * joined, the other ranks' collectives go on with this rank taking part:
+ * it contributes zeros to allreduce and reducescatter and nothing to
+ * allgather; a broadcast from a joined root fails.  Returns, on every
+ * rank once all have joined, the rank that joined last. */
+HVD_EXTERN int hvd_join(void);
+
+/* ---- Process sets ------------------------------------------------------
+ * Collectives over a subset of ranks, as in Horovod.  Creating and removing
+ * a set is collective: every rank calls it with the same ranks, in the same
+ * order.  Collectives on disjoint sets run concurrently.  A rank outside a
+ * set that calls a collective on it gets HVD_E_INVALID. */
+
+/* Returns the new set's id (> 0), or an HVD_E_* code.  ranks: n distinct
+ * ranks of the job, in any order (the set's ranks are them sorted). */
+HVD_EXTERN int hvd_add_process_set(const int *ranks, int n);
+HVD_EXTERN int hvd_remove_process_set(int process_set);
+/* This rank's rank in the set, or HVD_E_INVALID if it is not a member. */
+HVD_EXTERN int hvd_process_set_rank(int process_set);
+HVD_EXTERN int hvd_process_set_size(int process_set);
+/* 1 if this rank belongs to the set, 0 if not, or an HVD_E_* code. */
+HVD_EXTERN int hvd_process_set_included(int process_set);
+
 /* ---- Errors and helpers ---------------------------------------------- */
 
 /* The message of this thread's last failed call ("" if none). */

@@ -3,27 +3,32 @@
  * context, and error messages that say which call, which tensor and which
  * rank.
  *
- * Collectives are blocking for now and serialised by the context lock, so
- * every rank runs them in the order its threads call them.  (The engine
- * turns these into enqueue + wait.)
+ * Every collective is handed to the engine (engine/engine.h); the blocking
+ * forms are enqueue + wait.  Checks that need only the arguments happen
+ * here, before anything is enqueued, so a bad call fails at once on the
+ * rank that made it and disturbs nobody.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bootstrap/bootstrap.h"
 #include "coll/coll.h"
+#include "engine/engine.h"
 #include "env.h"
 #include "reduce.h"
 
 static struct {
-  pthread_mutex_t lock;
+  pthread_mutex_t lock;     /* init, shutdown, the fields below */
+  pthread_rwlock_t calls;   /* held for reading by every call into the engine */
   int initialized;
   hvd_job job;
   hvd_comm comm;
-  uint64_t unnamed; /* counter for generated names */
-} ctx = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  hvd_engine *engine;
+  uint64_t unnamed[HVD_REQ__COUNT]; /* counters for generated names */
+} ctx = {.lock = PTHREAD_MUTEX_INITIALIZER, .calls = PTHREAD_RWLOCK_INITIALIZER};
 
 /* ---- life cycle ---- */
 
@@ -31,9 +36,11 @@ static struct {
 static int check_params(void) {
   for (int id = 0; id < HVD_P__COUNT; id++) {
     long l;
+    double d;
     int i;
     switch (hvd__params[id].kind) {
       case HVD_PK_INT: HVD__CHECK(hvd__param_int((hvd_param_id)id, &l)); break;
+      case HVD_PK_FLOAT: HVD__CHECK(hvd__param_double((hvd_param_id)id, &d)); break;
       case HVD_PK_BOOL: HVD__CHECK(hvd__param_bool((hvd_param_id)id, &i)); break;
       case HVD_PK_LEVEL: HVD__CHECK(hvd__param_level((hvd_param_id)id, &i)); break;
       default: break;
@@ -45,17 +52,18 @@ static int check_params(void) {
 static int init_locked(void) {
   hvd_transport *xport = NULL;
   if (ctx.initialized)
-    return hvd__err(HVD_E_ALREADY_INITIALIZED, "hvd_init: already initialized "
-                                               "(call hvd_shutdown() first)");
+    return hvd__err(HVD_E_ALREADY_INITIALIZED, "already initialized (call hvd_shutdown() first)");
   HVD__CHECK(check_params());
   HVD__CHECK(hvd__job_from_env(&ctx.job));
   hvd__log_set_rank(ctx.job.rank);
   HVD__CHECK(hvd__bootstrap(&ctx.job, &xport));
   int rc = hvd__comm_init(&ctx.comm, ctx.job.rank, ctx.job.size, xport);
+  if (rc == 0) rc = hvd__engine_start(&ctx.comm, &ctx.engine);
   if (rc < 0) {
     hvd__comm_destroy(&ctx.comm);
     return rc;
   }
+  memset(ctx.unnamed, 0, sizeof ctx.unnamed);
   ctx.initialized = 1;
   hvd__log(HVD_LOG_DEBUG, "initialized: rank %d of %d on %s", ctx.job.rank, ctx.job.size,
            ctx.job.hostname);
@@ -71,8 +79,17 @@ int hvd_init(void) {
 
 int hvd_shutdown(void) {
   pthread_mutex_lock(&ctx.lock);
-  if (ctx.initialized) hvd__comm_destroy(&ctx.comm);
-  ctx.initialized = 0;
+  if (ctx.initialized) {
+    /* Stopping fails whatever is pending, which wakes every waiter; then
+     * no call is left inside the engine and it can go. */
+    hvd__engine_stop(ctx.engine);
+    pthread_rwlock_wrlock(&ctx.calls);
+    hvd__engine_free(ctx.engine);
+    ctx.engine = NULL;
+    ctx.initialized = 0;
+    pthread_rwlock_unlock(&ctx.calls);
+    hvd__comm_destroy(&ctx.comm);
+  }
   pthread_mutex_unlock(&ctx.lock);
   return 0;
 }
@@ -101,37 +118,51 @@ int hvd_local_size(void) { return job_field(&ctx.job.local_size, "hvd_local_size
 int hvd_cross_rank(void) { return job_field(&ctx.job.cross_rank, "hvd_cross_rank"); }
 int hvd_cross_size(void) { return job_field(&ctx.job.cross_size, "hvd_cross_size"); }
 
-/* ---- collectives ----
- * Each public collective is: describe the call, lock, check, run, and on
- * failure prefix the message with the description. */
+/* ---- the engine, entered under the read lock ---- */
 
-typedef struct {
-  const char *op;        /* "allreduce", ... */
-  char name[160];        /* the tensor name, or a generated one */
-} call;
-
-static void describe(call *cl, const char *op, const char *name) {
-  cl->op = op;
-  if (name)
-    snprintf(cl->name, sizeof cl->name, "%s", name);
-  else
-    snprintf(cl->name, sizeof cl->name, "%s.noname.%llu", op,
-             (unsigned long long)++ctx.unnamed);
+/* Holds the read lock on success; the caller ends with leave(). */
+static int enter(const char *what) {
+  pthread_rwlock_rdlock(&ctx.calls);
+  if (ctx.engine) return 0;
+  pthread_rwlock_unlock(&ctx.calls);
+  return hvd__err(HVD_E_NOT_INITIALIZED, "%s: called before hvd_init()", what);
 }
 
-static int begin(call *cl, const char *op, const char *name) {
-  pthread_mutex_lock(&ctx.lock);
-  describe(cl, op, name);
-  if (!ctx.initialized)
-    return hvd__err(HVD_E_NOT_INITIALIZED, "called before hvd_init()");
+static void leave(void) { pthread_rwlock_unlock(&ctx.calls); }
+
+/* ---- describing and checking a call ---- */
+
+static const hvd_opts default_opts = HVD_OPTS_INIT;
+
+/* Fills the request's common fields; a NULL name gets "<op>.noname.<n>",
+ * which matches across ranks that make the same unnamed calls in order. */
+static int describe(hvd_request *req, int type, const char *name, const hvd_opts *o) {
+  memset(req, 0, sizeof *req);
+  req->type = (uint8_t)type;
+  req->prescale = o->prescale_factor;
+  req->postscale = o->postscale_factor;
+  req->process_set = o->process_set;
+  if (!name) {
+    pthread_mutex_lock(&ctx.lock);
+    uint64_t k = ++ctx.unnamed[type];
+    pthread_mutex_unlock(&ctx.lock);
+    snprintf(req->name, sizeof req->name, "%s.noname.%llu", hvd__req_type_name(type),
+             (unsigned long long)k);
+    return 0;
+  }
+  if (!name[0] || strlen(name) >= sizeof req->name)
+    return hvd__err(HVD_E_INVALID, "tensor name must be 1 to %zu bytes", sizeof req->name - 1);
+  strcpy(req->name, name);
   return 0;
 }
 
-static int end(call *cl, int rc) {
-  int rank = ctx.job.rank;
-  pthread_mutex_unlock(&ctx.lock);
-  if (rc < 0) hvd__err_prefix(rc, "%s '%s' on rank %d", cl->op, cl->name, rank);
-  return rc < 0 ? rc : 0;
+/* This rank's rank and the size of the call's process set. */
+static int set_position(const hvd_request *req, int *rank, int *size) {
+  HVD__CHECK(hvd__engine_pset_info(ctx.engine, req->process_set, rank, size));
+  if (*rank < 0)
+    return hvd__err(HVD_E_INVALID, "this rank is not a member of process set %d",
+                    req->process_set);
+  return 0;
 }
 
 /* count elements of esize bytes at p: NULL only when empty, size fits. */
@@ -153,107 +184,341 @@ static int check_disjoint(const void *a, const void *b, size_t bytes) {
   return hvd__err(HVD_E_INVALID, "sendbuf and recvbuf overlap without being equal");
 }
 
-static int allreduce_checks(const void *s, void *r, size_t count, hvd_dtype dtype, hvd_op op) {
+static int check_reduction(hvd_request *req, hvd_dtype dtype, hvd_op op) {
   HVD__CHECK(hvd__reduce_check(dtype, op));
+  HVD__CHECK(hvd__scale_check(dtype, req->prescale));
+  HVD__CHECK(hvd__scale_check(dtype, req->postscale));
+  req->dtype = (uint8_t)dtype;
+  req->op = (uint8_t)op;
+  return 0;
+}
+
+/* ---- enqueueing ---- */
+
+static hvd_handle submit(const hvd_work *w, int n, const hvd_opts *o) {
+  return hvd__engine_enqueue(ctx.engine, w, n, o->callback, o->callback_arg);
+}
+
+static hvd_handle fail_call(const char *what, const hvd_request *req, int rc) {
+  if (req->name[0])
+    return hvd__err_prefix(rc, "%s '%s' on rank %d", what, req->name, ctx.job.rank);
+  return hvd__err_prefix(rc, "%s on rank %d", what, ctx.job.rank);
+}
+
+static int prepare_allreduce(hvd_work *w, const void *s, void *r, size_t count, hvd_dtype dtype,
+                             hvd_op op, const char *name, const hvd_opts *o) {
+  int rank, size;
+  memset(w, 0, sizeof *w);
+  HVD__CHECK(describe(&w->req, HVD_REQ_ALLREDUCE, name, o));
+  HVD__CHECK(set_position(&w->req, &rank, &size));
+  HVD__CHECK(check_reduction(&w->req, dtype, op));
   size_t esize = hvd_dtype_size(dtype);
   HVD__CHECK(check_buffer("sendbuf", s, count, esize));
   HVD__CHECK(check_buffer("recvbuf", r, count, esize));
-  return check_disjoint(s, r, count * esize);
+  HVD__CHECK(check_disjoint(s, r, count * esize));
+  w->req.count = count;
+  w->sendbuf = s;
+  w->recvbuf = r;
+  return 0;
 }
 
-int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype, hvd_op op,
-                  const char *name) {
-  call cl;
-  int rc = begin(&cl, "allreduce", name);
-  if (rc == 0) rc = allreduce_checks(sendbuf, recvbuf, count, dtype, op);
-  if (rc == 0) rc = hvd__allreduce(&ctx.comm, sendbuf, recvbuf, count, dtype, op);
-  return end(&cl, rc);
+hvd_handle hvd_allreduce_async_opts(const void *sendbuf, void *recvbuf, size_t count,
+                                    hvd_dtype dtype, hvd_op op, const char *name,
+                                    const hvd_opts *opts) {
+  const hvd_opts *o = opts ? opts : &default_opts;
+  hvd_work w;
+  memset(&w, 0, sizeof w);
+  HVD__CHECK(enter("allreduce"));
+  hvd_handle h = prepare_allreduce(&w, sendbuf, recvbuf, count, dtype, op, name, o);
+  if (h == 0) h = submit(&w, 1, o);
+  leave();
+  return h < 0 ? fail_call("allreduce", &w.req, (int)h) : h;
 }
 
-static int reducescatter_checks(const void *s, void *r, size_t count, hvd_dtype dtype,
-                                hvd_op op) {
-  HVD__CHECK(hvd__reduce_check(dtype, op));
-  size_t esize = hvd_dtype_size(dtype);
-  HVD__CHECK(check_buffer("sendbuf", s, count, esize));
-  size_t own = hvd__split_count(count, ctx.comm.size, ctx.comm.rank);
-  HVD__CHECK(check_buffer("recvbuf", r, own, esize));
-  return check_disjoint(s, r, own * esize);
+hvd_handle hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype,
+                               hvd_op op, const char *name) {
+  return hvd_allreduce_async_opts(sendbuf, recvbuf, count, dtype, op, name, NULL);
 }
 
-int hvd_reducescatter(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype,
-                      hvd_op op, const char *name) {
-  call cl;
-  int rc = begin(&cl, "reducescatter", name);
-  if (rc == 0) rc = reducescatter_checks(sendbuf, recvbuf, count, dtype, op);
-  if (rc == 0) rc = hvd__reducescatter(&ctx.comm, sendbuf, recvbuf, count, dtype, op);
-  return end(&cl, rc);
+hvd_handle hvd_grouped_allreduce_async(const void *const *sendbufs, void *const *recvbufs,
+                                       const size_t *counts, int n, hvd_dtype dtype, hvd_op op,
+                                       const char *name, const hvd_opts *opts) {
+  const hvd_opts *o = opts ? opts : &default_opts;
+  hvd_request group;
+  memset(&group, 0, sizeof group);
+  HVD__CHECK(enter("grouped_allreduce"));
+  hvd_work *w = n >= 1 && n <= 1024 ? calloc((size_t)n, sizeof *w) : NULL;
+  int rc = describe(&group, HVD_REQ_ALLREDUCE, name, o);
+  if (rc == 0 && (n < 1 || n > 1024 || !sendbufs || !recvbufs || !counts))
+    rc = hvd__err(HVD_E_INVALID, "a group needs 1 to 1024 tensors and non-NULL arrays (n = %d)", n);
+  if (rc == 0 && !w) rc = hvd__err(HVD_E_NOMEM, "allocating %d tensors", n);
+  for (int i = 0; rc == 0 && i < n; i++) {
+    char member[HVD_NAME_MAX + 16];
+    snprintf(member, sizeof member, "%s.%d", group.name, i);
+    rc = prepare_allreduce(&w[i], sendbufs[i], recvbufs[i], counts[i], dtype, op, member, o);
+    w[i].req.group_size = (uint32_t)n;
+    w[i].req.group_index = (uint32_t)i;
+  }
+  hvd_handle h = rc < 0 ? rc : submit(w, n, o);
+  leave();
+  free(w);
+  return h < 0 ? fail_call("grouped_allreduce", &group, (int)h) : h;
 }
 
-size_t hvd_reducescatter_count(size_t count, int rank) {
-  pthread_mutex_lock(&ctx.lock);
-  size_t n = 0;
-  if (ctx.initialized && rank >= 0 && rank < ctx.comm.size)
-    n = hvd__split_count(count, ctx.comm.size, rank);
-  pthread_mutex_unlock(&ctx.lock);
-  return n;
-}
-
-int hvd_broadcast(void *buf, size_t count, hvd_dtype dtype, int root_rank, const char *name) {
-  call cl;
-  int rc = begin(&cl, "broadcast", name);
+hvd_handle hvd_broadcast_async_opts(void *buf, size_t count, hvd_dtype dtype, int root_rank,
+                                    const char *name, const hvd_opts *opts) {
+  const hvd_opts *o = opts ? opts : &default_opts;
+  hvd_work w;
+  int rank, size;
+  memset(&w, 0, sizeof w);
+  HVD__CHECK(enter("broadcast"));
+  int rc = describe(&w.req, HVD_REQ_BROADCAST, name, o);
+  if (rc == 0) rc = set_position(&w.req, &rank, &size);
   if (rc == 0) rc = check_dtype(dtype);
   if (rc == 0) rc = check_buffer("buf", buf, count, hvd_dtype_size(dtype));
-  if (rc == 0 && (root_rank < 0 || root_rank >= ctx.comm.size))
-    rc = hvd__err(HVD_E_INVALID, "root_rank %d is not a rank of this job of size %d",
-                  root_rank, ctx.comm.size);
-  if (rc == 0) rc = hvd__broadcast(&ctx.comm, buf, count * hvd_dtype_size(dtype), root_rank);
-  return end(&cl, rc);
+  if (rc == 0 && (root_rank < 0 || root_rank >= size))
+    rc = hvd__err(HVD_E_INVALID, "root_rank %d is not a rank of this set of size %d", root_rank,
+                  size);
+  w.req.dtype = (uint8_t)dtype;
+  w.req.count = count;
+  w.req.root = root_rank;
+  w.recvbuf = buf;
+  hvd_handle h = rc < 0 ? rc : submit(&w, 1, o);
+  leave();
+  return h < 0 ? fail_call("broadcast", &w.req, (int)h) : h;
 }
 
-int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype, void **recvbuf,
-                  size_t *recvcounts, const char *name) {
-  call cl;
-  int rc = begin(&cl, "allgather", name);
+hvd_handle hvd_broadcast_async(void *buf, size_t count, hvd_dtype dtype, int root_rank,
+                               const char *name) {
+  return hvd_broadcast_async_opts(buf, count, dtype, root_rank, name, NULL);
+}
+
+hvd_handle hvd_allgather_async(const void *sendbuf, size_t count, hvd_dtype dtype,
+                               void **recvbuf, size_t *recvcounts, const char *name,
+                               const hvd_opts *opts) {
+  const hvd_opts *o = opts ? opts : &default_opts;
+  hvd_work w;
+  int rank, size;
+  memset(&w, 0, sizeof w);
+  HVD__CHECK(enter("allgather"));
+  int rc = describe(&w.req, HVD_REQ_ALLGATHER, name, o);
+  if (rc == 0) rc = set_position(&w.req, &rank, &size);
   if (rc == 0) rc = check_dtype(dtype);
   if (rc == 0) rc = check_buffer("sendbuf", sendbuf, count, hvd_dtype_size(dtype));
   if (rc == 0 && !recvbuf) rc = hvd__err(HVD_E_INVALID, "recvbuf (void **) is NULL");
-  if (rc == 0) {
-    *recvbuf = NULL;
-    rc = hvd__allgather(&ctx.comm, sendbuf, count, hvd_dtype_size(dtype), recvbuf, recvcounts);
-  }
-  return end(&cl, rc);
+  if (rc == 0) *recvbuf = NULL;
+  w.req.dtype = (uint8_t)dtype;
+  w.sendbuf = sendbuf;
+  w.local_count = count;
+  w.out = recvbuf;
+  w.out_counts = recvcounts;
+  hvd_handle h = rc < 0 ? rc : submit(&w, 1, o);
+  leave();
+  return h < 0 ? fail_call("allgather", &w.req, (int)h) : h;
 }
 
-static int alltoall_checks(const void *s, const size_t *scounts, hvd_dtype dtype,
-                           void **recvbuf) {
+static int check_alltoall(const void *s, const size_t *scounts, hvd_dtype dtype, void **recvbuf,
+                          int size) {
   HVD__CHECK(check_dtype(dtype));
   if (!scounts) return hvd__err(HVD_E_INVALID, "sendcounts is NULL");
   if (!recvbuf) return hvd__err(HVD_E_INVALID, "recvbuf (void **) is NULL");
   size_t total = 0;
-  for (int i = 0; i < ctx.comm.size; i++) {
+  for (int i = 0; i < size; i++) {
     if (scounts[i] > SIZE_MAX - total)
       return hvd__err(HVD_E_INVALID, "sendcounts overflow at rank %d", i);
     total += scounts[i];
   }
+  *recvbuf = NULL;
   return check_buffer("sendbuf", s, total, hvd_dtype_size(dtype));
+}
+
+hvd_handle hvd_alltoall_async(const void *sendbuf, const size_t *sendcounts, hvd_dtype dtype,
+                              void **recvbuf, size_t *recvcounts, const char *name,
+                              const hvd_opts *opts) {
+  const hvd_opts *o = opts ? opts : &default_opts;
+  hvd_work w;
+  int rank, size;
+  memset(&w, 0, sizeof w);
+  HVD__CHECK(enter("alltoall"));
+  int rc = describe(&w.req, HVD_REQ_ALLTOALL, name, o);
+  if (rc == 0) rc = set_position(&w.req, &rank, &size);
+  if (rc == 0) rc = check_alltoall(sendbuf, sendcounts, dtype, recvbuf, size);
+  w.req.dtype = (uint8_t)dtype;
+  w.sendbuf = sendbuf;
+  w.sendcounts = sendcounts;
+  w.out = recvbuf;
+  w.out_counts = recvcounts;
+  hvd_handle h = rc < 0 ? rc : submit(&w, 1, o);
+  leave();
+  return h < 0 ? fail_call("alltoall", &w.req, (int)h) : h;
+}
+
+hvd_handle hvd_reducescatter_async(const void *sendbuf, void *recvbuf, size_t count,
+                                   hvd_dtype dtype, hvd_op op, const char *name,
+                                   const hvd_opts *opts) {
+  const hvd_opts *o = opts ? opts : &default_opts;
+  hvd_work w;
+  int rank, size;
+  memset(&w, 0, sizeof w);
+  HVD__CHECK(enter("reducescatter"));
+  int rc = describe(&w.req, HVD_REQ_REDUCESCATTER, name, o);
+  if (rc == 0) rc = set_position(&w.req, &rank, &size);
+  if (rc == 0) rc = check_reduction(&w.req, dtype, op);
+  size_t esize = hvd_dtype_size(dtype), own = rc == 0 ? hvd__split_count(count, size, rank) : 0;
+  if (rc == 0) rc = check_buffer("sendbuf", sendbuf, count, esize);
+  if (rc == 0) rc = check_buffer("recvbuf", recvbuf, own, esize);
+  if (rc == 0) rc = check_disjoint(sendbuf, recvbuf, own * esize);
+  w.req.count = count;
+  w.sendbuf = sendbuf;
+  w.recvbuf = recvbuf;
+  hvd_handle h = rc < 0 ? rc : submit(&w, 1, o);
+  leave();
+  return h < 0 ? fail_call("reducescatter", &w.req, (int)h) : h;
+}
+
+/* ---- completion ---- */
+
+int hvd_poll(hvd_handle h) {
+  HVD__CHECK(enter("hvd_poll"));
+  int rc = hvd__engine_poll(ctx.engine, h);
+  leave();
+  return rc;
+}
+
+static int wait_value(hvd_handle h, int64_t *value) {
+  if (h < 0) return (int)h; /* the enqueue failed; its message is already set */
+  HVD__CHECK(enter("hvd_wait"));
+  int rc = hvd__engine_wait(ctx.engine, h, value);
+  leave();
+  return rc;
+}
+
+int hvd_wait(hvd_handle h) { return wait_value(h, NULL); }
+
+/* ---- blocking forms: enqueue + wait ---- */
+
+int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype, hvd_op op,
+                  const char *name) {
+  return hvd_wait(hvd_allreduce_async(sendbuf, recvbuf, count, dtype, op, name));
+}
+
+int hvd_grouped_allreduce(const void *const *sendbufs, void *const *recvbufs,
+                          const size_t *counts, int n, hvd_dtype dtype, hvd_op op,
+                          const char *name) {
+  return hvd_wait(
+      hvd_grouped_allreduce_async(sendbufs, recvbufs, counts, n, dtype, op, name, NULL));
+}
+
+int hvd_broadcast(void *buf, size_t count, hvd_dtype dtype, int root_rank, const char *name) {
+  return hvd_wait(hvd_broadcast_async(buf, count, dtype, root_rank, name));
+}
+
+int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype, void **recvbuf,
+                  size_t *recvcounts, const char *name) {
+  return hvd_wait(hvd_allgather_async(sendbuf, count, dtype, recvbuf, recvcounts, name, NULL));
 }
 
 int hvd_alltoall(const void *sendbuf, const size_t *sendcounts, hvd_dtype dtype, void **recvbuf,
                  size_t *recvcounts, const char *name) {
-  call cl;
-  int rc = begin(&cl, "alltoall", name);
-  if (rc == 0) rc = alltoall_checks(sendbuf, sendcounts, dtype, recvbuf);
-  if (rc == 0) {
-    *recvbuf = NULL;
-    rc = hvd__alltoall(&ctx.comm, sendbuf, sendcounts, hvd_dtype_size(dtype), recvbuf,
-                       recvcounts);
-  }
-  return end(&cl, rc);
+  return hvd_wait(
+      hvd_alltoall_async(sendbuf, sendcounts, dtype, recvbuf, recvcounts, name, NULL));
 }
 
-int hvd_barrier(void) {
-  call cl;
-  int rc = begin(&cl, "barrier", "barrier");
-  if (rc == 0) rc = hvd__barrier(&ctx.comm);
-  return end(&cl, rc);
+int hvd_reducescatter(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype,
+                      hvd_op op, const char *name) {
+  return hvd_wait(hvd_reducescatter_async(sendbuf, recvbuf, count, dtype, op, name, NULL));
+}
+
+size_t hvd_reducescatter_count(size_t count, int rank) {
+  int size = hvd_size();
+  return (size > 0 && rank >= 0 && rank < size) ? hvd__split_count(count, size, rank) : 0;
+}
+
+/* Negotiated like a tensor, so barriers, joins and collectives interleave
+ * in one order on every rank. */
+static int control(int type, const char *what, uint64_t count, int32_t root, const int *ranks,
+                   int64_t *value) {
+  hvd_work w;
+  memset(&w, 0, sizeof w);
+  HVD__CHECK(enter(what));
+  int rc = describe(&w.req, type, NULL, &default_opts);
+  w.req.count = count;
+  w.req.root = root;
+  w.ranks = ranks;
+  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, &w, 1, NULL, NULL);
+  leave();
+  if (h < 0) return fail_call(what, &w.req, (int)h);
+  return wait_value(h, value);
+}
+
+int hvd_barrier(void) { return control(HVD_REQ_BARRIER, "barrier", 0, 0, NULL, NULL); }
+
+int hvd_join(void) {
+  HVD__CHECK(enter("hvd_join"));
+  int rc = hvd__engine_join(ctx.engine);
+  leave();
+  return rc;
+}
+
+/* ---- process sets ---- */
+
+static int by_value(const void *a, const void *b) {
+  return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+int hvd_add_process_set(const int *ranks, int n) {
+  int size = hvd_size();
+  if (size < 0) return size;
+  if (!ranks || n < 1 || n > size)
+    return hvd__err(HVD_E_INVALID, "a process set needs 1 to %d ranks (n = %d)", size, n);
+  int *sorted = malloc((size_t)n * sizeof *sorted);
+  if (!sorted) return hvd__err(HVD_E_NOMEM, "allocating %d ranks", n);
+  memcpy(sorted, ranks, (size_t)n * sizeof *sorted);
+  qsort(sorted, (size_t)n, sizeof *sorted, by_value);
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < n; i++)
+    if (sorted[i] < 0 || sorted[i] >= size || (i && sorted[i] == sorted[i - 1]))
+      rc = hvd__err(HVD_E_INVALID, "process set rank %d is %s", sorted[i],
+                    sorted[i] < 0 || sorted[i] >= size ? "not a rank of the job" : "repeated");
+  int64_t id = 0;
+  if (rc == 0)
+    rc = control(HVD_REQ_PSET_ADD, "add_process_set", (uint64_t)n,
+                 (int32_t)hvd__ranks_hash(sorted, n), sorted, &id);
+  free(sorted);
+  return rc < 0 ? rc : (int)id;
+}
+
+int hvd_remove_process_set(int process_set) {
+  if (process_set <= 0)
+    return hvd__err(HVD_E_INVALID, "process set %d cannot be removed", process_set);
+  return control(HVD_REQ_PSET_REMOVE, "remove_process_set", 0, process_set, NULL, NULL);
+}
+
+static int pset_query(int id, int want_rank, int *out) {
+  int rank, size;
+  HVD__CHECK(enter("process set query"));
+  int rc = hvd__engine_pset_info(ctx.engine, id, &rank, &size);
+  leave();
+  if (rc < 0) return rc;
+  *out = want_rank ? rank : size;
+  return 0;
+}
+
+int hvd_process_set_rank(int process_set) {
+  int rank;
+  HVD__CHECK(pset_query(process_set, 1, &rank));
+  if (rank < 0) return hvd__err(HVD_E_INVALID, "this rank is not in process set %d", process_set);
+  return rank;
+}
+
+int hvd_process_set_size(int process_set) {
+  int size;
+  HVD__CHECK(pset_query(process_set, 0, &size));
+  return size;
+}
+
+int hvd_process_set_included(int process_set) {
+  int rank;
+  HVD__CHECK(pset_query(process_set, 1, &rank));
+  return rank >= 0;
 }

@@ -45,6 +45,21 @@ int hvd__param_int(hvd_param_id id, long *out) {
   return hvd__parse_long(p->name, v ? v : p->def, p->min, p->max, out);
 }
 
+int hvd__param_double(hvd_param_id id, double *out) {
+  const hvd_param *p = &hvd__params[id];
+  const char *v = hvd__param_raw(id);
+  const char *text = v ? v : p->def;
+  char *end;
+  errno = 0;
+  double x = strtod(text, &end);
+  if (errno != 0 || end == text || *end != '\0' || !(x >= (double)p->min) ||
+      !(x <= (double)p->max))
+    return hvd__err(HVD_E_ENV, "%s='%s': expected a number from %ld to %ld", p->name, text,
+                    p->min, p->max);
+  *out = x;
+  return 0;
+}
+
 int hvd__param_bool(hvd_param_id id, int *out) {
   static const char *const yes[] = {"1", "true", "yes", "on"};
   static const char *const no[] = {"0", "false", "no", "off"};

@@ -16,7 +16,8 @@
 #include "common.h"
 
 /* X(id, name, kind, default, min, max, meaning)
- * kind: INT (decimal integer within [min, max]), BOOL (0/1, true/false,
+ * kind: INT (decimal integer within [min, max]), FLOAT (decimal number
+ * within [min, max]), BOOL (0/1, true/false,
  * yes/no, on/off), LEVEL (a log level name), STR (any text), JOB (set by
  * the launcher to describe the job; read by the bootstrap). */
 #define HVD_PARAMS(X)                                                                     \
@@ -25,6 +26,22 @@
     "with HVD_E_TIMEOUT naming that peer")                                                \
   X(START_TIMEOUT, "HOROVOD_START_TIMEOUT", INT, "30", 1, 86400,                          \
     "Seconds hvd_init() waits for the rendezvous and for every peer to connect")          \
+  X(CYCLE_TIME, "HOROVOD_CYCLE_TIME", FLOAT, "1", 0, 10000,                                \
+    "Milliseconds between negotiation cycles of the engine (fractions allowed)")          \
+  X(FUSION_THRESHOLD, "HOROVOD_FUSION_THRESHOLD", INT, "134217728", 0, 1L << 40,          \
+    "Bytes of allreduces fused into one collective; 0 disables fusion")                   \
+  X(CACHE_CAPACITY, "HOROVOD_CACHE_CAPACITY", INT, "1024", 0, 1 << 20,                    \
+    "Entries of the response cache (tensors negotiated with one bit); 0 disables it")     \
+  X(STALL_CHECK_DISABLE, "HOROVOD_STALL_CHECK_DISABLE", BOOL, "0", 0, 1,                  \
+    "Turn off the stall inspector (warnings and shutdown)")                               \
+  X(STALL_CHECK_TIME_SECONDS, "HOROVOD_STALL_CHECK_TIME_SECONDS", INT, "60", 1, 86400,    \
+    "Seconds a tensor may wait for some ranks before rank 0 warns, naming them")          \
+  X(STALL_SHUTDOWN_TIME_SECONDS, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", INT, "0", 0,      \
+    86400, "Seconds of stall after which every rank fails with an error; 0: never")       \
+  X(TIMELINE, "HOROVOD_TIMELINE", STR, "", 0, 0,                                          \
+    "Path of the Chrome-trace timeline rank 0 writes; unset: no timeline")                \
+  X(TIMELINE_MARK_CYCLES, "HOROVOD_TIMELINE_MARK_CYCLES", BOOL, "0", 0, 1,                \
+    "Mark every negotiation cycle in the timeline")                                       \
   X(LOG_LEVEL, "HOROVOD_LOG_LEVEL", LEVEL, "WARNING", 0, 0,                               \
     "Least severe message printed: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL")          \
   X(LOG_HIDE_TIME, "HOROVOD_LOG_HIDE_TIME", BOOL, "0", 0, 1,                              \
@@ -52,7 +69,7 @@ typedef enum {
   HVD_P__COUNT
 } hvd_param_id;
 
-typedef enum { HVD_PK_INT, HVD_PK_BOOL, HVD_PK_LEVEL, HVD_PK_STR, HVD_PK_JOB } hvd_param_kind;
+typedef enum { HVD_PK_INT, HVD_PK_FLOAT, HVD_PK_BOOL, HVD_PK_LEVEL, HVD_PK_STR, HVD_PK_JOB } hvd_param_kind;
 
 typedef struct {
   const char *name;
@@ -70,6 +87,7 @@ const char *hvd__param_raw(hvd_param_id id);
 /* Typed reads: the value, or the default when unset; HVD_E_ENV when set
  * but invalid for its kind and range. */
 int hvd__param_int(hvd_param_id id, long *out);
+int hvd__param_double(hvd_param_id id, double *out);
 int hvd__param_bool(hvd_param_id id, int *out);
 int hvd__param_level(hvd_param_id id, int *out);
 

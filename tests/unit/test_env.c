@@ -123,7 +123,7 @@ static void test_init_reports_bad_env(void **state) {
 }
 
 /* Every variable of the table appears in a row of the README's table, with
- * its default for the tunables. */
+ * its default for the tunables ("unset" for an empty one). */
 static void test_readme_documents_every_variable(void **state) {
   (void)state;
   FILE *f = fopen(HVD_SOURCE_DIR "/README.md", "r");
@@ -137,6 +137,8 @@ static void test_readme_documents_every_variable(void **state) {
     char row[256];
     if (p->kind == HVD_PK_JOB)
       snprintf(row, sizeof row, "| `%s` |", p->name);
+    else if (p->def[0] == '\0')
+      snprintf(row, sizeof row, "| `%s` | unset |", p->name);
     else
       snprintf(row, sizeof row, "| `%s` | `%s` |", p->name, p->def);
     if (!strstr(text, row)) fail_msg("README.md has no table row starting '%s'", row);

@@ -1,0 +1,74 @@
+/*
+ * engine.h -- the background thread that turns named tensors into ordered,
+ * fused collectives (Horovod's "background loop").
+ *
+ * Application threads enqueue work and wait on handles; one engine thread
+ * per process runs negotiation cycles every HOROVOD_CYCLE_TIME: each rank
+ * contributes a message (message.h) with what it enqueued since the last
+ * cycle, the messages are allgathered over the global communicator, and
+ * every rank applies the same deterministic decision to them
+ * (negotiate.c): which tensors are ready on all ranks of their process set,
+ * whether the ranks agree on them, how they are fused.  Every rank then
+ * executes the same responses in the same order (execute.c).
+ */
+#ifndef HVD_ENGINE_H
+#define HVD_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../comm.h"
+#include "request.h"
+
+typedef struct hvd_engine hvd_engine;
+
+/* One tensor operation as an application thread hands it over. */
+typedef struct {
+  hvd_request req;       /* name, type, dtype, op, root, count, scales, set */
+  const void *sendbuf;   /* allreduce, allgather, alltoall, reducescatter */
+  void *recvbuf;         /* allreduce, reducescatter; broadcast: the buffer */
+  void **out;            /* allgather, alltoall: the malloc()ed result */
+  size_t *out_counts;    /* allgather, alltoall: per-rank counts (may be NULL) */
+  const size_t *sendcounts; /* alltoall: per-destination counts (copied) */
+  size_t local_count;    /* allgather: elements this rank sends */
+  const int *ranks;      /* process set add: the sorted ranks (copied) */
+} hvd_work;
+
+/* Starts the engine over the global communicator (which it uses from its
+ * thread only, from now until hvd__engine_stop). */
+int hvd__engine_start(hvd_comm *global, hvd_engine **out);
+
+/* Enqueues n works completing one handle (n > 1: a group).  Checks that
+ * no name is in flight already and that this rank belongs to the process
+ * set.  Returns the handle or an HVD_E_* code. */
+hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_callback cb,
+                               void *arg);
+
+/* 1 done, 0 running, <0 failed (released). */
+int hvd__engine_poll(hvd_engine *e, hvd_handle h);
+
+/* Waits; returns the status (0 or HVD_E_*) and releases the handle.  When
+ * value is not NULL it receives the operation's result value (join: the
+ * last rank; process set add: the id). */
+int hvd__engine_wait(hvd_engine *e, hvd_handle h, int64_t *value);
+
+/* Marks this rank joined and waits until every rank has; returns the last
+ * rank to join or an HVD_E_* code. */
+int hvd__engine_join(hvd_engine *e);
+
+/* Process sets: membership queries (set 0 is the global set).  *rank is
+ * -1 when this rank is not a member.  HVD_E_INVALID for an unknown id. */
+int hvd__engine_pset_info(hvd_engine *e, int id, int *rank, int *size);
+
+/* A hash of a process set's sorted ranks, so that ranks creating a set
+ * can check they name the same ranks. */
+uint32_t hvd__ranks_hash(const int *ranks, int n);
+
+/* Stops the engine: tells the other ranks (every engine stops in the same
+ * cycle), fails what is still pending (waiters wake with HVD_E_ABORTED),
+ * joins the thread.  hvd__engine_free then frees it, once no application
+ * thread is inside an engine call. */
+void hvd__engine_stop(hvd_engine *e);
+void hvd__engine_free(hvd_engine *e);
+
+#endif /* HVD_ENGINE_H */

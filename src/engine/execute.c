@@ -1,0 +1,234 @@
+/*
+ * execute.c -- running a planned response on this rank.
+ *
+ * Every rank runs the same responses in the same order; a rank outside a
+ * response's process set skips it.  A joined rank has no entry for the
+ * tensor and stands in: zeros for allreduce and reducescatter, nothing
+ * for allgather, a scratch buffer for broadcast.
+ *
+ * Allreduces of several tensors go through the fusion buffer, laid out
+ * segment by segment (segment s of the buffer holds segment s of each
+ * tensor, see coll/allreduce.c), so every element is reduced exactly as it
+ * would be alone: fused and unfused results are bitwise equal.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../coll/coll.h"
+#include "../reduce.h"
+#include "engine_int.h"
+
+static void *fusion_buffer(hvd_engine *e, size_t bytes) {
+  if (bytes > e->fusion_cap) {
+    void *p = realloc(e->fusion, bytes);
+    if (!p) return NULL;
+    e->fusion = p, e->fusion_cap = bytes;
+  }
+  return e->fusion;
+}
+
+static hvd_comm *comm_of(hvd_engine *e, const hvd_request *req) {
+  if (req->process_set == 0) return e->global;
+  pset *s = hvd__pset_find(e, req->process_set);
+  return s && s->member ? &s->comm : NULL;
+}
+
+static const char *collective_name(int type) {
+  static const char *const names[] = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "ALLTOALL",
+                                      "REDUCESCATTER", "BARRIER", "PROCESS_SET", "PROCESS_SET"};
+  return type >= 0 && type < HVD_REQ__COUNT ? names[type] : "?";
+}
+
+/* ---- allreduce ---- */
+
+typedef struct {
+  hvd_engine *e;
+  response *r;
+  hvd_comm *c;
+  hvd_dtype dtype;
+  size_t esize;
+} job;
+
+/* Copies each tensor's segment s into (in = 1) or out of the buffer. */
+static void fusion_copy(const job *j, char *buf, int in) {
+  size_t off = 0;
+  int n = j->c->size;
+  for (int s = 0; s < n; s++)
+    for (int i = 0; i < j->r->n; i++) {
+      const pending *p = j->r->items[i];
+      size_t cnt = hvd__split_count(p->req.count, n, s) * j->esize;
+      size_t at = hvd__split_offset(p->req.count, n, s) * j->esize;
+      if (in && p->mine) memcpy(buf + off, (const char *)p->mine->w.sendbuf + at, cnt);
+      else if (in) memset(buf + off, 0, cnt); /* a joined rank adds nothing */
+      else if (p->mine) memcpy((char *)p->mine->w.recvbuf + at, buf + off, cnt);
+      off += cnt;
+    }
+}
+
+static void trace_all(const job *j, const char *phase, const char *args) {
+  for (int i = 0; i < j->r->n; i++) hvd__timeline_begin(j->e->tl, j->r->items[i]->req.name, phase, args);
+}
+
+static void trace_end_all(const job *j) {
+  for (int i = 0; i < j->r->n; i++) hvd__timeline_end(j->e->tl, j->r->items[i]->req.name);
+}
+
+static int run_allreduce(const job *j) {
+  const hvd_request *req = &j->r->items[0]->req;
+  int n = j->c->size;
+  size_t total = 0, *segs = calloc((size_t)n, sizeof *segs);
+  if (!segs) return hvd__err(HVD_E_NOMEM, "allocating %d segments", n);
+  for (int i = 0; i < j->r->n; i++) {
+    total += j->r->items[i]->req.count;
+    for (int s = 0; s < n; s++) segs[s] += hvd__split_count(j->r->items[i]->req.count, n, s);
+  }
+  entry *only = j->r->n == 1 ? j->r->items[0]->mine : NULL;
+  char *buf = only ? only->w.recvbuf : fusion_buffer(j->e, total * j->esize);
+  int rc = buf || !total ? 0 : hvd__err(HVD_E_NOMEM, "fusion buffer of %zu bytes", total * j->esize);
+  if (rc == 0 && only && only->w.sendbuf != only->w.recvbuf && total)
+    memcpy(buf, only->w.sendbuf, total * j->esize);
+  if (rc == 0 && !only) {
+    trace_all(j, "MEMCPY_IN_FUSION_BUFFER", NULL);
+    fusion_copy(j, buf, 1);
+    trace_end_all(j);
+  }
+  char args[64];
+  snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu}", j->r->n, total * j->esize);
+  if (rc == 0) {
+    trace_all(j, "ALLREDUCE", args);
+    hvd__reduce_scale(buf, total, j->dtype, req->prescale);
+    rc = hvd__allreduce_segments(j->c, buf, segs, j->dtype, (hvd_op)req->op);
+    if (rc == 0) hvd__reduce_scale(buf, total, j->dtype, req->postscale);
+    trace_end_all(j);
+  }
+  if (rc == 0 && !only) {
+    trace_all(j, "MEMCPY_OUT_FUSION_BUFFER", NULL);
+    fusion_copy(j, buf, 0);
+    trace_end_all(j);
+  }
+  free(segs);
+  return rc;
+}
+
+/* ---- the others: one tensor each ---- */
+
+static int run_broadcast(const job *j, pending *p) {
+  size_t bytes = p->req.count * j->esize;
+  void *buf = p->mine ? p->mine->w.recvbuf : fusion_buffer(j->e, bytes);
+  if (!buf && bytes) return hvd__err(HVD_E_NOMEM, "scratch of %zu bytes", bytes);
+  return hvd__broadcast(j->c, buf, bytes, p->req.root);
+}
+
+static int run_allgather(const job *j, pending *p) {
+  entry *en = p->mine;
+  void *out = NULL;
+  size_t *counts = calloc((size_t)j->c->size, sizeof *counts);
+  if (!counts) return hvd__err(HVD_E_NOMEM, "allocating %d counts", j->c->size);
+  int rc = hvd__allgather(j->c, en ? en->w.sendbuf : NULL, en ? en->w.local_count : 0, j->esize,
+                          &out, counts);
+  if (rc == 0 && en) {
+    *en->w.out = out;
+    if (en->w.out_counts) memcpy(en->w.out_counts, counts, (size_t)j->c->size * sizeof *counts);
+  } else {
+    free(out);
+  }
+  free(counts);
+  return rc;
+}
+
+static int run_alltoall(const job *j, pending *p) {
+  entry *en = p->mine; /* a joined rank cannot stand in: negotiate refuses it */
+  size_t *counts = calloc((size_t)j->c->size, sizeof *counts);
+  if (!counts) return hvd__err(HVD_E_NOMEM, "allocating %d counts", j->c->size);
+  void *out = NULL;
+  int rc = hvd__alltoall(j->c, en->w.sendbuf, en->sendcounts, j->esize, &out, counts);
+  if (rc == 0) {
+    *en->w.out = out;
+    if (en->w.out_counts) memcpy(en->w.out_counts, counts, (size_t)j->c->size * sizeof *counts);
+  }
+  free(counts);
+  return rc;
+}
+
+static int run_reducescatter(const job *j, pending *p) {
+  entry *en = p->mine;
+  size_t count = p->req.count, own = hvd__split_count(count, j->c->size, j->c->rank);
+  /* Scaling or a joined rank's zeros need a copy of the input. */
+  int copy = !en || p->req.prescale != 1.0;
+  char *in = copy ? fusion_buffer(j->e, (count + own) * j->esize) : NULL;
+  if (copy && !in && count) return hvd__err(HVD_E_NOMEM, "scratch of %zu elements", count);
+  char *out = en ? en->w.recvbuf : in + count * j->esize;
+  if (copy && en) memcpy(in, en->w.sendbuf, count * j->esize);
+  else if (copy) memset(in, 0, count * j->esize);
+  if (copy) hvd__reduce_scale(in, count, j->dtype, p->req.prescale);
+  int rc = hvd__reducescatter(j->c, copy ? in : en->w.sendbuf, out, count, j->dtype,
+                              (hvd_op)p->req.op);
+  if (rc == 0) hvd__reduce_scale(out, own, j->dtype, p->req.postscale);
+  return rc;
+}
+
+static int run_single(const job *j, int64_t *value) {
+  pending *p = j->r->items[0];
+  int id;
+  switch (p->req.type) {
+    case HVD_REQ_BROADCAST: return run_broadcast(j, p);
+    case HVD_REQ_ALLGATHER: return run_allgather(j, p);
+    case HVD_REQ_ALLTOALL: return run_alltoall(j, p);
+    case HVD_REQ_REDUCESCATTER: return run_reducescatter(j, p);
+    case HVD_REQ_BARRIER: return hvd__barrier(j->c);
+    case HVD_REQ_PSET_ADD:
+      HVD__CHECK(hvd__pset_add(j->e, p->mine->ranks, (int)p->req.count, &id));
+      *value = id;
+      return 0;
+    case HVD_REQ_PSET_REMOVE: return hvd__pset_remove(j->e, p->req.root);
+    default: return hvd__err(HVD_E_PROTOCOL, "unknown request type %d", p->req.type);
+  }
+}
+
+/* Finishes every item of r with status; frees them. */
+static void finish_all(hvd_engine *e, response *r, int status, const char *msg, int64_t value) {
+  for (int i = 0; i < r->n; i++) {
+    pending *p = r->items[i];
+    if (p->mine) {
+      if (status == 0) p->mine->op->value = value;
+      hvd__engine_finish(e, p->mine, status, msg);
+    }
+    hvd__pending_free(p);
+  }
+  r->n = 0;
+}
+
+int hvd__execute(hvd_engine *e, response *r) {
+  if (r->error) {
+    finish_all(e, r, r->error, r->errmsg, 0);
+    return 0;
+  }
+  for (int i = 0; i < r->n; i++) hvd__cache_put(e->cache, &r->items[i]->req);
+  const hvd_request *req = &r->items[0]->req;
+  job j = {e, r, comm_of(e, req), (hvd_dtype)req->dtype, hvd_dtype_size((hvd_dtype)req->dtype)};
+  /* Process set changes involve every rank; collectives only members. */
+  int everyone = req->type == HVD_REQ_PSET_ADD || req->type == HVD_REQ_PSET_REMOVE;
+  if (!j.c && !everyone) {
+    finish_all(e, r, 0, NULL, 0);
+    return 0;
+  }
+  if (everyone) j.c = e->global;
+  int64_t value = 0;
+  int rc;
+  if (req->type == HVD_REQ_ALLREDUCE) {
+    rc = run_allreduce(&j);
+  } else {
+    hvd__timeline_begin(e->tl, req->name, collective_name(req->type), NULL);
+    rc = run_single(&j, &value);
+    hvd__timeline_end(e->tl, req->name);
+  }
+  if (rc < 0) {
+    int fatal = !everyone; /* a collective may have left frames half sent */
+    hvd__err_prefix(rc, "%s '%s'", hvd__req_type_name(req->type), req->name);
+    finish_all(e, r, rc, hvd_last_error(), 0);
+    return fatal ? rc : 0;
+  }
+  finish_all(e, r, 0, NULL, value);
+  return 0;
+}
