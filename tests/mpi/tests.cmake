@@ -8,3 +8,12 @@ add_test(NAME mpi.test_collectives.alone COMMAND test_collectives)
 add_test(NAME mpi.test_api_errors.alone COMMAND test_api_errors)
 # Garbage, a wrong secret and a silent stranger at the rendezvous: the job goes on.
 hvd_add_mpi_test(rdzv_attack 2 4)
+# The engine: async enqueue from threads in any order, every async
+# collective, callbacks, scale factors, mismatch and in-flight errors.
+hvd_add_mpi_test(test_engine 1 2 3 4)
+# Fusion changes no bit; join with uneven batches; process sets.
+hvd_add_mpi_test(test_fusion 2 4)
+hvd_add_mpi_test(test_join 2 3 4)
+hvd_add_mpi_test(test_process_sets 2 4)
+# engine_stall, engine_timeline and engine_peer_loss are driven by
+# tests/launcher (test_engine_stall.py, test_timeline.py, test_engine_failures.py).

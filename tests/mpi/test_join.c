@@ -1,0 +1,122 @@
+/*
+ * test_join.c -- hvd_join: ranks that run out of data early.
+ *
+ * Ranks have different numbers of batches, as with an uneven data split.
+ * Each batch allreduces one float32 tensor with SUM and one with AVERAGE.
+ * A rank that has no more batches calls hvd_join(); the others' allreduces
+ * go on with the joined ranks contributing zeros, so
+ *   SUM     = the sum over the ranks still active in that batch
+ *   AVERAGE = that sum divided by the full job size (as Horovod does).
+ * hvd_join() returns on every rank once all have joined, with the rank
+ * that joined last.
+ *
+ * Two epochs: in the first, rank r has 3 + r batches (the last rank joins
+ * last); in the second the split is reversed (rank 0 joins last).  Between
+ * and after them an allreduce over every rank checks that the job is back
+ * to normal.  Inputs are small integers, so the reference is exact.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hvd.h>
+
+static int rank, size, failures, checks;
+
+#define CHECK(cond, ...)                                             \
+  do {                                                               \
+    checks++;                                                        \
+    if (!(cond)) {                                                   \
+      failures++;                                                    \
+      fprintf(stderr, "rank %d: FAIL at line %d: ", rank, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                                  \
+      fputc('\n', stderr);                                           \
+    }                                                                \
+  } while (0)
+
+#define CALL(expr)                                                                       \
+  do {                                                                                   \
+    int64_t rc_ = (expr);                                                                \
+    if (rc_ < 0) {                                                                       \
+      fprintf(stderr, "rank %d: line %d: %s returned %s: %s\n", rank, __LINE__, #expr,   \
+              hvd_err_name((int)rc_), hvd_last_error());                                 \
+      exit(1);                                                                           \
+    }                                                                                    \
+  } while (0)
+
+#define COUNT 1000
+
+/* Rank who's input for batch b of epoch e, element i: a small integer. */
+static float input(int e, int b, int who, int i) {
+  return (float)((who + 1) * (b + 1) + (i * 7 + e) % 13 - 6);
+}
+
+/* Batches rank who has in epoch e. */
+static int batches(int e, int who) { return 3 + (e == 0 ? who : size - 1 - who); }
+
+/* The "epoch" of the allreduces outside the epochs, where nobody joined. */
+#define EVERYONE 9
+
+static int active(int e, int b, int who) { return e == EVERYONE || b < batches(e, who); }
+
+/* Checks one result against the sum over the ranks active in batch b. */
+static void check_batch(const char *what, const float *got, int e, int b, int average) {
+  int bad = 0, first_bad = -1;
+  for (int i = 0; i < COUNT; i++) {
+    double want = 0;
+    for (int q = 0; q < size; q++)
+      if (active(e, b, q)) want += input(e, b, q, i); /* joined ranks add zeros */
+    if (average) want /= size;
+    if (got[i] != (float)want && bad++ == 0) first_bad = i;
+  }
+  CHECK(bad == 0, "epoch %d batch %d %s: %d of %d elements wrong, first at %d (got %g)", e, b,
+        what, bad, COUNT, first_bad, first_bad >= 0 ? got[first_bad] : 0.0);
+}
+
+/* Every rank takes part again: a plain allreduce over the whole job. */
+static void check_everyone(const char *name) {
+  float x[COUNT];
+  for (int i = 0; i < COUNT; i++) x[i] = input(EVERYONE, 0, rank, i);
+  int rc = hvd_allreduce(x, x, COUNT, HVD_FLOAT32, HVD_SUM, name);
+  CHECK(rc == 0, "%s: %s: %s", name, hvd_err_name(rc), hvd_last_error());
+  if (rc == 0) check_batch(name, x, EVERYONE, 0, 0);
+}
+
+static void epoch(int e) {
+  float sum_in[COUNT], sum_out[COUNT], avg[COUNT];
+  int mine = batches(e, rank);
+  for (int b = 0; b < mine; b++) {
+    for (int i = 0; i < COUNT; i++) sum_in[i] = avg[i] = input(e, b, rank, i);
+    hvd_handle hs, ha;
+    CALL(hs = hvd_allreduce_async(sum_in, sum_out, COUNT, HVD_FLOAT32, HVD_SUM, "join.grad.sum"));
+    CALL(ha = hvd_allreduce_async(avg, avg, COUNT, HVD_FLOAT32, HVD_AVERAGE, "join.grad.avg"));
+    int rs = hvd_wait(hs);
+    CHECK(rs == 0, "epoch %d batch %d SUM: %s: %s", e, b, hvd_err_name(rs), hvd_last_error());
+    int ra = hvd_wait(ha);
+    CHECK(ra == 0, "epoch %d batch %d AVERAGE: %s: %s", e, b, hvd_err_name(ra), hvd_last_error());
+    if (rs == 0) check_batch("SUM", sum_out, e, b, 0);
+    if (ra == 0) check_batch("AVERAGE", avg, e, b, 1);
+  }
+  int last = hvd_join();
+  int want = e == 0 ? size - 1 : 0; /* the rank with the most batches */
+  CHECK(last == want, "epoch %d: hvd_join returned %d (%s), expected %d, the last rank to join",
+        e, last, last < 0 ? hvd_last_error() : "", want);
+}
+
+int main(void) {
+  /* A hang in the engine fails the test instead: unless the caller says
+   * otherwise, the stall inspector gives up on a tensor after 20 s. */
+  setenv("HOROVOD_STALL_CHECK_TIME_SECONDS", "5", 0);
+  setenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "20", 0);
+  CALL(hvd_init());
+  rank = hvd_rank();
+  size = hvd_size();
+  check_everyone("join.before");
+  epoch(0);
+  check_everyone("join.between");
+  epoch(1);
+  check_everyone("join.after");
+  CALL(hvd_shutdown());
+  printf("test_join rank %d of %d: %d checks, %d failed\n", rank, size, checks, failures);
+  return failures != 0;
+}
