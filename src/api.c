@@ -9,6 +9,7 @@
  * rank that made it and disturbs nobody.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,9 @@ static struct {
   hvd_job job;
   hvd_comm comm;
   hvd_engine *engine;
-  uint64_t unnamed[HVD_REQ__COUNT]; /* counters for generated names */
+  /* Counters for generated names; atomic, because calls hold the read
+   * lock and must not take ctx.lock (shutdown takes them the other way). */
+  atomic_ullong unnamed[HVD_REQ__COUNT];
 } ctx = {.lock = PTHREAD_MUTEX_INITIALIZER, .calls = PTHREAD_RWLOCK_INITIALIZER};
 
 /* ---- life cycle ---- */
@@ -63,7 +66,7 @@ static int init_locked(void) {
     hvd__comm_destroy(&ctx.comm);
     return rc;
   }
-  memset(ctx.unnamed, 0, sizeof ctx.unnamed);
+  for (int t = 0; t < HVD_REQ__COUNT; t++) atomic_store(&ctx.unnamed[t], 0);
   ctx.initialized = 1;
   hvd__log(HVD_LOG_DEBUG, "initialized: rank %d of %d on %s", ctx.job.rank, ctx.job.size,
            ctx.job.hostname);
@@ -143,11 +146,9 @@ static int describe(hvd_request *req, int type, const char *name, const hvd_opts
   req->postscale = o->postscale_factor;
   req->process_set = o->process_set;
   if (!name) {
-    pthread_mutex_lock(&ctx.lock);
-    uint64_t k = ++ctx.unnamed[type];
-    pthread_mutex_unlock(&ctx.lock);
+    unsigned long long k = atomic_fetch_add(&ctx.unnamed[type], 1) + 1;
     snprintf(req->name, sizeof req->name, "%s.noname.%llu", hvd__req_type_name(type),
-             (unsigned long long)k);
+             k);
     return 0;
   }
   if (!name[0] || strlen(name) >= sizeof req->name)

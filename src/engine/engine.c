@@ -414,10 +414,12 @@ hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_
   int rc = ens ? 0 : hvd__err(HVD_E_NOMEM, "allocating %d entries", n);
   for (int i = 0; rc == 0 && i < n; i++) rc = entry_new(&works[i], e->size, &ens[i]);
   op *o = NULL;
+  hvd_handle id = 0; /* read under the lock: with a callback, o may be gone after it */
   pthread_mutex_lock(&e->lock);
   if (rc == 0) rc = admit(e, works, n);
   if (rc == 0) rc = op_new(e, &o);
   if (rc == 0) {
+    id = o->id;
     o->remaining = n;
     o->cb = cb;
     o->cb_arg = arg;
@@ -434,7 +436,7 @@ hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_
     for (int i = 0; ens && i < n; i++)
       if (ens[i]) entry_free(ens[i]);
   free(ens);
-  return rc < 0 ? rc : o->id;
+  return rc < 0 ? rc : id;
 }
 
 int hvd__engine_poll(hvd_engine *e, hvd_handle h) {
