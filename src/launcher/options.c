@@ -2,14 +2,18 @@
  * options.c -- parsing hvdrun's command line.
  *
  * One table lists every flag with its help line, so the parser and
- * --help cannot drift apart.  Options end at the first argument that is
- * not a flag (the program) or at "--".  Every number is checked strictly:
- * digits only, in range, nothing trailing.
+ * --help cannot drift apart.  Most flags only set a HOROVOD_* variable for
+ * the ranks (horovodrun's engine knobs): their row names the variable and
+ * how to check the value, and one generic path records the value in
+ * hvdrun_options for rank_env.c to export.  Options end at the first
+ * argument that is not a flag (the program) or at "--".  Every number is
+ * checked strictly: digits only, in range, nothing trailing.
  */
 #include "options.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,57 +21,134 @@
 
 #include "common.h"
 
+#define DIGITS "0123456789"
+
+/* F_ENV: the flag sets the variable its row names; the rest are hvdrun's own. */
+typedef enum { F_ENV, F_NP, F_HOSTS, F_HOSTFILE, F_VERBOSE, F_VERSION, F_HELP } flag_id;
+
+/* What an F_ENV flag's value may be. */
 typedef enum {
-  F_NP, F_HOSTS, F_HOSTFILE, F_START_TIMEOUT, F_GLOO_TIMEOUT, F_LOG_LEVEL,
-  F_HIDE_TIMESTAMP, F_VERBOSE, F_VERSION, F_HELP
-} flag_id;
+  V_NONE,    /* not an F_ENV flag */
+  V_SECONDS, /* whole seconds in [min, max] */
+  V_INT,     /* a whole number in [min, max] */
+  V_DECIMAL, /* digits with at most one '.', in [min, max] */
+  V_PATH,    /* any non-empty text */
+  V_LEVEL,   /* a log level name; the variable gets it upper-cased */
+  V_SWITCH   /* no value; the variable gets 1 */
+} value_kind;
+
+typedef struct {
+  value_kind kind;
+  long min, max; /* V_SECONDS, V_INT, V_DECIMAL */
+  long scale;    /* V_SECONDS (1), V_INT: the variable gets the value times scale */
+} value_check;
+
+#define OWN {V_NONE, 0, 0, 0}
+#define SECONDS(min) {V_SECONDS, min, 86400, 1}
+#define RANGE(min, max, scale) {V_INT, min, max, scale}
+#define DECIMAL(min, max) {V_DECIMAL, min, max, 0}
+#define PATH {V_PATH, 0, 0, 0}
+#define LEVEL {V_LEVEL, 0, 0, 0}
+#define SWITCH {V_SWITCH, 0, 0, 0}
 
 typedef struct {
   flag_id id;
   const char *short_name; /* may be NULL */
   const char *long_name;
   const char *arg;        /* the value's name, NULL for a switch */
-  const char *help;
+  const char *env;        /* F_ENV: the variable the flag sets */
+  value_check check;      /* F_ENV: what the value may be */
+  const char *help;       /* F_ENV: --help adds the variable and the range */
 } flag;
 
 static const flag flags[] = {
-    {F_NP, "-np", "--num-proc", "N", "number of processes (ranks) to start, 1..4096"},
-    {F_HOSTS, "-H", "--hosts", "HOSTS",
+    {F_NP, "-np", "--num-proc", "N", NULL, OWN, "number of processes (ranks) to start, 1..4096"},
+    {F_HOSTS, "-H", "--hosts", "HOSTS", NULL, OWN,
      "comma-separated host:slots list; only this machine for now"},
-    {F_HOSTFILE, NULL, "--hostfile", "FILE", "file with one 'host slots=N' per line"},
-    {F_START_TIMEOUT, NULL, "--start-timeout", "SECONDS",
-     "how long hvd_init() waits for all ranks (HOROVOD_START_TIMEOUT, default 30)"},
-    {F_GLOO_TIMEOUT, NULL, "--gloo-timeout-seconds", "SECONDS",
-     "how long a collective waits for a silent peer (HOROVOD_GLOO_TIMEOUT_SECONDS)"},
-    {F_LOG_LEVEL, NULL, "--log-level", "LEVEL",
-     "TRACE, DEBUG, INFO, WARNING, ERROR or FATAL (HOROVOD_LOG_LEVEL)"},
-    {F_HIDE_TIMESTAMP, NULL, "--log-hide-timestamp", NULL,
-     "leave timestamps out of hvd's log lines (HOROVOD_LOG_HIDE_TIME=1)"},
-    {F_VERBOSE, NULL, "--verbose", NULL,
+    {F_HOSTFILE, NULL, "--hostfile", "FILE", NULL, OWN, "file with one 'host slots=N' per line"},
+    {F_ENV, NULL, "--start-timeout", "SECONDS", "HOROVOD_START_TIMEOUT", SECONDS(1),
+     "how long hvd_init() waits for all ranks, default 30"},
+    {F_ENV, NULL, "--gloo-timeout-seconds", "SECONDS", "HOROVOD_GLOO_TIMEOUT_SECONDS", SECONDS(1),
+     "how long a collective waits for a silent peer"},
+    {F_ENV, NULL, "--log-level", "LEVEL", "HOROVOD_LOG_LEVEL", LEVEL,
+     "TRACE, DEBUG, INFO, WARNING, ERROR or FATAL"},
+    {F_ENV, NULL, "--log-hide-timestamp", NULL, "HOROVOD_LOG_HIDE_TIME", SWITCH,
+     "leave timestamps out of hvd's log lines"},
+    {F_ENV, NULL, "--fusion-threshold-mb", "MB", "HOROVOD_FUSION_THRESHOLD",
+     RANGE(0, 1048576, 1048576), "fuse allreduces of up to MB megabytes; 0: no fusion"},
+    {F_ENV, NULL, "--cycle-time-ms", "MS", "HOROVOD_CYCLE_TIME", DECIMAL(0, 10000),
+     "pause between negotiation cycles, like 2.5"},
+    {F_ENV, NULL, "--cache-capacity", "N", "HOROVOD_CACHE_CAPACITY", RANGE(0, 1048576, 1),
+     "response cache entries; 0: no cache"},
+    {F_ENV, NULL, "--timeline-filename", "PATH", "HOROVOD_TIMELINE", PATH,
+     "rank 0 writes a Chrome-trace timeline to PATH"},
+    {F_ENV, NULL, "--timeline-mark-cycles", NULL, "HOROVOD_TIMELINE_MARK_CYCLES", SWITCH,
+     "mark every negotiation cycle in the timeline"},
+    {F_ENV, NULL, "--no-stall-check", NULL, "HOROVOD_STALL_CHECK_DISABLE", SWITCH,
+     "turn off the stall inspector"},
+    {F_ENV, NULL, "--stall-check-warning-time-seconds", "SECONDS",
+     "HOROVOD_STALL_CHECK_TIME_SECONDS", SECONDS(1),
+     "warn of ranks a tensor waits this long for"},
+    {F_ENV, NULL, "--stall-check-shutdown-time-seconds", "SECONDS",
+     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", SECONDS(0), "fail after a stall this long; 0: never"},
+    {F_VERBOSE, NULL, "--verbose", NULL, NULL, OWN,
      "say what hvdrun does: rendezvous address, each start and exit"},
-    {F_VERSION, "-v", "--version", NULL, "print hvdrun's version and exit"},
-    {F_HELP, "-h", "--help", NULL, "print this help and exit"},
+    {F_VERSION, "-v", "--version", NULL, NULL, OWN, "print hvdrun's version and exit"},
+    {F_HELP, "-h", "--help", NULL, NULL, OWN, "print this help and exit"},
 };
+
+/* Every flag may set a variable, so hvdrun_options.env never fills up. */
+_Static_assert(HVD__ARRAY_LEN(flags) <= HVDRUN_ENV_MAX, "HVDRUN_ENV_MAX is too small");
 
 static const char usage_line[] = "usage: hvdrun -np N [-H localhost:N] [options] prog [args...]";
 
+static int has_range(value_kind k) { return k == V_SECONDS || k == V_INT || k == V_DECIMAL; }
+
+static int flag_names(const flag *f, char *buf, size_t size) {
+  return snprintf(buf, size, "%s%s%s%s%s", f->short_name ? f->short_name : "",
+                  f->short_name ? ", " : "", f->long_name, f->arg ? " " : "",
+                  f->arg ? f->arg : "");
+}
+
+/* The end of an F_ENV flag's help line, from its row: the variable, and
+ * what the value may be. */
+static void print_env_help(const flag *f) {
+  const value_check *c = &f->check;
+  printf(" (%s%s", f->env, c->kind == V_SWITCH ? "=1" : "");
+  if (c->scale > 1) printf(" = %s * %ld", f->arg, c->scale);
+  if (has_range(c->kind)) printf(", %ld..%ld", c->min, c->max);
+  printf(")");
+}
+
 static void print_help(void) {
+  char names[64];
+  int width = 0;
+  for (size_t i = 0; i < HVD__ARRAY_LEN(flags); i++) {
+    int n = flag_names(&flags[i], names, sizeof names);
+    if (n > width) width = n;
+  }
   printf("%s\n\nStarts N copies of prog as the ranks of one hvd job and forwards their\n"
-         "output, prefixed [rank]<stdout>: or [rank]<stderr>:.\n\noptions:\n",
+         "output, prefixed [rank]<stdout>: or [rank]<stderr>:.  A flag that names a\n"
+         "HOROVOD_* variable sets it for every rank, over hvdrun's own environment;\n"
+         "without the flag, the environment's value passes through.\n\noptions:\n",
          usage_line);
   for (size_t i = 0; i < HVD__ARRAY_LEN(flags); i++) {
     const flag *f = &flags[i];
-    char names[64];
-    snprintf(names, sizeof names, "%s%s%s%s%s", f->short_name ? f->short_name : "",
-             f->short_name ? ", " : "", f->long_name, f->arg ? " " : "", f->arg ? f->arg : "");
-    printf("  %-32s %s\n", names, f->help);
+    flag_names(f, names, sizeof names);
+    printf("  %-*s %s", width, names, f->help);
+    if (f->env) print_env_help(f);
+    printf("\n");
   }
 }
 
-static options_result usage_error(const char *fmt, const char *what) {
+static options_result usage_error(const char *fmt, ...) HVD__PRINTF(1, 2);
+static options_result usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
   fprintf(stderr, "hvdrun: ");
-  fprintf(stderr, fmt, what);
+  vfprintf(stderr, fmt, ap);
   fprintf(stderr, "\n%s\nTry 'hvdrun --help' for more information.\n", usage_line);
+  va_end(ap);
   return OPTIONS_USAGE;
 }
 
@@ -98,25 +179,88 @@ int options_parse_int(const char *s, long min, long max, long *out) {
   return 0;
 }
 
-static options_result set_seconds(const flag *f, const char *value, const char **out) {
+/* Where o->env holds `name`: an index < n_env, or n_env when not there. */
+static size_t env_index(const hvdrun_options *o, const char *name) {
+  size_t i = 0;
+  while (i < o->n_env && strcmp(o->env[i].name, name) != 0) i++;
+  return i;
+}
+
+const char *options_env(const hvdrun_options *o, const char *name) {
+  size_t i = env_index(o, name);
+  return i < o->n_env ? o->env[i].value : NULL;
+}
+
+/* The entry for f's variable: a flag given twice overwrites its first value. */
+static hvdrun_env *env_entry(hvdrun_options *o, const flag *f) {
+  size_t i = env_index(o, f->env);
+  if (i == o->n_env) o->env[o->n_env++].name = f->env;
+  return &o->env[i];
+}
+
+static options_result set_int(const flag *f, const char *value, hvdrun_env *e) {
+  const value_check *c = &f->check;
   long v;
-  if (options_parse_int(value, 1, 86400, &v) < 0)
-    return usage_error("%s needs a whole number of seconds in 1..86400", f->long_name);
-  *out = value;
+  if (options_parse_int(value, c->min, c->max, &v) < 0)
+    return usage_error("%s needs a whole number%s in %ld..%ld, not '%s'", f->long_name,
+                       c->kind == V_SECONDS ? " of seconds" : "", c->min, c->max, value);
+  snprintf(e->buf, sizeof e->buf, "%ld", v * c->scale);
+  e->value = e->buf;
   return OPTIONS_RUN;
 }
 
-static options_result set_level(hvdrun_options *o, const char *value) {
+/* Digits with at most one '.' (and at least one digit) in [min, max]: a
+ * plain "2.5", without the sign, exponent, hex or "inf" that strtod()
+ * takes too.  0 on success, -1 otherwise. */
+static int check_decimal(const char *s, long min, long max) {
+  const char *p = s + strspn(s, DIGITS);
+  if (*p == '.') p += 1 + strspn(p + 1, DIGITS);
+  if (*p != '\0' || !strpbrk(s, DIGITS)) return -1;
+  double x = strtod(s, NULL);
+  return x >= (double)min && x <= (double)max ? 0 : -1;
+}
+
+static options_result set_decimal(const flag *f, const char *value, hvdrun_env *e) {
+  const value_check *c = &f->check;
+  if (check_decimal(value, c->min, c->max) < 0)
+    return usage_error("%s needs a number like 2.5 in %ld..%ld, not '%s'", f->long_name, c->min,
+                       c->max, value);
+  e->value = value;
+  return OPTIONS_RUN;
+}
+
+static options_result set_path(const flag *f, const char *value, hvdrun_env *e) {
+  if (!value[0]) return usage_error("%s needs a path, not ''", f->long_name);
+  e->value = value;
+  return OPTIONS_RUN;
+}
+
+static options_result set_level(const char *value, hvdrun_env *e) {
   static const char *const levels[] = {"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"};
   for (size_t i = 0; i < HVD__ARRAY_LEN(levels); i++) {
     if (strcasecmp(value, levels[i]) == 0) {
-      snprintf(o->level_buf, sizeof o->level_buf, "%s", levels[i]);
-      o->log_level = o->level_buf;
+      e->value = levels[i];
       return OPTIONS_RUN;
     }
   }
   return usage_error("--log-level must be TRACE, DEBUG, INFO, WARNING, ERROR or FATAL, not '%s'",
                      value);
+}
+
+/* Checks an F_ENV flag's value as its row says and records what the
+ * variable gets. */
+static options_result set_env(hvdrun_options *o, const flag *f, const char *value) {
+  hvdrun_env *e = env_entry(o, f);
+  switch (f->check.kind) {
+    case V_SECONDS:
+    case V_INT: return set_int(f, value, e);
+    case V_DECIMAL: return set_decimal(f, value, e);
+    case V_PATH: return set_path(f, value, e);
+    case V_LEVEL: return set_level(value, e);
+    case V_SWITCH: e->value = "1"; return OPTIONS_RUN;
+    case V_NONE: break;
+  }
+  return OPTIONS_USAGE;
 }
 
 static options_result set_np(hvdrun_options *o, const char *value) {
@@ -130,13 +274,10 @@ static options_result set_np(hvdrun_options *o, const char *value) {
 /* Applies one flag; value is NULL for switches. */
 static options_result apply(hvdrun_options *o, const flag *f, const char *value) {
   switch (f->id) {
+    case F_ENV: return set_env(o, f, value);
     case F_NP: return set_np(o, value);
     case F_HOSTS: o->hosts = value; return OPTIONS_RUN;
     case F_HOSTFILE: o->hostfile = value; return OPTIONS_RUN;
-    case F_START_TIMEOUT: return set_seconds(f, value, &o->start_timeout);
-    case F_GLOO_TIMEOUT: return set_seconds(f, value, &o->gloo_timeout);
-    case F_LOG_LEVEL: return set_level(o, value);
-    case F_HIDE_TIMESTAMP: o->hide_timestamp = 1; return OPTIONS_RUN;
     case F_VERBOSE: o->verbose = 1; return OPTIONS_RUN;
     case F_VERSION: printf("hvdrun (hvd) %s\n", HVD_VERSION_STRING); return OPTIONS_DONE;
     case F_HELP: print_help(); return OPTIONS_DONE;

@@ -5,22 +5,32 @@
 #ifndef HVDRUN_OPTIONS_H
 #define HVDRUN_OPTIONS_H
 
+#include <stddef.h>
+
 #define HVDRUN_MAX_NP 4096
 
 /* Exit status for a usage error (bad flag, bad value, unusable hosts). */
 #define HVDRUN_EXIT_USAGE 2
 
+/* Room for one variable per flag (options.c checks that the table fits),
+ * so recording a flag's variable cannot fail. */
+#define HVDRUN_ENV_MAX 24
+
+/* A HOROVOD_* variable a flag sets for every rank. */
+typedef struct {
+  const char *name;
+  const char *value; /* into argv, a constant, or buf (so never copy the options) */
+  char buf[24];      /* a value hvdrun computed, such as MB in bytes */
+} hvdrun_env;
+
 typedef struct {
   int np;                 /* -np: ranks to start */
   const char *hosts;      /* -H value, or NULL */
   const char *hostfile;   /* --hostfile value, or NULL */
-  const char *start_timeout;  /* --start-timeout, validated digits, or NULL */
-  const char *gloo_timeout;   /* --gloo-timeout-seconds, or NULL */
-  const char *log_level;      /* --log-level, upper-cased, or NULL */
-  int hide_timestamp;     /* --log-hide-timestamp */
   int verbose;            /* --verbose */
   char **argv;            /* the program and its arguments (NULL-terminated) */
-  char level_buf[8];      /* storage for the upper-cased log level */
+  hvdrun_env env[HVDRUN_ENV_MAX]; /* the variables the flags set, validated */
+  size_t n_env;
 } hvdrun_options;
 
 typedef enum {
@@ -36,6 +46,9 @@ options_result options_parse(int argc, char **argv, hvdrun_options *o);
 /* A decimal integer in [min, max]: digits only (no sign, no spaces),
  * nothing trailing.  0 on success, -1 otherwise. */
 int options_parse_int(const char *s, long min, long max, long *out);
+
+/* The value a flag gave variable `name`, or NULL. */
+const char *options_env(const hvdrun_options *o, const char *name);
 
 /* ---- hosts.c ---- */
 

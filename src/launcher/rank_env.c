@@ -8,16 +8,15 @@
  */
 #include "rank_env.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-
 extern char **environ;
 
-#define VARS_MAX 16 /* the variables hvdrun sets; enough for all below */
+/* The variables hvdrun sets: the job's 10 below, HOROVOD_START_TIMEOUT's
+ * default, and the flags'. */
+#define VARS_MAX (11 + HVDRUN_ENV_MAX)
 
 typedef struct {
   char *set[VARS_MAX]; /* "NAME=value", owned */
@@ -25,13 +24,7 @@ typedef struct {
   int failed;
 } var_list;
 
-static void add(var_list *l, const char *name, const char *fmt, ...) HVD__PRINTF(3, 4);
-static void add(var_list *l, const char *name, const char *fmt, ...) {
-  char value[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(value, sizeof value, fmt, ap);
-  va_end(ap);
+static void add(var_list *l, const char *name, const char *value) {
   char *s = NULL;
   if (l->n >= VARS_MAX || asprintf(&s, "%s=%s", name, value) < 0) {
     l->failed = 1;
@@ -40,25 +33,30 @@ static void add(var_list *l, const char *name, const char *fmt, ...) {
   l->set[l->n++] = s;
 }
 
+static void add_int(var_list *l, const char *name, int value) {
+  char text[16];
+  snprintf(text, sizeof text, "%d", value);
+  add(l, name, text);
+}
+
 /* Everything hvdrun sets; the rank slots hold placeholders for now. */
 static void job_vars(var_list *l, const rank_env_job *job) {
   const hvdrun_options *o = job->opt;
   add(l, "HOROVOD_RANK", "0");
   add(l, "HOROVOD_LOCAL_RANK", "0");
-  add(l, "HOROVOD_SIZE", "%d", o->np);
-  add(l, "HOROVOD_LOCAL_SIZE", "%d", o->np);
+  add_int(l, "HOROVOD_SIZE", o->np);
+  add_int(l, "HOROVOD_LOCAL_SIZE", o->np);
   add(l, "HOROVOD_CROSS_RANK", "0");
   add(l, "HOROVOD_CROSS_SIZE", "1");
-  add(l, "HOROVOD_HOSTNAME", "%s", job->hostname);
+  add(l, "HOROVOD_HOSTNAME", job->hostname);
   add(l, "HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1");
-  add(l, "HOROVOD_GLOO_RENDEZVOUS_PORT", "%d", job->port);
-  add(l, "_HOROVOD_SECRET_KEY", "%s", job->secret);
+  add_int(l, "HOROVOD_GLOO_RENDEZVOUS_PORT", job->port);
+  add(l, "_HOROVOD_SECRET_KEY", job->secret);
+  /* What the flags say wins over the user's environment (see overridden()). */
+  for (size_t i = 0; i < o->n_env; i++) add(l, o->env[i].name, o->env[i].value);
   /* Horovod's default, unless the flag or the user's environment says. */
-  if (o->start_timeout || !getenv("HOROVOD_START_TIMEOUT"))
-    add(l, "HOROVOD_START_TIMEOUT", "%s", o->start_timeout ? o->start_timeout : "30");
-  if (o->gloo_timeout) add(l, "HOROVOD_GLOO_TIMEOUT_SECONDS", "%s", o->gloo_timeout);
-  if (o->log_level) add(l, "HOROVOD_LOG_LEVEL", "%s", o->log_level);
-  if (o->hide_timestamp) add(l, "HOROVOD_LOG_HIDE_TIME", "1");
+  if (!options_env(o, "HOROVOD_START_TIMEOUT") && !getenv("HOROVOD_START_TIMEOUT"))
+    add(l, "HOROVOD_START_TIMEOUT", "30");
 }
 
 /* 1 if environ's "NAME=..." entry names a variable in l. */

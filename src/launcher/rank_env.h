@@ -1,8 +1,8 @@
 /*
  * rank_env.h -- the environment each rank starts with: hvdrun's own, plus the
  * HOROVOD_* variables that tell the rank who it is and where the
- * rendezvous is (Horovod's names, so programs written for horovodrun see
- * what they expect).
+ * rendezvous is, and those hvdrun's flags set (Horovod's names, so
+ * programs written for horovodrun see what they expect).
  */
 #ifndef HVDRUN_RANK_ENV_H
 #define HVDRUN_RANK_ENV_H

@@ -110,10 +110,73 @@ def test_flags_reach_the_ranks(hvdrun):
     assert by_rank(p.stdout) == {0: ["7 9 DEBUG 1"], 1: ["7 9 DEBUG 1"]}
 
 
+# Each engine flag, a value for it, and what every rank's variable holds then.
+ENGINE_FLAGS = [
+    (["--fusion-threshold-mb", "32"], "HOROVOD_FUSION_THRESHOLD", "33554432"),
+    (["--fusion-threshold-mb=0"], "HOROVOD_FUSION_THRESHOLD", "0"),
+    (["--fusion-threshold-mb", "1048576"], "HOROVOD_FUSION_THRESHOLD", str(1 << 40)),
+    (["--cycle-time-ms", "0.5"], "HOROVOD_CYCLE_TIME", "0.5"),
+    (["--cycle-time-ms", "3.5"], "HOROVOD_CYCLE_TIME", "3.5"),
+    (["--cycle-time-ms=10000"], "HOROVOD_CYCLE_TIME", "10000"),
+    (["--cache-capacity", "0"], "HOROVOD_CACHE_CAPACITY", "0"),
+    (["--cache-capacity", "007"], "HOROVOD_CACHE_CAPACITY", "7"),
+    (["--timeline-filename", "/tmp/a dir/t l.json"], "HOROVOD_TIMELINE", "/tmp/a dir/t l.json"),
+    (["--timeline-filename=" + "d/" * 300 + "t.json"], "HOROVOD_TIMELINE",
+     "d/" * 300 + "t.json"),
+    (["--timeline-mark-cycles"], "HOROVOD_TIMELINE_MARK_CYCLES", "1"),
+    (["--no-stall-check"], "HOROVOD_STALL_CHECK_DISABLE", "1"),
+    (["--stall-check-warning-time-seconds", "5"], "HOROVOD_STALL_CHECK_TIME_SECONDS", "5"),
+    (["--stall-check-shutdown-time-seconds", "0"], "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0"),
+    (["--stall-check-shutdown-time-seconds", "86400"], "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
+     "86400"),
+]
+
+
+@pytest.mark.parametrize("flag,var,want", ENGINE_FLAGS)
+def test_engine_flags_reach_the_ranks(hvdrun, flag, var, want):
+    # The flag wins over a value in hvdrun's own environment.
+    p = sh(hvdrun, 2, 'echo "<$%s>"' % var, extra=flag, env=env_without(**{var: "stale"}))
+    assert p.returncode == 0, p.stderr
+    assert by_rank(p.stdout) == {0: ["<%s>" % want], 1: ["<%s>" % want]}
+
+
+def test_engine_flags_together_and_repeated(hvdrun):
+    names = ["HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "HOROVOD_CACHE_CAPACITY",
+             "HOROVOD_TIMELINE", "HOROVOD_TIMELINE_MARK_CYCLES", "HOROVOD_STALL_CHECK_DISABLE",
+             "HOROVOD_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"]
+    p = sh(hvdrun, 2, "echo " + " ".join("$" + n for n in names),
+           extra=["--fusion-threshold-mb", "1", "--fusion-threshold-mb", "2",  # the last wins
+                  "--cycle-time-ms", "2.25", "--cache-capacity", "100", "--timeline-filename",
+                  "t.json", "--timeline-mark-cycles", "--no-stall-check",
+                  "--stall-check-warning-time-seconds", "30",
+                  "--stall-check-shutdown-time-seconds", "90"])
+    assert p.returncode == 0, p.stderr
+    line = "2097152 2.25 100 t.json 1 1 30 90"
+    assert by_rank(p.stdout) == {0: [line], 1: [line]}
+
+
+def test_user_engine_variables_pass_through_without_the_flags(hvdrun):
+    p = sh(hvdrun, 1, 'echo "$HOROVOD_FUSION_THRESHOLD $HOROVOD_CYCLE_TIME $HOROVOD_TIMELINE"',
+           env=env_without(HOROVOD_FUSION_THRESHOLD="123", HOROVOD_CYCLE_TIME="7",
+                           HOROVOD_TIMELINE="mine.json"))
+    assert by_rank(p.stdout) == {0: ["123 7 mine.json"]}, p.stderr
+
+
+def test_no_engine_variables_without_the_flags(hvdrun):
+    names = [var for _, var, _ in ENGINE_FLAGS]
+    p = sh(hvdrun, 1, "env", env=env_without(*names))
+    assert p.returncode == 0, p.stderr
+    seen = {line.split("=", 1)[0] for line in by_rank(p.stdout)[0]}
+    assert not seen & set(names)
+
+
 def test_user_start_timeout_kept_without_the_flag(hvdrun):
     p = sh(hvdrun, 1, 'echo "$HOROVOD_START_TIMEOUT"',
            env=env_without(HOROVOD_START_TIMEOUT="12"))
     assert by_rank(p.stdout) == {0: ["12"]}, p.stderr
+    p = sh(hvdrun, 1, 'echo "$HOROVOD_START_TIMEOUT"', extra=["--start-timeout", "7"],
+           env=env_without(HOROVOD_START_TIMEOUT="12"))
+    assert by_rank(p.stdout) == {0: ["7"]}, p.stderr
 
 
 def test_options_stop_at_the_program(hvdrun):
@@ -413,6 +476,66 @@ def test_usage_errors(hvdrun, args):
     assert p.stdout == ""
 
 
+@pytest.mark.parametrize("flag,value,accepted", [
+    ("--fusion-threshold-mb", "-1", "a whole number in 0..1048576"),
+    ("--fusion-threshold-mb", "1048577", "a whole number in 0..1048576"),
+    ("--fusion-threshold-mb", "1.5", "a whole number in 0..1048576"),
+    ("--fusion-threshold-mb", "lots", "a whole number in 0..1048576"),
+    ("--fusion-threshold-mb", "99999999999999999999999", "a whole number in 0..1048576"),
+    ("--cycle-time-ms", "-0.5", "a number like 2.5 in 0..10000"),
+    ("--cycle-time-ms", "+1", "a number like 2.5 in 0..10000"),
+    ("--cycle-time-ms", "1e3", "a number like 2.5 in 0..10000"),
+    ("--cycle-time-ms", "1.2.3", "a number like 2.5 in 0..10000"),
+    ("--cycle-time-ms", ".", "a number like 2.5 in 0..10000"),
+    ("--cycle-time-ms", "", "a number like 2.5 in 0..10000"),
+    ("--cycle-time-ms", "inf", "a number like 2.5 in 0..10000"),
+    ("--cycle-time-ms", "0x10", "a number like 2.5 in 0..10000"),
+    ("--cycle-time-ms", " 1", "a number like 2.5 in 0..10000"),
+    ("--cycle-time-ms", "10000.5", "a number like 2.5 in 0..10000"),
+    ("--cache-capacity", "-1", "a whole number in 0..1048576"),
+    ("--cache-capacity", "1048577", "a whole number in 0..1048576"),
+    ("--cache-capacity", "1e3", "a whole number in 0..1048576"),
+    ("--stall-check-warning-time-seconds", "0", "a whole number of seconds in 1..86400"),
+    ("--stall-check-warning-time-seconds", "86401", "a whole number of seconds in 1..86400"),
+    ("--stall-check-warning-time-seconds", "2.5", "a whole number of seconds in 1..86400"),
+    ("--stall-check-shutdown-time-seconds", "-1", "a whole number of seconds in 0..86400"),
+    ("--stall-check-shutdown-time-seconds", "never", "a whole number of seconds in 0..86400"),
+    ("--start-timeout", "0", "a whole number of seconds in 1..86400"),
+])
+def test_bad_engine_values_are_refused(hvdrun, flag, value, accepted):
+    for args in ([flag, value], [flag + "=" + value]):
+        p = run(hvdrun, ["-np", "1"] + args + ["true"])
+        assert p.returncode == 2, (args, p.stderr)
+        assert p.stderr.startswith("hvdrun: %s needs %s, not '%s'\n" % (flag, accepted, value)), \
+            p.stderr
+        assert p.stdout == ""
+
+
+def test_empty_timeline_path_is_refused(hvdrun):
+    p = run(hvdrun, ["-np", "1", "--timeline-filename=", "true"])
+    assert p.returncode == 2
+    assert p.stderr.startswith("hvdrun: --timeline-filename needs a path"), p.stderr
+
+
+@pytest.mark.parametrize("flag", ["--timeline-mark-cycles", "--no-stall-check",
+                                  "--log-hide-timestamp"])
+def test_switches_take_no_value(hvdrun, flag):
+    p = run(hvdrun, ["-np", "1", flag + "=1", "true"])
+    assert p.returncode == 2
+    assert p.stderr.startswith("hvdrun: %s takes no value\n" % flag), p.stderr
+    # A word after a switch is the program, not the switch's value.
+    p = run(hvdrun, ["-np", "1", flag, "sh", "-c", "echo ran"])
+    assert by_rank(p.stdout) == {0: ["ran"]}, p.stderr
+
+
+def test_value_flags_need_a_value(hvdrun):
+    p = run(hvdrun, ["-np", "1", "true", "--cycle-time-ms"])  # after the program: its argument
+    assert p.returncode == 0, p.stderr
+    p = run(hvdrun, ["-np", "1", "--cycle-time-ms"])
+    assert p.returncode == 2
+    assert "hvdrun: --cycle-time-ms needs a value" in p.stderr
+
+
 def test_unknown_flag_prints_usage(hvdrun):
     p = run(hvdrun, ["--frobnicate", "-np", "2", "true"])
     assert "hvdrun: unknown flag '--frobnicate'" in p.stderr
@@ -422,10 +545,19 @@ def test_unknown_flag_prints_usage(hvdrun):
 def test_help_lists_every_flag(hvdrun):
     p = run(hvdrun, ["--help"])
     assert p.returncode == 0
-    for flag in ["-np", "--num-proc", "-H", "--hosts", "--hostfile", "--start-timeout",
-                 "--gloo-timeout-seconds", "--log-level", "--log-hide-timestamp", "--verbose",
-                 "--version", "--help"]:
+    for flag in ["-np", "--num-proc", "-H", "--hosts", "--hostfile", "--verbose", "--version",
+                 "--help"]:
         assert re.search(r"^  .*%s\b" % re.escape(flag), p.stdout, re.M), flag
+    # A flag that sets a variable names it on its line.
+    for flag, var in [("--start-timeout", "HOROVOD_START_TIMEOUT"),
+                      ("--gloo-timeout-seconds", "HOROVOD_GLOO_TIMEOUT_SECONDS"),
+                      ("--log-level", "HOROVOD_LOG_LEVEL"),
+                      ("--log-hide-timestamp", "HOROVOD_LOG_HIDE_TIME")] + \
+            [(args[0].split("=")[0], var) for args, var, _ in ENGINE_FLAGS]:
+        assert re.search(r"^  %s\b.*\(%s\b" % (re.escape(flag), var), p.stdout, re.M), flag
+    assert "(HOROVOD_FUSION_THRESHOLD = MB * 1048576, 0..1048576)" in p.stdout
+    assert "(HOROVOD_CYCLE_TIME, 0..10000)" in p.stdout
+    assert "(HOROVOD_STALL_CHECK_DISABLE=1)" in p.stdout
     assert run(hvdrun, ["-h"]).stdout == p.stdout
 
 
