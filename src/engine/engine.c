@@ -112,9 +112,8 @@ void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg) {
   }
 }
 
-/* Fails one entry because the engine broke: the message says which
- * tensor it was, then why. */
-static void fail_entry(hvd_engine *e, entry *en, int status, const char *msg) {
+/* Fails one entry: the message says which tensor it was, then why. */
+void hvd__engine_fail_entry(hvd_engine *e, entry *en, int status, const char *msg) {
   char full[1400];
   snprintf(full, sizeof full, "%s '%s': %s", hvd__req_type_name(en->w.req.type),
            en->w.req.name, msg);
@@ -135,12 +134,12 @@ void hvd__engine_break(hvd_engine *e, int status, const char *msg) {
   e->queue = NULL;
   e->queue_tail = &e->queue;
   pthread_mutex_unlock(&e->lock);
-  for (entry *en = queued, *next; en; en = next) next = en->next, fail_entry(e, en, status, why);
-  for (entry *en = e->unsent, *next; en; en = next) next = en->next, fail_entry(e, en, status, why);
+  for (entry *en = queued, *next; en; en = next) next = en->next, hvd__engine_fail_entry(e, en, status, why);
+  for (entry *en = e->unsent, *next; en; en = next) next = en->next, hvd__engine_fail_entry(e, en, status, why);
   e->unsent = NULL;
   for (pending *p = e->pending_head, *next; p; p = next) {
     next = p->next;
-    if (p->mine) fail_entry(e, p->mine, status, why);
+    if (p->mine) hvd__engine_fail_entry(e, p->mine, status, why);
     hvd__pending_free(p);
   }
   e->pending_head = NULL;

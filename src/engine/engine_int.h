@@ -115,6 +115,8 @@ struct hvd_engine {
 /* engine.c */
 void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg);
 void hvd__engine_break(hvd_engine *e, int status, const char *msg);
+/* hvd__engine_finish with "<op> '<tensor>': " before msg. */
+void hvd__engine_fail_entry(hvd_engine *e, entry *en, int status, const char *msg);
 /* Completes the join round: every rank's hvd_join returns `last`. */
 void hvd__engine_join_done(hvd_engine *e, int last);
 

@@ -186,14 +186,16 @@ static int run_single(const job *j, int64_t *value) {
   }
 }
 
-/* Finishes every item of r with status; frees them. */
+/* Finishes every item of r with status; frees them.  A failure's message
+ * is given without the tensor: each item's names its own. */
 static void finish_all(hvd_engine *e, response *r, int status, const char *msg, int64_t value) {
+  char why[1024];
+  snprintf(why, sizeof why, "%s", msg ? msg : ""); /* msg may be this thread's error */
   for (int i = 0; i < r->n; i++) {
     pending *p = r->items[i];
-    if (p->mine) {
-      if (status == 0) p->mine->op->value = value;
-      hvd__engine_finish(e, p->mine, status, msg);
-    }
+    if (p->mine && status < 0 && !r->error) hvd__engine_fail_entry(e, p->mine, status, why);
+    else if (p->mine && status < 0) hvd__engine_finish(e, p->mine, status, why);
+    else if (p->mine) p->mine->op->value = value, hvd__engine_finish(e, p->mine, 0, NULL);
     hvd__pending_free(p);
   }
   r->n = 0;
@@ -225,7 +227,6 @@ int hvd__execute(hvd_engine *e, response *r) {
   }
   if (rc < 0) {
     int fatal = !everyone; /* a collective may have left frames half sent */
-    hvd__err_prefix(rc, "%s '%s'", hvd__req_type_name(req->type), req->name);
     finish_all(e, r, rc, hvd_last_error(), 0);
     return fatal ? rc : 0;
   }

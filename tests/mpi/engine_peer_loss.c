@@ -3,12 +3,16 @@
  * operations pending: every pending handle fails, naming the lost rank.
  * Driven by tests/launcher/test_engine_failures.py.
  *
- *   engine_peer_loss kill   the last rank SIGKILLs itself
- *   engine_peer_loss stop   the last rank SIGSTOPs itself (alive but silent:
- *                           only HOROVOD_GLOO_TIMEOUT_SECONDS finds it)
+ *   engine_peer_loss kill [count]  the last rank SIGKILLs itself
+ *   engine_peer_loss stop [count]  the last rank SIGSTOPs itself (alive but
+ *                                  silent: only HOROVOD_GLOO_TIMEOUT_SECONDS
+ *                                  finds it)
+ * count: float32 elements per tensor (default 16384, 64 KiB); large
+ * tensors keep the first half's fused collective in flight when the victim
+ * goes, so its loss is seen mid-collective rather than in negotiation.
  *
  * After a barrier, every survivor enqueues 100 allreduces "g.0" .. "g.99"
- * (64 KiB each) and the victim enqueues only "g.0" .. "g.49", then signals
+ * and the victim enqueues only "g.0" .. "g.49", then signals
  * itself from a second thread 100 ms later while its main thread waits.
  * So on every survivor "g.50" .. "g.99" are certainly pending when the
  * victim goes (the first half may complete or fail).  Each survivor waits
@@ -30,7 +34,6 @@
 #include <hvd.h>
 
 #define N 100
-#define COUNT 16384
 
 static int victim_signal;
 
@@ -50,12 +53,13 @@ static double now(void) {
 int main(int argc, char **argv) {
   int stop = argc > 1 && strcmp(argv[1], "stop") == 0;
   victim_signal = stop ? SIGSTOP : SIGKILL;
+  size_t count = argc > 2 ? strtoull(argv[2], NULL, 10) : 16384;
   if (hvd_init() != 0) {
     fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
     return 1;
   }
   int rank = hvd_rank(), size = hvd_size(), victim = size - 1;
-  static float buf[N][COUNT];
+  float *buf[N];
   hvd_handle h[N];
   if (hvd_barrier() != 0) {
     fprintf(stderr, "rank %d: barrier: %s\n", rank, hvd_last_error());
@@ -63,9 +67,10 @@ int main(int argc, char **argv) {
   }
   int mine = rank == victim ? N / 2 : N;
   for (int i = 0; i < mine; i++) {
+    buf[i] = calloc(count, sizeof(float));
     char name[16];
     snprintf(name, sizeof name, "g.%d", i);
-    h[i] = hvd_allreduce_async(buf[i], buf[i], COUNT, HVD_FLOAT32, HVD_SUM, name);
+    h[i] = hvd_allreduce_async(buf[i], buf[i], count, HVD_FLOAT32, HVD_SUM, name);
     if (h[i] < 0) {
       fprintf(stderr, "rank %d: enqueue %s: %s\n", rank, name, hvd_last_error());
       return 1;

@@ -17,7 +17,11 @@
  * and with a small threshold (64 KiB: partial fusion).  Every hash must
  * be equal across steps, rounds and ranks.  The first round's results are
  * also checked against a double-precision reference within rounding
- * error, so equal-but-wrong results cannot pass.
+ * error, so equal-but-wrong results cannot pass.  Each round also writes a
+ * timeline (HOROVOD_TIMELINE), whose ALLREDUCE events say how many tensors
+ * each collective carried: so the test knows the default round really
+ * fused, the threshold-0 round really did not, and the 64 KiB round kept
+ * its fused collectives within 64 KiB.
  *
  * Times per round are printed for information, not asserted.
  */
@@ -26,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <hvd.h>
 
@@ -188,10 +193,44 @@ static int by_value(const void *a, const void *b) {
 
 /* One round: STEPS bursts; hash[k] is tensor k's result hash.  Returns
  * the median seconds of a burst (enqueue all, wait all). */
+/* What rank 0's timeline says about fusion: the most tensors one
+ * ALLREDUCE carried, and the most bytes of one that carried several (its
+ * "B" event has args {"tensors": k, "bytes": n}). */
+static void fusion_seen(const char *path, long *max_tensors, long *max_fused_bytes) {
+  *max_tensors = *max_fused_bytes = 0;
+  FILE *f = fopen(path, "r");
+  CHECK(f != NULL, "rank 0 wrote no timeline at %s", path);
+  if (!f) return;
+  char line[4096];
+  while (fgets(line, sizeof line, f)) {
+    const char *k = strstr(line, "\"tensors\":"), *b = strstr(line, "\"bytes\":");
+    if (!strstr(line, "\"ALLREDUCE\"") || !k || !b) continue;
+    long tensors = strtol(k + 10, NULL, 10), bytes = strtol(b + 8, NULL, 10);
+    if (tensors > *max_tensors) *max_tensors = tensors;
+    if (tensors > 1 && bytes > *max_fused_bytes) *max_fused_bytes = bytes;
+  }
+  fclose(f);
+}
+
+static void check_fusion_happened(const char *path, const char *threshold) {
+  long most, bytes;
+  fusion_seen(path, &most, &bytes);
+  if (!threshold)
+    CHECK(most > 1, "default threshold: no ALLREDUCE fused several tensors (timeline %s)", path);
+  else if (strcmp(threshold, "0") == 0)
+    CHECK(most == 1, "threshold 0: an ALLREDUCE carried %ld tensors", most);
+  else
+    CHECK(most > 1 && bytes <= atol(threshold),
+          "threshold %s: fused at most %ld tensors, at most %ld bytes", threshold, most, bytes);
+}
+
 static double run_round(tensor *t, const int *order, const char *threshold, int check_values,
                         uint64_t *hash) {
   if (threshold) setenv("HOROVOD_FUSION_THRESHOLD", threshold, 1);
   else unsetenv("HOROVOD_FUSION_THRESHOLD");
+  char timeline[64];
+  snprintf(timeline, sizeof timeline, "/tmp/hvd_test_fusion.%d.%ld.json", rank, (long)getpid());
+  setenv("HOROVOD_TIMELINE", timeline, 1);
   CALL(hvd_init());
   double times[STEPS];
   hvd_handle h[NT];
@@ -226,6 +265,9 @@ static double run_round(tensor *t, const int *order, const char *threshold, int 
             threshold ? threshold : "default", t[k].name, rank, q);
   free(all);
   CALL(hvd_shutdown());
+  if (rank == 0) check_fusion_happened(timeline, threshold);
+  unlink(timeline);
+  unsetenv("HOROVOD_TIMELINE");
   qsort(times, STEPS, sizeof times[0], by_value);
   return times[STEPS / 2];
 }
