@@ -106,6 +106,9 @@ static void print_set(const hvd_request *r, char *out, size_t cap) {
 /* The shortest %g that reads back as the same bits: 0.1 prints "0.1",
  * yet two factors a rounding step apart never print alike. */
 static void print_double(double v, char *out, size_t cap) {
+  /* Never true; it tells gcc 12, whose UBSan null checks otherwise make up
+   * a path with out == NULL, that there is none (-Wformat-truncation). */
+  if (!out || cap == 0) return;
   for (int digits = 1; digits < 17; digits++) {
     snprintf(out, cap, "%.*g", digits, v);
     if (same_double(strtod(out, NULL), v)) return;
