@@ -194,11 +194,28 @@ static int check_reduction(hvd_request *req, hvd_dtype dtype, hvd_op op) {
   return 0;
 }
 
-/* ---- enqueueing ---- */
+/* ---- enqueueing ----
+ * Every async call is: enter, describe the request, find this rank in the
+ * process set, check and fill in what is particular to the collective
+ * (a prepare function), enqueue, leave -- and on failure prefix the
+ * message with the call and the tensor. */
 
-static hvd_handle submit(const hvd_work *w, int n, const hvd_opts *o) {
-  return hvd__engine_enqueue(ctx.engine, w, n, o->callback, o->callback_arg);
-}
+/* A call's arguments, whichever collective it is. */
+typedef struct {
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count;
+  hvd_dtype dtype;
+  hvd_op op;
+  int root;
+  void **out;
+  size_t *out_counts;
+  const size_t *sendcounts;
+} call_args;
+
+/* Checks a's fields for this collective and fills in w (whose request
+ * already has its name, kind and options); rank/size: in the set. */
+typedef int (*prepare_fn)(hvd_work *w, const call_args *a, int rank, int size);
 
 static hvd_handle fail_call(const char *what, const hvd_request *req, int rc) {
   if (req->name[0])
@@ -206,34 +223,102 @@ static hvd_handle fail_call(const char *what, const hvd_request *req, int rc) {
   return hvd__err_prefix(rc, "%s on rank %d", what, ctx.job.rank);
 }
 
-static int prepare_allreduce(hvd_work *w, const void *s, void *r, size_t count, hvd_dtype dtype,
-                             hvd_op op, const char *name, const hvd_opts *o) {
+/* Describes, places and prepares one work (already zeroed). */
+static int prepare(hvd_work *w, int type, const char *name, const hvd_opts *o, prepare_fn prep,
+                   const call_args *a) {
   int rank, size;
-  memset(w, 0, sizeof *w);
-  HVD__CHECK(describe(&w->req, HVD_REQ_ALLREDUCE, name, o));
+  HVD__CHECK(describe(&w->req, type, name, o));
   HVD__CHECK(set_position(&w->req, &rank, &size));
-  HVD__CHECK(check_reduction(&w->req, dtype, op));
-  size_t esize = hvd_dtype_size(dtype);
-  HVD__CHECK(check_buffer("sendbuf", s, count, esize));
-  HVD__CHECK(check_buffer("recvbuf", r, count, esize));
-  HVD__CHECK(check_disjoint(s, r, count * esize));
-  w->req.count = count;
-  w->sendbuf = s;
-  w->recvbuf = r;
+  return prep(w, a, rank, size);
+}
+
+static hvd_handle enqueue_one(const char *what, int type, const char *name, const hvd_opts *opts,
+                              prepare_fn prep, const call_args *a) {
+  const hvd_opts *o = opts ? opts : &default_opts;
+  hvd_work w;
+  memset(&w, 0, sizeof w);
+  HVD__CHECK(enter(what));
+  hvd_handle h = prepare(&w, type, name, o, prep, a);
+  if (h == 0) h = hvd__engine_enqueue(ctx.engine, &w, 1, o->callback, o->callback_arg);
+  leave();
+  return h < 0 ? fail_call(what, &w.req, (int)h) : h;
+}
+
+/* sendbuf -> recvbuf of `in` and `out` elements (reducing collectives). */
+static int prep_reduction(hvd_work *w, const call_args *a, size_t out) {
+  HVD__CHECK(check_reduction(&w->req, a->dtype, a->op));
+  size_t esize = hvd_dtype_size(a->dtype);
+  HVD__CHECK(check_buffer("sendbuf", a->sendbuf, a->count, esize));
+  HVD__CHECK(check_buffer("recvbuf", a->recvbuf, out, esize));
+  HVD__CHECK(check_disjoint(a->sendbuf, a->recvbuf, out * esize));
+  w->req.count = a->count;
+  w->sendbuf = a->sendbuf;
+  w->recvbuf = a->recvbuf;
   return 0;
+}
+
+static int prep_allreduce(hvd_work *w, const call_args *a, int rank, int size) {
+  HVD__UNUSED(rank);
+  HVD__UNUSED(size);
+  return prep_reduction(w, a, a->count);
+}
+
+static int prep_reducescatter(hvd_work *w, const call_args *a, int rank, int size) {
+  return prep_reduction(w, a, hvd__split_count(a->count, size, rank));
+}
+
+static int prep_broadcast(hvd_work *w, const call_args *a, int rank, int size) {
+  HVD__UNUSED(rank);
+  HVD__CHECK(check_dtype(a->dtype));
+  HVD__CHECK(check_buffer("buf", a->recvbuf, a->count, hvd_dtype_size(a->dtype)));
+  if (a->root < 0 || a->root >= size)
+    return hvd__err(HVD_E_INVALID, "root_rank %d is not a rank of this set of size %d", a->root,
+                    size);
+  w->req.dtype = (uint8_t)a->dtype;
+  w->req.count = a->count;
+  w->req.root = a->root;
+  w->recvbuf = a->recvbuf;
+  return 0;
+}
+
+/* The malloc()ed-result collectives: *out starts NULL. */
+static int prep_result(hvd_work *w, const call_args *a, size_t sent) {
+  HVD__CHECK(check_dtype(a->dtype));
+  if (!a->out) return hvd__err(HVD_E_INVALID, "recvbuf (void **) is NULL");
+  HVD__CHECK(check_buffer("sendbuf", a->sendbuf, sent, hvd_dtype_size(a->dtype)));
+  *a->out = NULL;
+  w->req.dtype = (uint8_t)a->dtype;
+  w->sendbuf = a->sendbuf;
+  w->out = a->out;
+  w->out_counts = a->out_counts;
+  return 0;
+}
+
+static int prep_allgather(hvd_work *w, const call_args *a, int rank, int size) {
+  HVD__UNUSED(rank);
+  HVD__UNUSED(size);
+  w->local_count = a->count;
+  return prep_result(w, a, a->count);
+}
+
+static int prep_alltoall(hvd_work *w, const call_args *a, int rank, int size) {
+  HVD__UNUSED(rank);
+  if (!a->sendcounts) return hvd__err(HVD_E_INVALID, "sendcounts is NULL");
+  size_t total = 0;
+  for (int i = 0; i < size; i++) {
+    if (a->sendcounts[i] > SIZE_MAX - total)
+      return hvd__err(HVD_E_INVALID, "sendcounts overflow at rank %d", i);
+    total += a->sendcounts[i];
+  }
+  w->sendcounts = a->sendcounts;
+  return prep_result(w, a, total);
 }
 
 hvd_handle hvd_allreduce_async_opts(const void *sendbuf, void *recvbuf, size_t count,
                                     hvd_dtype dtype, hvd_op op, const char *name,
                                     const hvd_opts *opts) {
-  const hvd_opts *o = opts ? opts : &default_opts;
-  hvd_work w;
-  memset(&w, 0, sizeof w);
-  HVD__CHECK(enter("allreduce"));
-  hvd_handle h = prepare_allreduce(&w, sendbuf, recvbuf, count, dtype, op, name, o);
-  if (h == 0) h = submit(&w, 1, o);
-  leave();
-  return h < 0 ? fail_call("allreduce", &w.req, (int)h) : h;
+  call_args a = {.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op};
+  return enqueue_one("allreduce", HVD_REQ_ALLREDUCE, name, opts, prep_allreduce, &a);
 }
 
 hvd_handle hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype,
@@ -255,12 +340,14 @@ hvd_handle hvd_grouped_allreduce_async(const void *const *sendbufs, void *const 
   if (rc == 0 && !w) rc = hvd__err(HVD_E_NOMEM, "allocating %d tensors", n);
   for (int i = 0; rc == 0 && i < n; i++) {
     char member[HVD_NAME_MAX + 16];
+    call_args a = {.sendbuf = sendbufs[i], .recvbuf = recvbufs[i], .count = counts[i],
+                   .dtype = dtype, .op = op};
     snprintf(member, sizeof member, "%s.%d", group.name, i);
-    rc = prepare_allreduce(&w[i], sendbufs[i], recvbufs[i], counts[i], dtype, op, member, o);
+    rc = prepare(&w[i], HVD_REQ_ALLREDUCE, member, o, prep_allreduce, &a);
     w[i].req.group_size = (uint32_t)n;
     w[i].req.group_index = (uint32_t)i;
   }
-  hvd_handle h = rc < 0 ? rc : submit(w, n, o);
+  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, w, n, o->callback, o->callback_arg);
   leave();
   free(w);
   return h < 0 ? fail_call("grouped_allreduce", &group, (int)h) : h;
@@ -268,25 +355,8 @@ hvd_handle hvd_grouped_allreduce_async(const void *const *sendbufs, void *const 
 
 hvd_handle hvd_broadcast_async_opts(void *buf, size_t count, hvd_dtype dtype, int root_rank,
                                     const char *name, const hvd_opts *opts) {
-  const hvd_opts *o = opts ? opts : &default_opts;
-  hvd_work w;
-  int rank, size;
-  memset(&w, 0, sizeof w);
-  HVD__CHECK(enter("broadcast"));
-  int rc = describe(&w.req, HVD_REQ_BROADCAST, name, o);
-  if (rc == 0) rc = set_position(&w.req, &rank, &size);
-  if (rc == 0) rc = check_dtype(dtype);
-  if (rc == 0) rc = check_buffer("buf", buf, count, hvd_dtype_size(dtype));
-  if (rc == 0 && (root_rank < 0 || root_rank >= size))
-    rc = hvd__err(HVD_E_INVALID, "root_rank %d is not a rank of this set of size %d", root_rank,
-                  size);
-  w.req.dtype = (uint8_t)dtype;
-  w.req.count = count;
-  w.req.root = root_rank;
-  w.recvbuf = buf;
-  hvd_handle h = rc < 0 ? rc : submit(&w, 1, o);
-  leave();
-  return h < 0 ? fail_call("broadcast", &w.req, (int)h) : h;
+  call_args a = {.recvbuf = buf, .count = count, .dtype = dtype, .root = root_rank};
+  return enqueue_one("broadcast", HVD_REQ_BROADCAST, name, opts, prep_broadcast, &a);
 }
 
 hvd_handle hvd_broadcast_async(void *buf, size_t count, hvd_dtype dtype, int root_rank,
@@ -297,84 +367,24 @@ hvd_handle hvd_broadcast_async(void *buf, size_t count, hvd_dtype dtype, int roo
 hvd_handle hvd_allgather_async(const void *sendbuf, size_t count, hvd_dtype dtype,
                                void **recvbuf, size_t *recvcounts, const char *name,
                                const hvd_opts *opts) {
-  const hvd_opts *o = opts ? opts : &default_opts;
-  hvd_work w;
-  int rank, size;
-  memset(&w, 0, sizeof w);
-  HVD__CHECK(enter("allgather"));
-  int rc = describe(&w.req, HVD_REQ_ALLGATHER, name, o);
-  if (rc == 0) rc = set_position(&w.req, &rank, &size);
-  if (rc == 0) rc = check_dtype(dtype);
-  if (rc == 0) rc = check_buffer("sendbuf", sendbuf, count, hvd_dtype_size(dtype));
-  if (rc == 0 && !recvbuf) rc = hvd__err(HVD_E_INVALID, "recvbuf (void **) is NULL");
-  if (rc == 0) *recvbuf = NULL;
-  w.req.dtype = (uint8_t)dtype;
-  w.sendbuf = sendbuf;
-  w.local_count = count;
-  w.out = recvbuf;
-  w.out_counts = recvcounts;
-  hvd_handle h = rc < 0 ? rc : submit(&w, 1, o);
-  leave();
-  return h < 0 ? fail_call("allgather", &w.req, (int)h) : h;
-}
-
-static int check_alltoall(const void *s, const size_t *scounts, hvd_dtype dtype, void **recvbuf,
-                          int size) {
-  HVD__CHECK(check_dtype(dtype));
-  if (!scounts) return hvd__err(HVD_E_INVALID, "sendcounts is NULL");
-  if (!recvbuf) return hvd__err(HVD_E_INVALID, "recvbuf (void **) is NULL");
-  size_t total = 0;
-  for (int i = 0; i < size; i++) {
-    if (scounts[i] > SIZE_MAX - total)
-      return hvd__err(HVD_E_INVALID, "sendcounts overflow at rank %d", i);
-    total += scounts[i];
-  }
-  *recvbuf = NULL;
-  return check_buffer("sendbuf", s, total, hvd_dtype_size(dtype));
+  call_args a = {.sendbuf = sendbuf, .count = count, .dtype = dtype, .out = recvbuf,
+                 .out_counts = recvcounts};
+  return enqueue_one("allgather", HVD_REQ_ALLGATHER, name, opts, prep_allgather, &a);
 }
 
 hvd_handle hvd_alltoall_async(const void *sendbuf, const size_t *sendcounts, hvd_dtype dtype,
                               void **recvbuf, size_t *recvcounts, const char *name,
                               const hvd_opts *opts) {
-  const hvd_opts *o = opts ? opts : &default_opts;
-  hvd_work w;
-  int rank, size;
-  memset(&w, 0, sizeof w);
-  HVD__CHECK(enter("alltoall"));
-  int rc = describe(&w.req, HVD_REQ_ALLTOALL, name, o);
-  if (rc == 0) rc = set_position(&w.req, &rank, &size);
-  if (rc == 0) rc = check_alltoall(sendbuf, sendcounts, dtype, recvbuf, size);
-  w.req.dtype = (uint8_t)dtype;
-  w.sendbuf = sendbuf;
-  w.sendcounts = sendcounts;
-  w.out = recvbuf;
-  w.out_counts = recvcounts;
-  hvd_handle h = rc < 0 ? rc : submit(&w, 1, o);
-  leave();
-  return h < 0 ? fail_call("alltoall", &w.req, (int)h) : h;
+  call_args a = {.sendbuf = sendbuf, .sendcounts = sendcounts, .dtype = dtype, .out = recvbuf,
+                 .out_counts = recvcounts};
+  return enqueue_one("alltoall", HVD_REQ_ALLTOALL, name, opts, prep_alltoall, &a);
 }
 
 hvd_handle hvd_reducescatter_async(const void *sendbuf, void *recvbuf, size_t count,
                                    hvd_dtype dtype, hvd_op op, const char *name,
                                    const hvd_opts *opts) {
-  const hvd_opts *o = opts ? opts : &default_opts;
-  hvd_work w;
-  int rank, size;
-  memset(&w, 0, sizeof w);
-  HVD__CHECK(enter("reducescatter"));
-  int rc = describe(&w.req, HVD_REQ_REDUCESCATTER, name, o);
-  if (rc == 0) rc = set_position(&w.req, &rank, &size);
-  if (rc == 0) rc = check_reduction(&w.req, dtype, op);
-  size_t esize = hvd_dtype_size(dtype), own = rc == 0 ? hvd__split_count(count, size, rank) : 0;
-  if (rc == 0) rc = check_buffer("sendbuf", sendbuf, count, esize);
-  if (rc == 0) rc = check_buffer("recvbuf", recvbuf, own, esize);
-  if (rc == 0) rc = check_disjoint(sendbuf, recvbuf, own * esize);
-  w.req.count = count;
-  w.sendbuf = sendbuf;
-  w.recvbuf = recvbuf;
-  hvd_handle h = rc < 0 ? rc : submit(&w, 1, o);
-  leave();
-  return h < 0 ? fail_call("reducescatter", &w.req, (int)h) : h;
+  call_args a = {.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op};
+  return enqueue_one("reducescatter", HVD_REQ_REDUCESCATTER, name, opts, prep_reducescatter, &a);
 }
 
 /* ---- completion ---- */
