@@ -23,41 +23,23 @@
  * and exits 0 (kill) or 3 (stop: someone must exit non-zero so hvdrun
  * tears the frozen victim down) when all held, 1 otherwise.
  */
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <hvd.h>
 
+#include "testing.h"
+
 #define N 100
-
-static int victim_signal;
-
-static void *strike(void *arg) {
-  (void)arg;
-  nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
-  raise(victim_signal);
-  return NULL;
-}
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv) {
   int stop = argc > 1 && strcmp(argv[1], "stop") == 0;
-  victim_signal = stop ? SIGSTOP : SIGKILL;
+  int victim_signal = stop ? SIGSTOP : SIGKILL;
   size_t count = argc > 2 ? strtoull(argv[2], NULL, 10) : 16384;
-  if (hvd_init() != 0) {
-    fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
-    return 1;
-  }
+  if (init_or_complain() != 0) return 1;
   int rank = hvd_rank(), size = hvd_size(), victim = size - 1;
   float *buf[N];
   hvd_handle h[N];
@@ -77,8 +59,7 @@ int main(int argc, char **argv) {
     }
   }
   if (rank == victim) {
-    pthread_t t;
-    pthread_create(&t, NULL, strike, NULL);
+    raise_later(victim_signal, 100);
     for (int i = 0; i < mine; i++) hvd_wait(h[i]);
     pause(); /* the signal comes */
     return 1;

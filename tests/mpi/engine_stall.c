@@ -23,19 +23,12 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <hvd.h>
 
+#include "testing.h"
+
 #define COUNT 100
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_s(int s) { nanosleep(&(struct timespec){s, 0}, NULL); }
 
 /* Prints "rank R: OK <what>" or "rank R: FAILED <what>"; 0 if ok. */
 static int report(int rank, int ok, const char *what) {
@@ -48,7 +41,7 @@ static int report(int rank, int ok, const char *what) {
 static int late_allreduce(int rank, int size) {
   float x[COUNT];
   for (int i = 0; i < COUNT; i++) x[i] = (float)(rank + i);
-  if (rank != 0) sleep_s(3);
+  if (rank != 0) sleep_ms(3000);
   double t0 = now();
   int rc = hvd_allreduce(x, x, COUNT, HVD_FLOAT32, HVD_SUM, "late");
   int bad = 0;
@@ -76,7 +69,7 @@ static int stalled_forever(int rank) {
              hvd_last_error());
     return report(rank, rc == HVD_E_ABORTED, what) | failed;
   }
-  sleep_s(6); /* well past the 2 s shutdown: the engine gave up on us */
+  sleep_ms(6000); /* well past the 2 s shutdown: the engine gave up on us */
   int rc = hvd_allreduce(x, x, COUNT, HVD_FLOAT32, HVD_SUM, "never");
   snprintf(what, sizeof what, "arriving late after the stall shutdown: %s: %s",
            hvd_err_name(rc), hvd_last_error());
@@ -90,10 +83,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: engine_stall warn|disabled|shutdown\n");
     return 2;
   }
-  if (hvd_init() != 0) {
-    fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
-    return 1;
-  }
+  if (init_or_complain() != 0) return 1;
   int rank = hvd_rank(), size = hvd_size();
   int rc = strcmp(mode, "shutdown") == 0 ? stalled_forever(rank) : late_allreduce(rank, size);
   hvd_shutdown();

@@ -14,14 +14,13 @@
 
 #include <hvd.h>
 
+#include "testing.h"
+
 #define SMALL 50
 
 int main(int argc, char **argv) {
   int steps = argc > 1 ? atoi(argv[1]) : 5;
-  if (hvd_init() != 0) {
-    fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
-    return 1;
-  }
+  if (init_or_complain() != 0) return 1;
   int rank = hvd_rank(), size = hvd_size(), bad = 0;
   static float small[SMALL][16 + SMALL]; /* tensor k has 16 + k elements */
   for (int step = 0; step < steps && bad == 0; step++) {

@@ -9,6 +9,8 @@
 
 #include <hvd.h>
 
+#include "testing.h"
+
 static int failures, checks;
 
 /* Asserts that `rc` is `want` and the message contains `needle`. */
@@ -73,10 +75,7 @@ static void still_works(int size) {
 
 int main(void) {
   before_init();
-  if (hvd_init() != 0) {
-    fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
-    return 1;
-  }
+  if (init_or_complain() != 0) return 1;
   int size = hvd_size();
   bad_arguments(size);
   still_works(size);

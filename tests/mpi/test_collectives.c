@@ -16,47 +16,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <hvd.h>
 
+#include "testing.h"
+
 static int rank, size, failures, checks;
-
-#define CHECK(cond, ...)                                            \
-  do {                                                              \
-    checks++;                                                       \
-    if (!(cond)) {                                                  \
-      failures++;                                                   \
-      fprintf(stderr, "rank %d: FAIL at line %d: ", rank, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                 \
-      fputc('\n', stderr);                                          \
-    }                                                               \
-  } while (0)
-
-#define CALL(expr)                                                                       \
-  do {                                                                                   \
-    int rc_ = (expr);                                                                    \
-    if (rc_ != 0) {                                                                      \
-      fprintf(stderr, "rank %d: %s returned %s: %s\n", rank, #expr, hvd_err_name(rc_), \
-              hvd_last_error());                                                         \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
 
 static const hvd_dtype all_dtypes[] = {HVD_UINT8,   HVD_INT8,     HVD_UINT16,  HVD_INT16,
                                        HVD_INT32,   HVD_INT64,    HVD_FLOAT16, HVD_BFLOAT16,
                                        HVD_FLOAT32, HVD_FLOAT64,  HVD_BOOL};
 static const hvd_op all_ops[] = {HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX, HVD_PRODUCT};
-#define LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- deterministic inputs ---- */
-
-static uint64_t mix(uint64_t x) { /* splitmix64 */
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 static uint64_t rnd(uint64_t seed, int who, size_t i) {
   return mix(seed * 1000003u + (uint64_t)who * 7919u + mix(i));
@@ -83,9 +55,6 @@ static double float_value(hvd_op op, uint64_t r) {
 }
 
 /* ---- reference conversions, written independently of the library ---- */
-
-/* GCC's binary16 type, x86-64 only: the independent reference. */
-__extension__ typedef _Float16 half;
 
 static uint16_t ref_half(double x) {
   half h = (half)(float)x;
@@ -243,12 +212,6 @@ static void test_allreduce(void) {
 }
 
 /* Order-dependent float sums: all ranks must still agree bit for bit. */
-static uint64_t fnv(const void *p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
-  return h;
-}
-
 static void test_bitwise_identical(void) {
   static const hvd_dtype types[] = {HVD_FLOAT16, HVD_BFLOAT16, HVD_FLOAT32, HVD_FLOAT64};
   size_t count = 100003;
@@ -408,19 +371,13 @@ static void test_reducescatter(void) {
 
 /* ---- barrier ---- */
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void test_barrier(void) {
   for (int i = 0; i < 20; i++) CALL(hvd_barrier());
   /* No rank may leave before the last one arrived (a lower bound only). */
   int late = size - 1;
   CALL(hvd_barrier());
   double t0 = now();
-  if (rank == late) nanosleep(&(struct timespec){0, 300 * 1000 * 1000}, NULL);
+  if (rank == late) sleep_ms(300);
   CALL(hvd_barrier());
   double waited = now() - t0;
   CHECK(waited >= 0.25, "barrier returned after %.3f s, before rank %d arrived", waited, late);
@@ -457,6 +414,5 @@ int main(void) {
   test_barrier();
   CALL(hvd_shutdown());
   CHECK(hvd_is_initialized() == 0, "hvd_is_initialized() after hvd_shutdown()");
-  printf("test_collectives rank %d of %d: %d checks, %d failed\n", rank, size, checks, failures);
-  return failures != 0;
+  return report_checks("test_collectives", rank, size, checks, failures);
 }

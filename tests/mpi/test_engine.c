@@ -32,55 +32,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include <hvd.h>
 
+#include "testing.h"
+
 static int rank, size;
 static atomic_int failures, checks; /* CHECK may run on any thread */
-
-#define CHECK(cond, ...)                                             \
-  do {                                                               \
-    checks++;                                                        \
-    if (!(cond)) {                                                   \
-      failures++;                                                    \
-      fprintf(stderr, "rank %d: FAIL at line %d: ", rank, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                  \
-      fputc('\n', stderr);                                           \
-    }                                                                \
-  } while (0)
-
-/* A call that must succeed for the rest of the test to make sense. */
-#define CALL(expr)                                                                       \
-  do {                                                                                   \
-    int64_t rc_ = (expr);                                                                \
-    if (rc_ < 0) {                                                                       \
-      fprintf(stderr, "rank %d: line %d: %s returned %s: %s\n", rank, __LINE__, #expr,   \
-              hvd_err_name((int)rc_), hvd_last_error());                                 \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
-
-#define LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-/* ---- small helpers ---- */
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms) {
-  nanosleep(&(struct timespec){ms / 1000, (long)(ms % 1000) * 1000000L}, NULL);
-}
-
-static uint64_t mix(uint64_t x) { /* splitmix64 */
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 /* Rank `who`'s input element i of the tensor with this seed: a small
  * integer, exact in every float type (|sum| <= 4 ranks * 8 * scale). */
@@ -96,9 +54,6 @@ static double input_i32(uint64_t seed, int who, size_t i) {
 static double value_of(hvd_dtype t, uint64_t seed, int who, size_t i) {
   return t == HVD_INT32 ? input_i32(seed, who, i) : input(seed, who, i);
 }
-
-/* GCC's binary16 type (x86-64): the reference conversion. */
-__extension__ typedef _Float16 half;
 
 /* Writes x as element i of buf.  Float conversions round to nearest; the
  * values here are exact or one division away from exact. */
@@ -218,17 +173,8 @@ static void *enqueue_half(void *arg) {
 static void test_many_tensors_any_order_two_threads(void) {
   tensor *t = calloc(NTENSORS, sizeof *t);
   int order[NTENSORS];
-  for (int i = 0; i < NTENSORS; i++) {
-    tensor_init(&t[i], i);
-    order[i] = i;
-  }
-  uint64_t s = mix(77 + (uint64_t)rank); /* Fisher-Yates, seeded by rank */
-  for (int i = NTENSORS - 1; i > 0; i--) {
-    s = mix(s);
-    int j = (int)(s % (uint64_t)(i + 1)), tmp = order[i];
-    order[i] = order[j];
-    order[j] = tmp;
-  }
+  for (int i = 0; i < NTENSORS; i++) tensor_init(&t[i], i);
+  shuffled(order, NTENSORS, 77 + (uint64_t)rank); /* seeded by rank */
 
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, 2);
@@ -593,10 +539,7 @@ static void test_poll(void) {
 
 int main(void) {
   main_thread = pthread_self();
-  /* A hang in the engine fails the test instead: unless the caller says
-   * otherwise, the stall inspector gives up on a tensor after 20 s. */
-  setenv("HOROVOD_STALL_CHECK_TIME_SECONDS", "5", 0);
-  setenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "20", 0);
+  limit_stalls();
   CALL(hvd_init());
   rank = hvd_rank();
   size = hvd_size();
@@ -611,7 +554,5 @@ int main(void) {
   }
   test_poll();
   CALL(hvd_shutdown());
-  printf("test_engine rank %d of %d: %d checks, %d failed\n", rank, size, (int)checks,
-         (int)failures);
-  return failures != 0;
+  return report_checks("test_engine", rank, size, (int)checks, (int)failures);
 }

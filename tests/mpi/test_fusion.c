@@ -29,35 +29,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <hvd.h>
 
+#include "testing.h"
+
 static int rank, size, failures, checks;
 
-#define CHECK(cond, ...)                                             \
-  do {                                                               \
-    checks++;                                                        \
-    if (!(cond)) {                                                   \
-      failures++;                                                    \
-      fprintf(stderr, "rank %d: FAIL at line %d: ", rank, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                  \
-      fputc('\n', stderr);                                           \
-    }                                                                \
-  } while (0)
-
-#define CALL(expr)                                                                       \
-  do {                                                                                   \
-    int64_t rc_ = (expr);                                                                \
-    if (rc_ < 0) {                                                                       \
-      fprintf(stderr, "rank %d: line %d: %s returned %s: %s\n", rank, __LINE__, #expr,   \
-              hvd_err_name((int)rc_), hvd_last_error());                                 \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
-
-#define LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define STEPS 3
 
 static const hvd_dtype dtypes[] = {HVD_FLOAT32, HVD_FLOAT16, HVD_BFLOAT16, HVD_FLOAT64};
@@ -78,28 +57,7 @@ typedef struct {
   void *in, *out;
 } tensor;
 
-static uint64_t mix(uint64_t x) { /* splitmix64 */
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-static uint64_t fnv(const void *p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
-  return h;
-}
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ---- float encodings: stored bits <-> double ---- */
-
-__extension__ typedef _Float16 half;
 
 static void store(hvd_dtype t, void *buf, size_t i, double x) {
   switch (t) {
@@ -273,10 +231,7 @@ static double run_round(tensor *t, const int *order, const char *threshold, int 
 }
 
 int main(void) {
-  /* A hang in the engine fails the test instead: unless the caller says
-   * otherwise, the stall inspector gives up on a tensor after 20 s. */
-  setenv("HOROVOD_STALL_CHECK_TIME_SECONDS", "5", 0);
-  setenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "20", 0);
+  limit_stalls();
   /* Rank and size are needed to build the inputs before the first round. */
   CALL(hvd_init());
   rank = hvd_rank();
@@ -286,15 +241,7 @@ int main(void) {
   tensor *t = calloc(NT, sizeof *t);
   tensors_init(t);
   int order[NT];
-  for (size_t k = 0; k < NT; k++) order[k] = (int)k;
-  uint64_t s = mix(1234 + (uint64_t)rank); /* each rank its own order */
-  for (size_t i = NT - 1; i > 0; i--) {
-    s = mix(s);
-    size_t j = s % (i + 1);
-    int tmp = order[i];
-    order[i] = order[j];
-    order[j] = tmp;
-  }
+  shuffled(order, NT, 1234 + (uint64_t)rank); /* each rank its own order */
 
   static uint64_t hash[ROUNDS][NT];
   double seconds[ROUNDS];
@@ -314,6 +261,5 @@ int main(void) {
     free(t[k].out);
   }
   free(t);
-  printf("test_fusion rank %d of %d: %d checks, %d failed\n", rank, size, checks, failures);
-  return failures != 0;
+  return report_checks("test_fusion", rank, size, checks, failures);
 }

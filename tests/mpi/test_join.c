@@ -21,28 +21,9 @@
 
 #include <hvd.h>
 
+#include "testing.h"
+
 static int rank, size, failures, checks;
-
-#define CHECK(cond, ...)                                             \
-  do {                                                               \
-    checks++;                                                        \
-    if (!(cond)) {                                                   \
-      failures++;                                                    \
-      fprintf(stderr, "rank %d: FAIL at line %d: ", rank, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                  \
-      fputc('\n', stderr);                                           \
-    }                                                                \
-  } while (0)
-
-#define CALL(expr)                                                                       \
-  do {                                                                                   \
-    int64_t rc_ = (expr);                                                                \
-    if (rc_ < 0) {                                                                       \
-      fprintf(stderr, "rank %d: line %d: %s returned %s: %s\n", rank, __LINE__, #expr,   \
-              hvd_err_name((int)rc_), hvd_last_error());                                 \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
 
 #define COUNT 1000
 
@@ -104,10 +85,7 @@ static void epoch(int e) {
 }
 
 int main(void) {
-  /* A hang in the engine fails the test instead: unless the caller says
-   * otherwise, the stall inspector gives up on a tensor after 20 s. */
-  setenv("HOROVOD_STALL_CHECK_TIME_SECONDS", "5", 0);
-  setenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "20", 0);
+  limit_stalls();
   CALL(hvd_init());
   rank = hvd_rank();
   size = hvd_size();
@@ -117,6 +95,5 @@ int main(void) {
   epoch(1);
   check_everyone("join.after");
   CALL(hvd_shutdown());
-  printf("test_join rank %d of %d: %d checks, %d failed\n", rank, size, checks, failures);
-  return failures != 0;
+  return report_checks("test_join", rank, size, checks, failures);
 }

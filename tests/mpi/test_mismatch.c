@@ -11,11 +11,10 @@
 
 #include <hvd.h>
 
+#include "testing.h"
+
 int main(void) {
-  if (hvd_init() != 0) {
-    fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
-    return 1;
-  }
+  if (init_or_complain() != 0) return 1;
   int rank = hvd_rank();
   float buf[12] = {0};
   int rc = hvd_allreduce(buf, buf, rank == 0 ? 10 : 12, HVD_FLOAT32, HVD_SUM, "mismatched");

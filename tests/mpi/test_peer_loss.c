@@ -11,40 +11,27 @@
  * raised from a second thread while the main thread is inside the
  * collective, so the loss really happens mid-allreduce.
  */
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <hvd.h>
 
+#include "testing.h"
+
 #define COUNT (4u << 20) /* 16 MiB of floats: long enough to be caught mid-flight */
-
-static int victim_signal;
-
-static void *strike(void *arg) {
-  (void)arg;
-  nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
-  raise(victim_signal);
-  return NULL;
-}
 
 int main(int argc, char **argv) {
   int stop = argc > 1 && strcmp(argv[1], "stop") == 0;
-  victim_signal = stop ? SIGSTOP : SIGKILL;
-  if (hvd_init() != 0) {
-    fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
-    return 1;
-  }
+  int victim_signal = stop ? SIGSTOP : SIGKILL;
+  if (init_or_complain() != 0) return 1;
   int rank = hvd_rank(), size = hvd_size(), victim = size - 1;
   float *buf = calloc(COUNT, sizeof *buf);
   char want[32];
   snprintf(want, sizeof want, "rank %d", victim);
   for (int it = 0; it < 1000; it++) {
-    pthread_t t;
-    if (rank == victim && it == 3) pthread_create(&t, NULL, strike, NULL);
+    if (rank == victim && it == 3) raise_later(victim_signal, 20);
     int rc = hvd_allreduce(buf, buf, COUNT, HVD_FLOAT32, HVD_SUM, "grad");
     if (rc == 0) continue;
     const char *msg = hvd_last_error();

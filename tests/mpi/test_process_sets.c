@@ -19,40 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <hvd.h>
 
+#include "testing.h"
+
 static int rank, size, failures, checks;
 
-#define CHECK(cond, ...)                                             \
-  do {                                                               \
-    checks++;                                                        \
-    if (!(cond)) {                                                   \
-      failures++;                                                    \
-      fprintf(stderr, "rank %d: FAIL at line %d: ", rank, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                  \
-      fputc('\n', stderr);                                           \
-    }                                                                \
-  } while (0)
-
-#define CALL(expr)                                                                       \
-  do {                                                                                   \
-    int64_t rc_ = (expr);                                                                \
-    if (rc_ < 0) {                                                                       \
-      fprintf(stderr, "rank %d: line %d: %s returned %s: %s\n", rank, __LINE__, #expr,   \
-              hvd_err_name((int)rc_), hvd_last_error());                                 \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
-
 #define COUNT 500
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Rank who's input element i of tensor k: a small integer. */
 static float input(int k, int who, int i) { return (float)((who + 1) * 10 + (i + 3 * k) % 9); }
@@ -264,7 +238,7 @@ static void test_sets_independent(const pset *even, const pset *odd) {
     CHECK(took < 1.0, "set {0,2}'s allreduce took %.2f s: it waited for the idle set {1,3}",
           took);
   } else if (member(odd, rank)) {
-    nanosleep(&(struct timespec){1, 500 * 1000 * 1000}, NULL);
+    sleep_ms(1500);
     check_sum(odd, "ps.slow", 51, enqueue(odd, "ps.slow", 51, buf), buf);
   }
   CALL(hvd_barrier());
@@ -302,10 +276,7 @@ static void test_two_sets(void) {
 }
 
 int main(void) {
-  /* A hang in the engine fails the test instead: unless the caller says
-   * otherwise, the stall inspector gives up on a tensor after 20 s. */
-  setenv("HOROVOD_STALL_CHECK_TIME_SECONDS", "5", 0);
-  setenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "20", 0);
+  limit_stalls();
   CALL(hvd_init());
   rank = hvd_rank();
   size = hvd_size();
@@ -314,7 +285,5 @@ int main(void) {
   test_single_member_set(size >= 4 ? 0 : 1); /* the first set of the job gets id 1 */
   test_invalid();
   CALL(hvd_shutdown());
-  printf("test_process_sets rank %d of %d: %d checks, %d failed\n", rank, size, checks,
-         failures);
-  return failures != 0;
+  return report_checks("test_process_sets", rank, size, checks, failures);
 }
