@@ -238,9 +238,19 @@ static int run_cycle(hvd_engine *e, int *shutdown) {
   return rc;
 }
 
-static void sleep_until(uint64_t deadline_ns) {
+/* Waits for the next cycle.  An engine that had nothing to do starts the
+ * next cycle as soon as work arrives instead: a lone blocking call then
+ * costs one negotiation, not a cycle period.  While busy, cycles keep
+ * their period, which is what lets a burst of tensors gather for fusion. */
+static void wait_next_cycle(hvd_engine *e, uint64_t deadline_ns) {
   struct timespec ts = {(time_t)(deadline_ns / 1000000000u), (long)(deadline_ns % 1000000000u)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+  int idle = !e->pending_head && !e->unsent;
+  pthread_mutex_lock(&e->lock);
+  e->idle = idle;
+  while (!e->stop_requested && !(idle && (e->queue || e->join_requested)))
+    if (pthread_cond_timedwait(&e->work, &e->lock, &ts) == ETIMEDOUT) break;
+  e->idle = 0;
+  pthread_mutex_unlock(&e->lock);
 }
 
 static uint64_t now_ns(void) {
@@ -265,7 +275,7 @@ static void *engine_main(void *arg) {
       hvd__engine_break(e, HVD_E_ABORTED, e->why[0] ? e->why : "hvd_shutdown() was called");
       break;
     }
-    sleep_until(start + period);
+    wait_next_cycle(e, start + period);
   }
   pthread_mutex_lock(&e->lock);
   e->stopped = 1;
@@ -319,6 +329,7 @@ static void engine_free(hvd_engine *e) {
   free(e->fusion);
   pthread_mutex_destroy(&e->lock);
   pthread_cond_destroy(&e->cond);
+  pthread_cond_destroy(&e->work);
   free(e);
 }
 
@@ -327,6 +338,11 @@ int hvd__engine_start(hvd_comm *global, hvd_engine **out) {
   if (!e) return hvd__err(HVD_E_NOMEM, "allocating the engine");
   pthread_mutex_init(&e->lock, NULL);
   pthread_cond_init(&e->cond, NULL);
+  pthread_condattr_t attr; /* the cycle deadline is on CLOCK_MONOTONIC */
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&e->work, &attr);
+  pthread_condattr_destroy(&attr);
   e->queue_tail = &e->queue;
   e->pending_tail = &e->pending_head;
   e->global = global;
@@ -351,6 +367,7 @@ void hvd__engine_stop(hvd_engine *e) {
   if (!e) return;
   pthread_mutex_lock(&e->lock);
   e->stop_requested = 1;
+  pthread_cond_signal(&e->work);
   pthread_mutex_unlock(&e->lock);
   pthread_join(e->thread, NULL);
 }
@@ -429,6 +446,7 @@ hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_
       ens[i]->inflight = e->inflight;
       e->inflight = ens[i];
     }
+    if (e->idle) pthread_cond_signal(&e->work);
   }
   pthread_mutex_unlock(&e->lock);
   if (rc < 0)
@@ -478,6 +496,7 @@ int hvd__engine_join(hvd_engine *e) {
     o->remaining = 1;
     e->join_op = o;
     e->join_requested = 1;
+    pthread_cond_signal(&e->work);
     while (!o->done) pthread_cond_wait(&e->cond, &e->lock);
     rc = o->status < 0 ? hvd__err(o->status, "%s", o->msg) : (int)o->value;
     op_release(e, o);

@@ -80,6 +80,7 @@ struct hvd_engine {
   pthread_t thread;
   pthread_mutex_t lock;
   pthread_cond_t cond; /* a handle finished */
+  pthread_cond_t work; /* work arrived for an idle engine (CLOCK_MONOTONIC) */
   /* Under lock: */
   entry *queue, **queue_tail;
   entry *inflight; /* enqueued and not finished, for the duplicate-name check */
@@ -87,6 +88,7 @@ struct hvd_engine {
   uint32_t *gens;  /* generation per slot */
   uint32_t nops, free_slot_hint;
   int stop_requested, join_requested, stopped;
+  int idle; /* the engine waits for the next cycle with nothing to do */
   int broken;
   char why[1024];  /* what broke or stopped the engine */
   op *join_op;
