@@ -13,7 +13,9 @@ static int comm_alloc(hvd_comm *c, int rank, int size, hvd_transport *xport) {
   c->size = size;
   c->xport = xport;
   c->scratch = malloc(HVD_CHUNK_BYTES);
-  if (!c->scratch) return hvd__err(HVD_E_NOMEM, "allocating %u bytes of scratch", HVD_CHUNK_BYTES);
+  c->staging = malloc(HVD_CHUNK_BYTES);
+  if (!c->scratch || !c->staging)
+    return hvd__err(HVD_E_NOMEM, "allocating 2 x %u bytes of scratch", HVD_CHUNK_BYTES);
   return 0;
 }
 
@@ -38,6 +40,7 @@ int hvd__comm_init_subset(hvd_comm *c, const hvd_comm *parent, const int *ranks,
 void hvd__comm_destroy(hvd_comm *c) {
   if (c->xport && c->owns_xport) c->xport->ops->destroy(c->xport);
   free(c->scratch);
+  free(c->staging);
   free(c->members);
   memset(c, 0, sizeof *c);
 }

@@ -33,6 +33,7 @@ typedef struct {
   int owns_xport;       /* the global communicator owns it; process sets share it */
   uint32_t seq;         /* collectives started; the frame tag */
   void *scratch;        /* HVD_CHUNK_BYTES, for receiving before reducing */
+  void *staging;        /* HVD_CHUNK_BYTES, for sending a chunk gathered from pieces */
   int broken;
   char broken_why[512];
 } hvd_comm;

@@ -15,10 +15,11 @@
  * sum.
  *
  * The order in which an element is reduced depends only on its segment.
- * The engine's fusion buffer therefore lays several tensors out segment by
- * segment (segment i of the buffer = segment i of each tensor), so that a
- * tensor reduced inside a fused buffer gets exactly the bits it would get
- * alone: hvd__allreduce_segments takes such a layout.
+ * The engine fuses tensors segment by segment (segment i of the fused
+ * buffer = segment i of each tensor), so that a tensor reduced with others
+ * gets exactly the bits it would get alone; hvd__allreduce_pieces takes
+ * such segments as lists of pieces, which may lie in different buffers
+ * (the tensors themselves: no copy into a fusion buffer).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,98 +29,68 @@
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
-/* Where the segments of a buffer lie, in elements. */
-typedef struct {
-  const size_t *counts;
-  size_t *offsets;
-  size_t esize;
-} layout;
-
-static int layout_init(layout *l, const size_t *counts, int n, size_t esize) {
-  l->counts = counts;
-  l->esize = esize;
-  l->offsets = malloc((size_t)n * sizeof *l->offsets);
-  if (!l->offsets) return hvd__err(HVD_E_NOMEM, "allocating a layout of %d segments", n);
-  size_t off = 0;
-  for (int i = 0; i < n; i++) l->offsets[i] = off, off += counts[i];
-  return 0;
-}
-
-/* Pointer and byte length of segment i. */
-static char *segment(void *buf, const layout *l, int i, size_t *len) {
-  *len = l->counts[i] * l->esize;
-  return (char *)buf + l->offsets[i] * l->esize;
-}
-
-/* Leaves segment `rank` of buf reduced over all ranks (averaged if asked). */
-static int reduce_scatter_phase(hvd_comm *c, uint32_t tag, void *buf, const layout *l,
+/* Leaves segment `rank` reduced over all ranks (averaged if asked). */
+static int reduce_scatter_phase(hvd_comm *c, uint32_t tag, const hvd_pieces *segs,
                                 hvd_dtype dtype, hvd_op op) {
   int n = c->size, r = c->rank, right = (r + 1) % n, left = (r - 1 + n) % n;
-  size_t slen, rlen;
   hvd_recv_mode mode = {1, dtype, op};
-  for (int s = 0; s < n - 1; s++) {
-    char *sp = segment(buf, l, mod(r - s - 1, n), &slen);
-    char *rp = segment(buf, l, mod(r - s - 2, n), &rlen);
-    HVD__CHECK(hvd__stream(c, tag, right, sp, slen, left, rp, rlen, &mode));
-  }
-  if (op == HVD_AVERAGE) {
-    char *own = segment(buf, l, r, &rlen);
-    hvd__reduce_average(own, rlen / l->esize, dtype, n);
-  }
+  for (int s = 0; s < n - 1; s++)
+    HVD__CHECK(hvd__stream_pieces(c, tag, right, segs[mod(r - s - 1, n)], left,
+                                  segs[mod(r - s - 2, n)], &mode));
+  if (op == HVD_AVERAGE)
+    for (int i = 0; i < segs[r].n; i++)
+      hvd__reduce_average(segs[r].p[i].ptr, segs[r].p[i].len / hvd_dtype_size(dtype), dtype, n);
   return 0;
 }
 
-static int allgather_phase(hvd_comm *c, uint32_t tag, void *buf, const layout *l) {
+static int allgather_phase(hvd_comm *c, uint32_t tag, const hvd_pieces *segs) {
   int n = c->size, r = c->rank, right = (r + 1) % n, left = (r - 1 + n) % n;
-  size_t slen, rlen;
-  for (int s = 0; s < n - 1; s++) {
-    char *sp = segment(buf, l, mod(r - s, n), &slen);
-    char *rp = segment(buf, l, mod(r - s - 1, n), &rlen);
-    HVD__CHECK(hvd__stream(c, tag, right, sp, slen, left, rp, rlen, NULL));
-  }
+  for (int s = 0; s < n - 1; s++)
+    HVD__CHECK(hvd__stream_pieces(c, tag, right, segs[mod(r - s, n)], left,
+                                  segs[mod(r - s - 1, n)], NULL));
   return 0;
 }
 
-static int allreduce_body(hvd_comm *c, uint32_t tag, void *buf, const size_t *seg_counts,
-                          hvd_dtype dtype, hvd_op op) {
-  layout l;
-  if (c->size == 1) return 0; /* AVERAGE over one rank divides by 1 */
-  HVD__CHECK(layout_init(&l, seg_counts, c->size, hvd_dtype_size(dtype)));
-  int rc = reduce_scatter_phase(c, tag, buf, &l, dtype, op);
-  if (rc == 0) rc = allgather_phase(c, tag, buf, &l);
-  free(l.offsets);
-  return rc;
-}
-
-int hvd__allreduce_segments(hvd_comm *c, void *buf, const size_t *seg_counts, hvd_dtype dtype,
-                            hvd_op op) {
+int hvd__allreduce_pieces(hvd_comm *c, const hvd_pieces *segs, hvd_dtype dtype, hvd_op op) {
   uint32_t tag;
   HVD__CHECK(hvd__comm_begin(c, &tag));
-  int rc = allreduce_body(c, tag, buf, seg_counts, dtype, op);
+  if (c->size == 1) return 0; /* AVERAGE over one rank divides by 1 */
+  int rc = reduce_scatter_phase(c, tag, segs, dtype, op);
+  if (rc == 0) rc = allgather_phase(c, tag, segs);
   return rc < 0 ? hvd__comm_fail(c, rc) : 0;
 }
 
-/* The even split of count elements: hvd__split_count per segment. */
-static size_t *even_split(size_t count, int n) {
-  size_t *counts = malloc((size_t)n * sizeof *counts);
-  for (int i = 0; counts && i < n; i++) counts[i] = hvd__split_count(count, n, i);
-  return counts;
+/* buf's even split (hvd__split_*) as one piece per segment. */
+static int split_pieces(void *buf, size_t count, size_t esize, int n, hvd_piece **pieces,
+                        hvd_pieces **segs) {
+  *pieces = malloc((size_t)n * sizeof **pieces);
+  *segs = malloc((size_t)n * sizeof **segs);
+  if (!*pieces || !*segs) return hvd__err(HVD_E_NOMEM, "allocating %d segments", n);
+  for (int i = 0; i < n; i++) {
+    (*pieces)[i].ptr = (char *)buf + hvd__split_offset(count, n, i) * esize;
+    (*pieces)[i].len = hvd__split_count(count, n, i) * esize;
+    (*segs)[i].p = &(*pieces)[i];
+    (*segs)[i].n = 1;
+  }
+  return 0;
 }
 
 int hvd__allreduce(hvd_comm *c, const void *sbuf, void *rbuf, size_t count, hvd_dtype dtype,
                    hvd_op op) {
-  if (sbuf != rbuf && count) memcpy(rbuf, sbuf, count * hvd_dtype_size(dtype));
-  size_t *counts = even_split(count, c->size);
-  if (!counts) return hvd__err(HVD_E_NOMEM, "allocating %d segment counts", c->size);
-  int rc = hvd__allreduce_segments(c, rbuf, counts, dtype, op);
-  free(counts);
+  size_t esize = hvd_dtype_size(dtype);
+  hvd_piece *pieces = NULL;
+  hvd_pieces *segs = NULL;
+  if (sbuf != rbuf && count) memcpy(rbuf, sbuf, count * esize);
+  int rc = split_pieces(rbuf, count, esize, c->size, &pieces, &segs);
+  if (rc == 0) rc = hvd__allreduce_pieces(c, segs, dtype, op);
+  free(pieces);
+  free(segs);
   return rc;
 }
 
 static int reducescatter_body(hvd_comm *c, uint32_t tag, const void *sbuf, void *rbuf,
-                              const size_t *counts, size_t count, hvd_dtype dtype, hvd_op op) {
-  size_t esize = hvd_dtype_size(dtype), own_len;
-  layout l = {0};
+                              size_t count, hvd_dtype dtype, hvd_op op) {
+  size_t esize = hvd_dtype_size(dtype);
   if (c->size == 1) {
     if (count && sbuf != rbuf) memcpy(rbuf, sbuf, count * esize);
     return 0;
@@ -129,13 +100,13 @@ static int reducescatter_body(hvd_comm *c, uint32_t tag, const void *sbuf, void 
   void *work = count ? malloc(count * esize) : NULL;
   if (count && !work) return hvd__err(HVD_E_NOMEM, "allocating %zu bytes", count * esize);
   if (count) memcpy(work, sbuf, count * esize);
-  int rc = layout_init(&l, counts, c->size, esize);
-  if (rc == 0) rc = reduce_scatter_phase(c, tag, work, &l, dtype, op);
-  if (rc == 0) {
-    char *own = segment(work, &l, c->rank, &own_len);
-    if (own_len) memcpy(rbuf, own, own_len);
-  }
-  free(l.offsets);
+  hvd_piece *pieces = NULL;
+  hvd_pieces *segs = NULL;
+  int rc = split_pieces(work, count, esize, c->size, &pieces, &segs);
+  if (rc == 0) rc = reduce_scatter_phase(c, tag, segs, dtype, op);
+  if (rc == 0 && pieces[c->rank].len) memcpy(rbuf, pieces[c->rank].ptr, pieces[c->rank].len);
+  free(pieces);
+  free(segs);
   free(work);
   return rc;
 }
@@ -144,9 +115,6 @@ int hvd__reducescatter(hvd_comm *c, const void *sbuf, void *rbuf, size_t count,
                        hvd_dtype dtype, hvd_op op) {
   uint32_t tag;
   HVD__CHECK(hvd__comm_begin(c, &tag));
-  size_t *counts = even_split(count, c->size);
-  int rc = counts ? reducescatter_body(c, tag, sbuf, rbuf, counts, count, dtype, op)
-                  : hvd__err(HVD_E_NOMEM, "allocating %d segment counts", c->size);
-  free(counts);
+  int rc = reducescatter_body(c, tag, sbuf, rbuf, count, dtype, op);
   return rc < 0 ? hvd__comm_fail(c, rc) : 0;
 }

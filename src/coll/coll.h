@@ -25,11 +25,6 @@
 int hvd__allreduce(hvd_comm *c, const void *sbuf, void *rbuf, size_t count, hvd_dtype dtype,
                    hvd_op op);
 
-/* Allreduce in place over buf laid out as c->size segments of
- * seg_counts[i] elements, back to back (see allreduce.c: how the engine
- * keeps fused tensors bitwise equal to unfused ones). */
-int hvd__allreduce_segments(hvd_comm *c, void *buf, const size_t *seg_counts, hvd_dtype dtype,
-                            hvd_op op);
 
 /* rbuf holds hvd__split_count(count, size, rank) elements. */
 int hvd__reducescatter(hvd_comm *c, const void *sbuf, void *rbuf, size_t count,
@@ -67,6 +62,29 @@ typedef struct {
 
 int hvd__stream(hvd_comm *c, uint32_t tag, int to, const void *sbuf, size_t slen, int from,
                 void *rbuf, size_t rlen, const hvd_recv_mode *mode);
+
+/* A buffer made of several byte ranges, streamed as one: the frames on
+ * the wire are exactly those of the contiguous buffer of the same length
+ * (so results do not depend on how the bytes are laid out in memory).
+ * Chunks that cross pieces go through a staging copy; the others are sent
+ * and received in place. */
+typedef struct {
+  char *ptr;
+  size_t len;
+} hvd_piece;
+
+typedef struct {
+  const hvd_piece *p;
+  int n;
+} hvd_pieces;
+
+int hvd__stream_pieces(hvd_comm *c, uint32_t tag, int to, hvd_pieces s, int from, hvd_pieces r,
+                       const hvd_recv_mode *mode);
+
+/* Allreduce in place over c->size segments, each a list of pieces whose
+ * lengths are whole elements (see allreduce.c: how the engine keeps fused
+ * tensors bitwise equal to unfused ones). */
+int hvd__allreduce_pieces(hvd_comm *c, const hvd_pieces *segs, hvd_dtype dtype, hvd_op op);
 
 /* Exchanges one 64-bit count per peer pair: sends mine[to], receives
  * theirs[from] over the same pairwise schedule as alltoall.  theirs must

@@ -24,32 +24,110 @@ static size_t chunks_for(size_t len, size_t chunk) {
   return len == 0 ? 1 : (len + chunk - 1) / chunk;
 }
 
-static size_t piece(size_t len, size_t chunk, size_t k) {
+static size_t chunk_len(size_t len, size_t chunk, size_t k) {
   size_t off = k * chunk;
   return off >= len ? 0 : (len - off < chunk ? len - off : chunk);
 }
 
-int hvd__stream(hvd_comm *c, uint32_t tag, int to, const void *sbuf, size_t slen, int from,
-                void *rbuf, size_t rlen, const hvd_recv_mode *mode) {
+static size_t pieces_len(hvd_pieces ps) {
+  size_t len = 0;
+  for (int i = 0; i < ps.n; i++) len += ps.p[i].len;
+  return len;
+}
+
+/* A position in a pieced buffer that only moves forward, as chunks do. */
+typedef struct {
+  int i;       /* the piece holding `base` */
+  size_t base; /* logical offset where piece i starts */
+} cursor;
+
+/* Moves the cursor to the piece holding logical byte off. */
+static void advance(hvd_pieces ps, cursor *cu, size_t off) {
+  while (cu->i < ps.n && cu->base + ps.p[cu->i].len <= off) cu->base += ps.p[cu->i++].len;
+}
+
+/* Calls fn on each span of the pieces that overlaps logical bytes
+ * [off, off + len), in order; `at` is the span's offset within that range. */
+typedef void span_fn(char *piece, size_t len, size_t at, void *ctx);
+
+static void for_spans(hvd_pieces ps, cursor *cu, size_t off, size_t len, span_fn *fn, void *ctx) {
+  advance(ps, cu, off);
+  size_t done = 0, start = off - cu->base;
+  for (int i = cu->i; done < len && i < ps.n; i++, start = 0) {
+    size_t n = ps.p[i].len - start < len - done ? ps.p[i].len - start : len - done;
+    if (n) fn(ps.p[i].ptr + start, n, done, ctx);
+    done += n;
+  }
+}
+
+/* The span [off, off + len) as one pointer, or NULL if it crosses pieces. */
+static char *whole(hvd_pieces ps, cursor *cu, size_t off, size_t len) {
+  advance(ps, cu, off);
+  if (cu->i >= ps.n) return NULL;
+  size_t start = off - cu->base;
+  return start + len <= ps.p[cu->i].len ? ps.p[cu->i].ptr + start : NULL;
+}
+
+static void gather_span(char *piece, size_t len, size_t at, void *ctx) {
+  memcpy((char *)ctx + at, piece, len);
+}
+
+static void scatter_span(char *piece, size_t len, size_t at, void *ctx) {
+  memcpy(piece, (const char *)ctx + at, len);
+}
+
+typedef struct {
+  const char *src;
+  const hvd_recv_mode *mode;
+  size_t esize;
+} reduce_ctx;
+
+static void reduce_span(char *piece, size_t len, size_t at, void *ctx) {
+  const reduce_ctx *r = ctx;
+  hvd__reduce(piece, r->src + at, len / r->esize, r->mode->dtype, r->mode->op);
+}
+
+/* The bytes to send for chunk k: straight from the piece when it holds the
+ * whole chunk, else gathered into the staging buffer. */
+static const char *send_chunk(hvd_comm *c, hvd_pieces ps, cursor *cu, size_t off, size_t len) {
+  if (!len) return NULL;
+  char *p = whole(ps, cu, off, len);
+  if (p) return p;
+  for_spans(ps, cu, off, len, gather_span, c->staging);
+  return c->staging;
+}
+
+int hvd__stream_pieces(hvd_comm *c, uint32_t tag, int to, hvd_pieces s, int from, hvd_pieces r,
+                       const hvd_recv_mode *mode) {
   int reduce = mode && mode->reduce;
   size_t esize = reduce ? hvd_dtype_size(mode->dtype) : 1;
   size_t chunk = HVD_CHUNK_BYTES / esize * esize;
+  size_t slen = pieces_len(s), rlen = pieces_len(r);
   size_t ns = to >= 0 ? chunks_for(slen, chunk) : 0;
   size_t nr = from >= 0 ? chunks_for(rlen, chunk) : 0;
-  const char *s = sbuf;
-  char *r = rbuf;
+  cursor sc = {0, 0}, rc = {0, 0};
+  reduce_ctx rctx = {c->scratch, mode, esize};
 
   for (size_t k = 0; k < ns || k < nr; k++) {
-    int peer_to = k < ns ? to : -1, peer_from = k < nr ? from : -1;
-    size_t sl = k < ns ? piece(slen, chunk, k) : 0;
-    size_t rl = k < nr ? piece(rlen, chunk, k) : 0;
-    void *dst = reduce ? c->scratch : (void *)(r ? r + k * chunk : NULL);
-    HVD__CHECK(hvd__comm_sendrecv(c, peer_to, s ? s + k * chunk : NULL, sl, peer_from,
-                             rl ? dst : NULL, rl, tag));
-    if (reduce && rl)
-      hvd__reduce(r + k * chunk, c->scratch, rl / esize, mode->dtype, mode->op);
+    size_t sl = k < ns ? chunk_len(slen, chunk, k) : 0;
+    size_t rl = k < nr ? chunk_len(rlen, chunk, k) : 0;
+    const char *src = send_chunk(c, s, &sc, k * chunk, sl);
+    /* Receive in place unless the chunk is reduced or crosses pieces. */
+    char *dst = rl && !reduce ? whole(r, &rc, k * chunk, rl) : NULL;
+    char *into = dst ? dst : rl ? c->scratch : NULL;
+    HVD__CHECK(hvd__comm_sendrecv(c, k < ns ? to : -1, src, sl, k < nr ? from : -1, into, rl,
+                                  tag));
+    if (rl && reduce) for_spans(r, &rc, k * chunk, rl, reduce_span, &rctx);
+    else if (rl && !dst) for_spans(r, &rc, k * chunk, rl, scatter_span, c->scratch);
   }
   return 0;
+}
+
+int hvd__stream(hvd_comm *c, uint32_t tag, int to, const void *sbuf, size_t slen, int from,
+                void *rbuf, size_t rlen, const hvd_recv_mode *mode) {
+  hvd_piece sp = {(char *)sbuf, slen}, rp = {rbuf, rlen};
+  hvd_pieces s = {&sp, sbuf || slen ? 1 : 0}, r = {&rp, rbuf || rlen ? 1 : 0};
+  return hvd__stream_pieces(c, tag, to, s, from, r, mode);
 }
 
 static void put_u64le(uint8_t *p, uint64_t v) {

@@ -6,10 +6,12 @@
  * tensor and stands in: zeros for allreduce and reducescatter, nothing
  * for allgather, a scratch buffer for broadcast.
  *
- * Allreduces of several tensors go through the fusion buffer, laid out
- * segment by segment (segment s of the buffer holds segment s of each
- * tensor, see coll/allreduce.c), so every element is reduced exactly as it
- * would be alone: fused and unfused results are bitwise equal.
+ * Allreduces of several tensors are reduced as one collective over a
+ * layout that goes segment by segment (segment s of the fused collective
+ * holds segment s of each tensor, see coll/allreduce.c), so every element
+ * is reduced exactly as it would be alone: fused and unfused results are
+ * bitwise equal.  The tensors stay where they are; the engine's buffer
+ * only holds a joined rank's zeros and scratch for the other kinds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,22 +52,6 @@ typedef struct {
   size_t esize;
 } job;
 
-/* Copies each tensor's segment s into (in = 1) or out of the buffer. */
-static void fusion_copy(const job *j, char *buf, int in) {
-  size_t off = 0;
-  int n = j->c->size;
-  for (int s = 0; s < n; s++)
-    for (int i = 0; i < j->r->n; i++) {
-      const pending *p = j->r->items[i];
-      size_t cnt = hvd__split_count(p->req.count, n, s) * j->esize;
-      size_t at = hvd__split_offset(p->req.count, n, s) * j->esize;
-      if (in && p->mine) memcpy(buf + off, (const char *)p->mine->w.sendbuf + at, cnt);
-      else if (in) memset(buf + off, 0, cnt); /* a joined rank adds nothing */
-      else if (p->mine) memcpy((char *)p->mine->w.recvbuf + at, buf + off, cnt);
-      off += cnt;
-    }
-}
-
 static void trace_all(const job *j, const char *phase, const char *args) {
   for (int i = 0; i < j->r->n; i++) hvd__timeline_begin(j->e->tl, j->r->items[i]->req.name, phase, args);
 }
@@ -74,39 +60,75 @@ static void trace_end_all(const job *j) {
   for (int i = 0; i < j->r->n; i++) hvd__timeline_end(j->e->tl, j->r->items[i]->req.name);
 }
 
+/* Where item p's data lives while it is reduced: its recvbuf (in place,
+ * after copying sendbuf there when they differ: the MEMCPY_IN phase), or,
+ * for a joined rank, zeros in the engine's buffer. */
+static char *stage_item(const job *j, const pending *p, char *zeros) {
+  entry *en = p->mine;
+  size_t bytes = p->req.count * j->esize;
+  if (!en) {
+    memset(zeros, 0, bytes);
+    return zeros;
+  }
+  if (en->w.sendbuf != en->w.recvbuf && bytes) {
+    hvd__timeline_begin(j->e->tl, p->req.name, "MEMCPY_IN_FUSION_BUFFER", NULL);
+    memcpy(en->w.recvbuf, en->w.sendbuf, bytes);
+    hvd__timeline_end(j->e->tl, p->req.name);
+  }
+  hvd__reduce_scale(en->w.recvbuf, p->req.count, j->dtype, p->req.prescale);
+  return en->w.recvbuf;
+}
+
+/* Segment s of the fused buffer is segment s of every item, in order: the
+ * layout that keeps each element's reduction order what it is alone. */
+static void lay_out(const job *j, char **at, hvd_piece *pieces, hvd_pieces *segs) {
+  int n = j->c->size, k = j->r->n;
+  for (int s = 0; s < n; s++) {
+    segs[s].p = &pieces[s * k];
+    segs[s].n = k;
+    for (int i = 0; i < k; i++) {
+      size_t count = j->r->items[i]->req.count;
+      pieces[s * k + i].ptr = at[i] + hvd__split_offset(count, n, s) * j->esize;
+      pieces[s * k + i].len = hvd__split_count(count, n, s) * j->esize;
+    }
+  }
+}
+
+/* Fused or not, the tensors are reduced where they lie: no fusion-buffer
+ * copies (on loopback TCP the network runs at memory speed, so copying
+ * 100 MB in and out cost as much as the collective).  Inputs are copied
+ * only when out of place, and that is the MEMCPY_IN_FUSION_BUFFER phase. */
 static int run_allreduce(const job *j) {
   const hvd_request *req = &j->r->items[0]->req;
-  int n = j->c->size;
-  size_t total = 0, *segs = calloc((size_t)n, sizeof *segs);
-  if (!segs) return hvd__err(HVD_E_NOMEM, "allocating %d segments", n);
-  for (int i = 0; i < j->r->n; i++) {
-    total += j->r->items[i]->req.count;
-    for (int s = 0; s < n; s++) segs[s] += hvd__split_count(j->r->items[i]->req.count, n, s);
+  int n = j->c->size, k = j->r->n;
+  size_t zero_bytes = 0, total = 0;
+  if (n < 1 || k < 1) return hvd__err(HVD_E_INVALID, "allreduce of %d tensors over %d ranks", k, n);
+  for (int i = 0; i < k; i++) {
+    total += j->r->items[i]->req.count * j->esize;
+    if (!j->r->items[i]->mine) zero_bytes += j->r->items[i]->req.count * j->esize;
   }
-  entry *only = j->r->n == 1 ? j->r->items[0]->mine : NULL;
-  char *buf = only ? only->w.recvbuf : fusion_buffer(j->e, total * j->esize);
-  int rc = buf || !total ? 0 : hvd__err(HVD_E_NOMEM, "fusion buffer of %zu bytes", total * j->esize);
-  if (rc == 0 && only && only->w.sendbuf != only->w.recvbuf && total)
-    memcpy(buf, only->w.sendbuf, total * j->esize);
-  if (rc == 0 && !only) {
-    trace_all(j, "MEMCPY_IN_FUSION_BUFFER", NULL);
-    fusion_copy(j, buf, 1);
-    trace_end_all(j);
+  char **at = calloc((size_t)k, sizeof *at), *zeros = fusion_buffer(j->e, zero_bytes);
+  hvd_piece *pieces = calloc((size_t)n * (size_t)k, sizeof *pieces);
+  hvd_pieces *segs = calloc((size_t)n, sizeof *segs);
+  int rc = (at && pieces && segs && (zeros || !zero_bytes))
+               ? 0 : hvd__err(HVD_E_NOMEM, "allocating the layout of %d tensors", k);
+  for (int i = 0; rc == 0 && i < k; i++) {
+    at[i] = stage_item(j, j->r->items[i], zeros);
+    if (!j->r->items[i]->mine) zeros += j->r->items[i]->req.count * j->esize;
   }
   char args[64];
-  snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu}", j->r->n, total * j->esize);
+  snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu}", k, total);
   if (rc == 0) {
+    lay_out(j, at, pieces, segs);
     trace_all(j, "ALLREDUCE", args);
-    hvd__reduce_scale(buf, total, j->dtype, req->prescale);
-    rc = hvd__allreduce_segments(j->c, buf, segs, j->dtype, (hvd_op)req->op);
-    if (rc == 0) hvd__reduce_scale(buf, total, j->dtype, req->postscale);
+    rc = hvd__allreduce_pieces(j->c, segs, j->dtype, (hvd_op)req->op);
+    for (int i = 0; rc == 0 && i < k; i++)
+      if (j->r->items[i]->mine)
+        hvd__reduce_scale(at[i], j->r->items[i]->req.count, j->dtype, req->postscale);
     trace_end_all(j);
   }
-  if (rc == 0 && !only) {
-    trace_all(j, "MEMCPY_OUT_FUSION_BUFFER", NULL);
-    fusion_copy(j, buf, 0);
-    trace_end_all(j);
-  }
+  free(at);
+  free(pieces);
   free(segs);
   return rc;
 }

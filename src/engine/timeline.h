@@ -6,8 +6,9 @@
  * named by a process_name metadata event, with its phases as begin/end
  * ("B"/"E") pairs: NEGOTIATE_<OP> from enqueue until every rank is ready
  * (an instant "i" event per rank as it reports ready), then
- * MEMCPY_IN_FUSION_BUFFER, the collective (ALLREDUCE, BROADCAST, ...),
- * MEMCPY_OUT_FUSION_BUFFER.  HOROVOD_TIMELINE_MARK_CYCLES adds a first
+ * MEMCPY_IN_FUSION_BUFFER (an out-of-place input copied into place), the
+ * collective (ALLREDUCE, BROADCAST, ...).  The phase names are the engine's
+ * (execute.c); this file only writes what it is given.  HOROVOD_TIMELINE_MARK_CYCLES adds a first
  * row, "cycles", with an instant event at the start of every cycle.
  * Rows are numbered 1, 2, ... in order of first appearance.
  *

@@ -23,13 +23,15 @@ int main(int argc, char **argv) {
   if (init_or_complain() != 0) return 1;
   int rank = hvd_rank(), size = hvd_size(), bad = 0;
   static float small[SMALL][16 + SMALL]; /* tensor k has 16 + k elements */
+  static float input[SMALL][16 + SMALL]; /* odd k reduce out of place, from here */
   for (int step = 0; step < steps && bad == 0; step++) {
     hvd_handle h[SMALL + 2];
     for (int k = 0; k < SMALL; k++) {
       char name[32];
       snprintf(name, sizeof name, "tl.small.%d", k);
-      for (int i = 0; i < 16 + k; i++) small[k][i] = (float)(rank + k);
-      h[k] = hvd_allreduce_async(small[k], small[k], 16 + (size_t)k, HVD_FLOAT32, HVD_SUM, name);
+      float *in = k % 2 ? input[k] : small[k];
+      for (int i = 0; i < 16 + k; i++) in[i] = (float)(rank + k);
+      h[k] = hvd_allreduce_async(in, small[k], 16 + (size_t)k, HVD_FLOAT32, HVD_SUM, name);
     }
     int32_t b[8] = {rank, rank, rank, rank, rank, rank, rank, rank}, g = rank;
     int32_t *gathered = NULL;
