@@ -259,11 +259,13 @@ static int prep_reduction(hvd_work *w, const call_args *a, size_t out) {
 
 static int prep_allreduce(hvd_work *w, const call_args *a, int rank, int size) {
   HVD__UNUSED(rank);
-  HVD__UNUSED(size);
+  if (a->op == HVD_ADASUM) HVD__CHECK(hvd__adasum_check(a->dtype, size));
   return prep_reduction(w, a, a->count);
 }
 
 static int prep_reducescatter(hvd_work *w, const call_args *a, int rank, int size) {
+  if (a->op == HVD_ADASUM)
+    return hvd__err(HVD_E_UNSUPPORTED, "reducescatter does not support Adasum");
   return prep_reduction(w, a, hvd__split_count(a->count, size, rank));
 }
 

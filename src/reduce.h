@@ -21,9 +21,11 @@ int hvd__dtype_valid(int dtype);
 /* 1 if op is one of hvd_op's values, else 0. */
 int hvd__op_valid(int op);
 
-/* Checks that `op` can reduce `dtype` with these kernels: HVD_E_INVALID
- * for an unknown dtype/op, HVD_E_UNSUPPORTED for HVD_ADASUM and for
- * HVD_AVERAGE on HVD_BOOL, with a message naming both. */
+/* Checks that `op` can reduce `dtype`: HVD_E_INVALID for an unknown
+ * dtype/op, HVD_E_UNSUPPORTED for HVD_AVERAGE on HVD_BOOL and for
+ * HVD_ADASUM on anything but float32/float64, with a message naming both.
+ * HVD_ADASUM passes here but is no element-wise kernel: hvd__reduce does
+ * nothing with it (coll/adasum.c reduces whole vectors). */
 int hvd__reduce_check(hvd_dtype dtype, hvd_op op);
 
 /* inout[i] = inout[i] (op) in[i] for i < count.  HVD_AVERAGE accumulates

@@ -43,6 +43,11 @@ int hvd__alltoall(hvd_comm *c, const void *sbuf, const size_t *scounts, size_t e
 
 int hvd__barrier(hvd_comm *c);
 
+/* Adasum in place over every rank of c (a power of two), float32 or
+ * float64; hvd__adasum_check says whether a dtype and size qualify. */
+int hvd__adasum(hvd_comm *c, void *buf, size_t count, hvd_dtype dtype);
+int hvd__adasum_check(hvd_dtype dtype, int size);
+
 /* The ring's partition of `count` elements: rank/segment i gets count/n,
  * the first count%n one more (Horovod's split for reducescatter). */
 size_t hvd__split_count(size_t count, int n, int i);

@@ -121,7 +121,11 @@ static int run_allreduce(const job *j) {
   if (rc == 0) {
     lay_out(j, at, pieces, segs);
     trace_all(j, "ALLREDUCE", args);
-    rc = hvd__allreduce_pieces(j->c, segs, j->dtype, (hvd_op)req->op);
+    if (req->op == HVD_ADASUM) /* per tensor: a group's members one by one */
+      for (int i = 0; rc == 0 && i < k; i++)
+        rc = hvd__adasum(j->c, at[i], j->r->items[i]->req.count, j->dtype);
+    else
+      rc = hvd__allreduce_pieces(j->c, segs, j->dtype, (hvd_op)req->op);
     for (int i = 0; rc == 0 && i < k; i++)
       if (j->r->items[i]->mine)
         hvd__reduce_scale(at[i], j->r->items[i]->req.count, j->dtype, req->postscale);

@@ -207,8 +207,10 @@ static int gather_group(hvd_engine *e, const pending *p, pending **group, int *s
   return (int)p->req.group_size;
 }
 
+/* Adasum's coefficients are per tensor: Adasum tensors never fuse. */
 static int fusable(const pending *a, const pending *b) {
   return b->req.type == HVD_REQ_ALLREDUCE && b->req.group_size == 0 &&
+         a->req.op != HVD_ADASUM &&
          a->req.dtype == b->req.dtype && a->req.op == b->req.op &&
          a->req.process_set == b->req.process_set &&
          memcmp(&a->req.prescale, &b->req.prescale, sizeof(double)) == 0 &&
@@ -290,7 +292,7 @@ static int plan_one(hvd_engine *e, plan *pl, pending *p, int *scratch) {
     n = gather_group(e, p, group, scratch);
     if (n == 0) return 0; /* not every member is ready yet */
     for (int i = 0; !why[0] && i < n; i++) check(e, group[i], why, sizeof why);
-  } else if (!why[0] && p->req.type == HVD_REQ_ALLREDUCE) {
+  } else if (!why[0] && p->req.type == HVD_REQ_ALLREDUCE && p->req.op != HVD_ADASUM) {
     return plan_fused(e, pl, p, scratch);
   }
   response *r = plan_add(pl, n);

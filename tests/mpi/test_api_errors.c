@@ -44,7 +44,9 @@ static void bad_arguments(int size) {
   EXPECT(hvd_allreduce(buf, NULL, 5, HVD_FLOAT32, HVD_SUM, "w2"), HVD_E_INVALID, "recvbuf");
   EXPECT(hvd_allreduce(buf, buf, 1, (hvd_dtype)42, HVD_SUM, "w3"), HVD_E_INVALID, "dtype");
   EXPECT(hvd_allreduce(buf, buf, 1, HVD_FLOAT32, (hvd_op)17, "w4"), HVD_E_INVALID, "op");
-  EXPECT(hvd_allreduce(buf, buf, 1, HVD_FLOAT32, HVD_ADASUM, "w5"), HVD_E_UNSUPPORTED,
+  EXPECT(hvd_allreduce(buf, buf, 1, HVD_INT32, HVD_ADASUM, "w5"), HVD_E_UNSUPPORTED,
+         "adasum");
+  EXPECT(hvd_reducescatter(buf, buf, 1, HVD_FLOAT32, HVD_ADASUM, "w5b"), HVD_E_UNSUPPORTED,
          "adasum");
   EXPECT(hvd_allreduce(buf, buf, 1, HVD_BOOL, HVD_AVERAGE, "w6"), HVD_E_UNSUPPORTED, "bool");
   EXPECT(hvd_allreduce(buf, buf + 1, 4, HVD_FLOAT32, HVD_SUM, "w7"), HVD_E_INVALID, "overlap");

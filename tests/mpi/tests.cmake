@@ -17,3 +17,5 @@ hvd_add_mpi_test(test_join 2 3 4)
 hvd_add_mpi_test(test_process_sets 2 4)
 # engine_stall, engine_timeline and engine_peer_loss are driven by
 # tests/launcher (test_engine_stall.py, test_timeline.py, test_engine_failures.py).
+# Adasum against the formula at power-of-two sizes; a clear error at 3.
+hvd_add_mpi_test(test_adasum 1 2 3 4)
