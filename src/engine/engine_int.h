@@ -107,6 +107,7 @@ struct hvd_engine {
   uint64_t next_order;
   entry *unsent;      /* taken from the queue, not yet in a message */
   uint8_t *joined;    /* [size]: joined in the current join round */
+  uint64_t join_since_ms, join_warned_ms; /* local clock: the stall inspector's */
   uint64_t *join_cycle;
   uint64_t cycle;
   uint64_t last_warn_ms;

@@ -333,10 +333,15 @@ static int plan_responses(hvd_engine *e, plan *pl) {
 static void apply_joins(hvd_engine *e, const hvd_msg *msgs) {
   int all = 1, last = -1;
   for (int q = 0; q < e->size; q++) {
-    if ((msgs[q].flags & HVD_MSG_JOINED) && !e->joined[q]) e->joined[q] = 1, e->join_cycle[q] = e->cycle;
+    if ((msgs[q].flags & HVD_MSG_JOINED) && !e->joined[q]) {
+      e->joined[q] = 1;
+      e->join_cycle[q] = e->cycle;
+      if (!e->join_since_ms) e->join_since_ms = hvd__now_ms();
+    }
     all &= e->joined[q];
   }
   if (!all) return;
+  e->join_since_ms = 0;
   for (int q = 0; q < e->size; q++)
     if (last < 0 || e->join_cycle[q] >= e->join_cycle[last]) last = q;
   memset(e->joined, 0, (size_t)e->size);
@@ -386,6 +391,26 @@ int hvd__negotiate(hvd_engine *e, hvd_msg *msgs, response **out, int *nout, int 
 
 /* ---- the stall inspector (rank 0) ---- */
 
+/* Ranks that joined wait in hvd_join for the others: say who is missing. */
+static void inspect_join(hvd_engine *e, uint64_t now, uint64_t check_ms, int *ranks) {
+  if (!e->join_since_ms || now - e->join_since_ms < check_ms ||
+      now - e->join_warned_ms < check_ms)
+    return;
+  char joined[256], missing[256];
+  int nj = 0, nm = 0;
+  for (int q = 0; q < e->size; q++)
+    if (e->joined[q]) ranks[nj++] = q;
+  format_ranks(joined, sizeof joined, ranks, nj);
+  for (int q = 0; q < e->size; q++)
+    if (!e->joined[q]) ranks[nm++] = q;
+  format_ranks(missing, sizeof missing, ranks, nm);
+  e->join_warned_ms = now;
+  hvd__log(HVD_LOG_WARNING,
+           "Stall: ranks %s called hvd_join() and have waited more than %ld s "
+           "(HOROVOD_STALL_CHECK_TIME_SECONDS) for the others; missing ranks: %s", joined,
+           e->stall_check_s, missing);
+}
+
 void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine) {
   if (e->stall_disable) return;
   uint64_t now = hvd__now_ms(), check_ms = (uint64_t)e->stall_check_s * 1000;
@@ -394,7 +419,9 @@ void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine) {
   char warn[2048];
   size_t len = 0;
   warn[0] = '\0';
-  for (pending *p = e->pending_head; missing && p; p = p->next) {
+  if (!missing) return;
+  inspect_join(e, now, check_ms, missing);
+  for (pending *p = e->pending_head; p; p = p->next) {
     int n = missing_ranks(e, p, set_of(e, p), missing);
     uint64_t age = now - p->first_seen_ms;
     if (n == 0 || age < check_ms) continue;

@@ -109,3 +109,19 @@ def test_stall_check_disabled(hvdrun, test_program):
     for r in range(2):
         assert not stall_warnings(p.stderr, r), p.stderr
     assert elapsed < 30, elapsed
+
+
+@pytest.mark.parametrize("np", [2, 3])
+def test_join_waiting_for_others_is_reported(hvdrun, test_program, np):
+    p, elapsed = run(hvdrun, test_program("engine_stall"), np, "join",
+                     HOROVOD_STALL_CHECK_TIME_SECONDS="1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert_all_ok(p, np, lambda r: 1)
+    # Every rank's hvd_join returned the same last rank.
+    returned = {re.search(r"returned (\d+)", outcomes(p, np)[r][0]).group(1) for r in range(np)}
+    assert len(returned) == 1, returned
+    warnings = [l for l in stall_warnings(p.stderr, 0) if "hvd_join" in l]
+    assert warnings, "rank 0 logged no stall warning about hvd_join:\n" + p.stderr
+    missing = set(range(1, np))
+    assert any(missing <= ranks_named(l.split("missing")[-1]) for l in warnings), warnings
+    assert elapsed < 30, elapsed

@@ -18,6 +18,12 @@
  *                          late ranks, arriving 6 s later, are refused with
  *                          HVD_E_ABORTED too.
  *
+ *   engine_stall join      rank 0 calls hvd_join() at once, the others 3 s
+ *                          later.  With HOROVOD_STALL_CHECK_TIME_SECONDS=1
+ *                          rank 0 warns that it waits in hvd_join for the
+ *                          missing ranks; then every rank's hvd_join
+ *                          returns the same rank, one of the late ones.
+ *
  * Each rank prints one line "rank R: OK ..." or "rank R: FAILED ..." with
  * the messages it got, and exits 0 when its expectations held.
  */
@@ -76,16 +82,28 @@ static int stalled_forever(int rank) {
   return report(rank, rc == HVD_E_ABORTED, what);
 }
 
+/* join: rank 0 joins at once and waits for the late ones. */
+static int late_join(int rank, int size) {
+  if (rank != 0) sleep_ms(3000);
+  int last = hvd_join();
+  char what[1200];
+  snprintf(what, sizeof what, "hvd_join returned %d%s%s", last, last < 0 ? ": " : "",
+           last < 0 ? hvd_last_error() : "");
+  return report(rank, last >= 1 && last < size, what);
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   if (strcmp(mode, "warn") != 0 && strcmp(mode, "disabled") != 0 &&
-      strcmp(mode, "shutdown") != 0) {
-    fprintf(stderr, "usage: engine_stall warn|disabled|shutdown\n");
+      strcmp(mode, "shutdown") != 0 && strcmp(mode, "join") != 0) {
+    fprintf(stderr, "usage: engine_stall warn|disabled|shutdown|join\n");
     return 2;
   }
   if (init_or_complain() != 0) return 1;
   int rank = hvd_rank(), size = hvd_size();
-  int rc = strcmp(mode, "shutdown") == 0 ? stalled_forever(rank) : late_allreduce(rank, size);
+  int rc = strcmp(mode, "shutdown") == 0 ? stalled_forever(rank)
+           : strcmp(mode, "join") == 0   ? late_join(rank, size)
+                                         : late_allreduce(rank, size);
   hvd_shutdown();
   return rc;
 }
