@@ -32,34 +32,6 @@
 
 static size_t bit_bytes(uint32_t nbits) { return ((size_t)nbits + 7) / 8; }
 
-/* Raw bytes through the frame codec's writer/reader, with its rules: the
- * first overrun marks it failed and later calls do nothing. */
-static void put_bytes(hvd_writer *w, const void *p, size_t n) {
-  if (w->failed || w->len > w->cap || n > w->cap - w->len) {
-    w->failed = 1;
-    return;
-  }
-  if (n) memcpy(w->buf + w->len, p, n);
-  w->len += n;
-}
-
-static const uint8_t *get_bytes(hvd_reader *r, size_t n) {
-  if (r->failed || r->pos > r->len || n > r->len - r->pos) {
-    r->failed = 1;
-    return NULL;
-  }
-  const uint8_t *p = r->buf + r->pos;
-  r->pos += n;
-  return p;
-}
-
-static void put_u8(hvd_writer *w, uint8_t v) { put_bytes(w, &v, 1); }
-
-static uint8_t get_u8(hvd_reader *r) {
-  const uint8_t *p = get_bytes(r, 1);
-  return p ? *p : 0;
-}
-
 /* Doubles travel as their IEEE bits, so every rank sees the same value. */
 static uint64_t double_bits(double d) {
   uint64_t u;
@@ -109,9 +81,9 @@ static int encoded_size(const hvd_msg *m, size_t *size) {
 
 static void put_request(hvd_writer *w, const hvd_request *q) {
   hvd__put_str(w, q->name);
-  put_u8(w, q->type);
-  put_u8(w, q->dtype);
-  put_u8(w, q->op);
+  hvd__put_u8(w, q->type);
+  hvd__put_u8(w, q->dtype);
+  hvd__put_u8(w, q->op);
   hvd__put_u32(w, (uint32_t)q->root);
   hvd__put_u64(w, q->count);
   hvd__put_u64(w, double_bits(q->prescale));
@@ -130,7 +102,7 @@ int hvd__msg_encode(const hvd_msg *m, uint8_t **buf, size_t *len) {
   hvd_writer w = {.buf = out, .cap = size};
   hvd__put_u32(&w, m->flags);
   hvd__put_u32(&w, m->nbits);
-  put_bytes(&w, m->bits, bit_bytes(m->nbits));
+  hvd__put_bytes(&w, m->bits, bit_bytes(m->nbits));
   hvd__put_u32(&w, m->nreq);
   for (uint32_t i = 0; i < m->nreq; i++) put_request(&w, &m->reqs[i]);
   hvd__put_u32(&w, m->nfail);
@@ -167,7 +139,7 @@ static int get_name(hvd_reader *r, char out[HVD_NAME_MAX], const char *what, uin
   if (n >= HVD_NAME_MAX)
     return bad("%s %u: name of %u bytes exceeds %d", what, (unsigned)i, (unsigned)n,
                HVD_NAME_MAX - 1);
-  const uint8_t *p = get_bytes(r, n);
+  const uint8_t *p = hvd__get_bytes(r, n);
   if (!p) return bad("%s %u: name truncated", what, (unsigned)i);
   if (memchr(p, '\0', n)) return bad("%s %u: name contains a NUL byte", what, (unsigned)i);
   memcpy(out, p, n);
@@ -178,9 +150,9 @@ static int get_name(hvd_reader *r, char out[HVD_NAME_MAX], const char *what, uin
 /* The fields past the name, and the invariants request.h documents. */
 static int get_request(hvd_reader *r, hvd_request *q, uint32_t i) {
   HVD__CHECK(get_name(r, q->name, "request", i));
-  q->type = get_u8(r);
-  q->dtype = get_u8(r);
-  q->op = get_u8(r);
+  q->type = hvd__get_u8(r);
+  q->dtype = hvd__get_u8(r);
+  q->op = hvd__get_u8(r);
   q->root = (int32_t)hvd__get_u32(r);
   q->count = hvd__get_u64(r);
   q->prescale = bits_double(hvd__get_u64(r));
@@ -210,7 +182,7 @@ static int get_bits(hvd_reader *r, uint32_t max_bits, hvd_msg *m) {
   if (nbits > max_bits)
     return bad("%u cache bits exceed the cache capacity %u", (unsigned)nbits, (unsigned)max_bits);
   size_t n = bit_bytes(nbits);
-  const uint8_t *p = get_bytes(r, n);
+  const uint8_t *p = hvd__get_bytes(r, n);
   if (!p) return bad("%u cache bits truncated", (unsigned)nbits);
   if (nbits % 8 && (p[n - 1] >> (nbits % 8)) != 0)
     return bad("cache bits past bit %u are set", (unsigned)nbits);

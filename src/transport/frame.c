@@ -86,9 +86,15 @@ static void put_le(hvd_writer *w, uint64_t v, size_t n) {
   if (p) le_store(p, v, n);
 }
 
+void hvd__put_u8(hvd_writer *w, uint8_t v) { put_le(w, v, 1); }
 void hvd__put_u16(hvd_writer *w, uint16_t v) { put_le(w, v, 2); }
 void hvd__put_u32(hvd_writer *w, uint32_t v) { put_le(w, v, 4); }
 void hvd__put_u64(hvd_writer *w, uint64_t v) { put_le(w, v, 8); }
+
+void hvd__put_bytes(hvd_writer *w, const void *p, size_t n) {
+  uint8_t *dst = writer_take(w, n);
+  if (dst && n) memcpy(dst, p, n);
+}
 
 void hvd__put_str(hvd_writer *w, const char *s) {
   size_t n = s ? strlen(s) : 0;
@@ -118,6 +124,9 @@ static uint64_t get_le(hvd_reader *r, size_t n) {
   const uint8_t *p = reader_take(r, n);
   return p ? le_load(p, n) : 0;
 }
+
+const uint8_t *hvd__get_bytes(hvd_reader *r, size_t n) { return reader_take(r, n); }
+uint8_t hvd__get_u8(hvd_reader *r) { return (uint8_t)get_le(r, 1); }
 
 uint16_t hvd__get_u16(hvd_reader *r) { return (uint16_t)get_le(r, 2); }
 uint32_t hvd__get_u32(hvd_reader *r) { return (uint32_t)get_le(r, 4); }

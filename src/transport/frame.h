@@ -73,18 +73,24 @@ typedef struct {
   int failed;
 } hvd_reader;
 
+void hvd__put_u8(hvd_writer *w, uint8_t v);
 void hvd__put_u16(hvd_writer *w, uint16_t v);
 void hvd__put_u32(hvd_writer *w, uint32_t v);
 void hvd__put_u64(hvd_writer *w, uint64_t v);
 /* u16 length, then the bytes (no NUL). */
 void hvd__put_str(hvd_writer *w, const char *s);
+/* n raw bytes, no length. */
+void hvd__put_bytes(hvd_writer *w, const void *p, size_t n);
 
+uint8_t hvd__get_u8(hvd_reader *r);
 uint16_t hvd__get_u16(hvd_reader *r);
 uint32_t hvd__get_u32(hvd_reader *r);
 uint64_t hvd__get_u64(hvd_reader *r);
 /* Reads a string written by hvd__put_str into out (NUL-terminated); fails
  * if it does not fit in cap-1 bytes or contains a NUL byte. */
 void hvd__get_str(hvd_reader *r, char *out, size_t cap);
+/* The next n raw bytes, in place; NULL (and failed) if fewer are left. */
+const uint8_t *hvd__get_bytes(hvd_reader *r, size_t n);
 /* 1 if every byte was consumed and nothing failed. */
 int hvd__reader_done(const hvd_reader *r);
 
