@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "hash.h"
 #include "engine/cache.h"
 
 #define NIL UINT32_MAX
@@ -37,12 +38,6 @@ struct hvd_cache {
   uint32_t mask;           /* buckets - 1 (a power of two) */
 };
 
-/* FNV-1a: names are short, and any spread will do; ids never depend on it. */
-static uint32_t hash_name(const char *name) {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < HVD_NAME_MAX && name[i]; i++) h = (h ^ (uint8_t)name[i]) * 16777619u;
-  return h;
-}
 
 int hvd__cache_create(uint32_t capacity, hvd_cache **out) {
   *out = NULL;
@@ -89,7 +84,7 @@ uint32_t hvd__cache_capacity(const hvd_cache *c) { return c->capacity; }
 /* ---- the index by name ---- */
 
 static uint32_t *bucket_of(const hvd_cache *c, const char *name) {
-  return &c->bucket[hash_name(name) & c->mask];
+  return &c->bucket[hvd__hash_str(name) & c->mask];
 }
 
 /* The slot holding this name, or NIL. */

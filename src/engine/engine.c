@@ -16,13 +16,9 @@
 
 #include "../coll/coll.h"
 #include "../env.h"
+#include "../hash.h"
 #include "engine_int.h"
 
-static uint64_t name_hash(const char *s) { /* FNV-1a */
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
 
 /* ---- handles (under lock) ---- */
 
@@ -390,7 +386,7 @@ static int entry_new(const hvd_work *w, int size, entry **out) {
   entry *en = calloc(1, sizeof *en);
   if (!en) return hvd__err(HVD_E_NOMEM, "allocating a tensor entry");
   en->w = *w;
-  en->name_hash = name_hash(w->req.name);
+  en->name_hash = hvd__hash_str(w->req.name);
   if (w->req.type == HVD_REQ_ALLTOALL) {
     en->sendcounts = malloc((size_t)size * sizeof *en->sendcounts);
     if (en->sendcounts) memcpy(en->sendcounts, w->sendcounts, (size_t)size * sizeof(size_t));
@@ -414,7 +410,7 @@ static int admit(hvd_engine *e, const hvd_work *works, int n) {
     return hvd__err(HVD_E_ABORTED, "the engine stopped: %s", e->why);
   for (int i = 0; i < n; i++) {
     const hvd_request *r = &works[i].req;
-    if (name_in_flight(e, r, name_hash(r->name)))
+    if (name_in_flight(e, r, hvd__hash_str(r->name)))
       return hvd__err(HVD_E_INVALID, "tensor '%s' is already in flight: wait for its handle "
                       "before enqueuing the name again", r->name);
     for (int j = 0; j < i; j++)

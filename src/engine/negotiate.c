@@ -21,13 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../hash.h"
 #include "engine_int.h"
 
-static uint64_t hash_name(const char *s) { /* FNV-1a, as engine.c */
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
 
 void hvd__pending_free(pending *p) {
   if (!p) return;
@@ -39,7 +35,7 @@ void hvd__pending_free(pending *p) {
 /* Names belong to their process set (as in Horovod, where each set has
  * its own queue): the same name in two sets is two tensors. */
 static pending *pending_find(hvd_engine *e, const char *name, int32_t set) {
-  uint64_t h = hash_name(name);
+  uint64_t h = hvd__hash_str(name);
   for (pending *p = e->pending_head; p; p = p->next)
     if (p->name_hash == h && p->req.process_set == set && strcmp(p->req.name, name) == 0)
       return p;
@@ -73,7 +69,7 @@ static int pending_new(hvd_engine *e, const hvd_request *req, pending **out) {
     return hvd__err(HVD_E_NOMEM, "allocating negotiation state for '%s'", req->name);
   }
   p->req = *req;
-  p->name_hash = hash_name(req->name);
+  p->name_hash = hvd__hash_str(req->name);
   p->order = e->next_order++;
   p->first_seen_ms = hvd__now_ms();
   *e->pending_tail = p;

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "hash.h"
 #include "timeline.h"
 
 #define FLUSH_BYTES (64 * 1024)
@@ -182,15 +183,10 @@ static int new_row(hvd_timeline *tl, const char *name) {
   return pid;
 }
 
-static size_t hash(const char *s) {
-  uint64_t h = 14695981039346656037u; /* FNV-1a */
-  for (; *s != '\0'; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
-  return (size_t)h;
-}
 
 /* The empty slot for name, or the slot holding it. */
 static struct row *slot(struct row *rows, size_t cap, const char *name) {
-  size_t i = hash(name) & (cap - 1);
+  size_t i = (size_t)hvd__hash_str(name) & (cap - 1);
   while (rows[i].name != NULL && strcmp(rows[i].name, name) != 0) i = (i + 1) & (cap - 1);
   return &rows[i];
 }
