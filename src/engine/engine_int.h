@@ -44,18 +44,18 @@ typedef struct entry {
 } entry;
 
 /* What every rank knows about one tensor name being negotiated.  Built
- * only from the allgathered messages, so identical on every rank. */
+ * only from the allgathered messages, so identical on every rank; the
+ * table's list order (arrival order) is the execution order among ready
+ * tensors. */
 typedef struct pending {
   hvd_request req;    /* the first submitted request */
   uint64_t name_hash;
-  uint64_t order;     /* creation order: the execution order among ready ones */
   hvd_request *reqs;  /* [size]: each rank's request, valid where submitted */
   uint8_t *submitted; /* [size] */
-  int nsubmitted;
   entry *mine;        /* this rank's entry, if it submitted */
   uint64_t first_seen_ms; /* local clock: the stall inspector's */
   uint64_t warned_ms;
-  struct pending *next;
+  struct pending *next; /* the next to arrive */
 } pending;
 
 /* A process set. */
@@ -104,13 +104,11 @@ struct hvd_engine {
   int stall_disable;
   long stall_check_s, stall_shutdown_s;
   pending *pending_head, **pending_tail;
-  uint64_t next_order;
   entry *unsent;      /* taken from the queue, not yet in a message */
   uint8_t *joined;    /* [size]: joined in the current join round */
   uint64_t join_since_ms, join_warned_ms; /* local clock: the stall inspector's */
   uint64_t *join_cycle;
   uint64_t cycle;
-  uint64_t last_warn_ms;
   void *fusion;       /* the fusion buffer */
   size_t fusion_cap;
 };

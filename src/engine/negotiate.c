@@ -70,7 +70,6 @@ static int pending_new(hvd_engine *e, const hvd_request *req, pending **out) {
   }
   p->req = *req;
   p->name_hash = hvd__hash_str(req->name);
-  p->order = e->next_order++;
   p->first_seen_ms = hvd__now_ms();
   *e->pending_tail = p;
   e->pending_tail = &p->next;
@@ -98,7 +97,6 @@ static int submit(hvd_engine *e, int q, const hvd_request *req) {
     return hvd__err(HVD_E_PROTOCOL, "rank %d submitted '%s' twice", q, req->name);
   p->reqs[q] = *req;
   p->submitted[q] = 1;
-  p->nsubmitted++;
   if (e->tl) {
     char label[32];
     snprintf(label, sizeof label, "rank %d ready", q);
