@@ -322,7 +322,7 @@ static void engine_free(hvd_engine *e) {
   free(e->gens);
   free(e->joined);
   free(e->join_cycle);
-  free(e->fusion);
+  free(e->scratch);
   pthread_mutex_destroy(&e->lock);
   pthread_cond_destroy(&e->cond);
   pthread_cond_destroy(&e->work);

@@ -3,7 +3,7 @@
  *   engine.c     the thread, the queue from application threads, handles
  *   negotiate.c  the cycle's deterministic decision: pending table,
  *                readiness, agreement, fusion into responses
- *   execute.c    running responses: fusion buffer, joined ranks' zeros
+ *   execute.c    running responses: fused layouts, joined ranks' zeros
  *   pset.c       process sets
  *
  * Locking: `lock` guards the queue, the handles and the flags application
@@ -109,8 +109,8 @@ struct hvd_engine {
   uint64_t join_since_ms, join_warned_ms; /* local clock: the stall inspector's */
   uint64_t *join_cycle;
   uint64_t cycle;
-  void *fusion;       /* the fusion buffer */
-  size_t fusion_cap;
+  void *scratch;      /* zeros for a joined rank, scratch for broadcast/reducescatter */
+  size_t scratch_cap;
 };
 
 /* engine.c */

@@ -21,13 +21,14 @@
 #include "../reduce.h"
 #include "engine_int.h"
 
-static void *fusion_buffer(hvd_engine *e, size_t bytes) {
-  if (bytes > e->fusion_cap) {
-    void *p = realloc(e->fusion, bytes);
+/* The engine's scratch, grown to at least `bytes`; NULL if that fails. */
+static void *scratch(hvd_engine *e, size_t bytes) {
+  if (bytes > e->scratch_cap) {
+    void *p = realloc(e->scratch, bytes);
     if (!p) return NULL;
-    e->fusion = p, e->fusion_cap = bytes;
+    e->scratch = p, e->scratch_cap = bytes;
   }
-  return e->fusion;
+  return e->scratch;
 }
 
 static hvd_comm *comm_of(hvd_engine *e, const hvd_request *req) {
@@ -107,7 +108,7 @@ static int run_allreduce(const job *j) {
     total += j->r->items[i]->req.count * j->esize;
     if (!j->r->items[i]->mine) zero_bytes += j->r->items[i]->req.count * j->esize;
   }
-  char **at = calloc((size_t)k, sizeof *at), *zeros = fusion_buffer(j->e, zero_bytes);
+  char **at = calloc((size_t)k, sizeof *at), *zeros = scratch(j->e, zero_bytes);
   hvd_piece *pieces = calloc((size_t)n * (size_t)k, sizeof *pieces);
   hvd_pieces *segs = calloc((size_t)n, sizeof *segs);
   int rc = (at && pieces && segs && (zeros || !zero_bytes))
@@ -141,7 +142,7 @@ static int run_allreduce(const job *j) {
 
 static int run_broadcast(const job *j, pending *p) {
   size_t bytes = p->req.count * j->esize;
-  void *buf = p->mine ? p->mine->w.recvbuf : fusion_buffer(j->e, bytes);
+  void *buf = p->mine ? p->mine->w.recvbuf : scratch(j->e, bytes);
   if (!buf && bytes) return hvd__err(HVD_E_NOMEM, "scratch of %zu bytes", bytes);
   return hvd__broadcast(j->c, buf, bytes, p->req.root);
 }
@@ -182,7 +183,7 @@ static int run_reducescatter(const job *j, pending *p) {
   size_t count = p->req.count, own = hvd__split_count(count, j->c->size, j->c->rank);
   /* Scaling or a joined rank's zeros need a copy of the input. */
   int copy = !en || p->req.prescale != 1.0;
-  char *in = copy ? fusion_buffer(j->e, (count + own) * j->esize) : NULL;
+  char *in = copy ? scratch(j->e, (count + own) * j->esize) : NULL;
   if (copy && !in && count) return hvd__err(HVD_E_NOMEM, "scratch of %zu elements", count);
   char *out = en ? en->w.recvbuf : in + count * j->esize;
   if (copy && en) memcpy(in, en->w.sendbuf, count * j->esize);
