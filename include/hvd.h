@@ -275,6 +275,13 @@ HVD_EXTERN const char *hvd_dtype_name(hvd_dtype dtype);
 /* "sum", "average", ...; "unknown" for an unknown op. */
 HVD_EXTERN const char *hvd_op_name(hvd_op op);
 
+/* Converts count elements from float32 to float16 or bfloat16 or back,
+ * with the rounding hvd's reductions use (to nearest even; NaN stays NaN),
+ * or copies them when the dtypes are equal: what gradient compression
+ * needs.  Other pairs give HVD_E_UNSUPPORTED; src and dst must not overlap. */
+HVD_EXTERN int hvd_convert(const void *src, hvd_dtype src_dtype, void *dst,
+                           hvd_dtype dst_dtype, size_t count);
+
 #ifdef __cplusplus
 }
 #endif

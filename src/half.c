@@ -18,6 +18,7 @@
  */
 #include <string.h>
 
+#include "common.h"
 #include "reduce.h"
 
 /* Elements per inner loop of the block conversions: a fixed count the
@@ -118,3 +119,26 @@ CONVERT_N(hvd__half_to_float_n, float, uint16_t, half_to_float)
 CONVERT_N(hvd__float_to_half_n, uint16_t, float, float_to_half)
 CONVERT_N(hvd__bf16_to_float_n, float, uint16_t, bf16_to_float)
 CONVERT_N(hvd__float_to_bf16_n, uint16_t, float, float_to_bf16)
+
+int hvd_convert(const void *src, hvd_dtype src_dtype, void *dst, hvd_dtype dst_dtype,
+                size_t count) {
+  if (count > 0 && (!src || !dst))
+    return hvd__err(HVD_E_INVALID, "convert: NULL buffer for %zu elements", count);
+  if (src_dtype == dst_dtype && hvd__dtype_valid((int)src_dtype)) {
+    if (count > 0) memcpy(dst, src, count * hvd_dtype_size(src_dtype));
+    return HVD_OK;
+  }
+  if (src_dtype == HVD_FLOAT32 && dst_dtype == HVD_FLOAT16)
+    hvd__float_to_half_n(dst, src, count);
+  else if (src_dtype == HVD_FLOAT32 && dst_dtype == HVD_BFLOAT16)
+    hvd__float_to_bf16_n(dst, src, count);
+  else if (src_dtype == HVD_FLOAT16 && dst_dtype == HVD_FLOAT32)
+    hvd__half_to_float_n(dst, src, count);
+  else if (src_dtype == HVD_BFLOAT16 && dst_dtype == HVD_FLOAT32)
+    hvd__bf16_to_float_n(dst, src, count);
+  else
+    return hvd__err(HVD_E_UNSUPPORTED, "convert: %s to %s is not supported "
+                    "(float32 to and from float16 or bfloat16 only)",
+                    hvd_dtype_name(src_dtype), hvd_dtype_name(dst_dtype));
+  return HVD_OK;
+}

@@ -346,6 +346,34 @@ static void test_no_spurious_traps(void **state) {
 #endif
 }
 
+/* hvd_convert, the public face of the block conversions: every pair it
+ * takes gives the scalar conversions' bits; other pairs are refused. */
+static void test_convert(void **state) {
+  (void)state;
+  enum { N = 1000 };
+  float x[N], back[N];
+  uint16_t h[N];
+  for (int i = 0; i < N; i++) x[i] = bitsf((uint32_t)rnd());
+  assert_int_equal(hvd_convert(x, HVD_FLOAT32, h, HVD_FLOAT16, N), HVD_OK);
+  assert_int_equal(hvd_convert(h, HVD_FLOAT16, back, HVD_FLOAT32, N), HVD_OK);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(h[i], hvd__float_to_half(x[i]));
+    assert_int_equal(fbits(back[i]), fbits(hvd__half_to_float(h[i])));
+  }
+  assert_int_equal(hvd_convert(x, HVD_FLOAT32, h, HVD_BFLOAT16, N), HVD_OK);
+  assert_int_equal(hvd_convert(h, HVD_BFLOAT16, back, HVD_FLOAT32, N), HVD_OK);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(h[i], hvd__float_to_bf16(x[i]));
+    assert_int_equal(fbits(back[i]), fbits(hvd__bf16_to_float(h[i])));
+  }
+  assert_int_equal(hvd_convert(x, HVD_FLOAT32, back, HVD_FLOAT32, N), HVD_OK);
+  assert_memory_equal(x, back, sizeof x);
+  assert_int_equal(hvd_convert(x, HVD_FLOAT64, h, HVD_FLOAT16, 1), HVD_E_UNSUPPORTED);
+  assert_non_null(strstr(hvd_last_error(), "float64 to float16"));
+  assert_int_equal(hvd_convert(NULL, HVD_FLOAT32, h, HVD_FLOAT16, 1), HVD_E_INVALID);
+  assert_int_equal(hvd_convert(NULL, HVD_FLOAT32, NULL, HVD_FLOAT16, 0), HVD_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_half_widen_exhaustive),
@@ -361,6 +389,7 @@ int main(void) {
       cmocka_unit_test(test_bf16_edges),
       cmocka_unit_test(test_bf16_blocks),
       cmocka_unit_test(test_no_spurious_traps),
+      cmocka_unit_test(test_convert),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
