@@ -3,7 +3,7 @@
 # nothing when they are all there.  Usage: scripts/deps.sh [build|test]
 set -euo pipefail
 
-build_pkgs=(build-essential cmake pkg-config libssl-dev)
+build_pkgs=(build-essential cmake pkg-config libssl-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist)
 test_pkgs=(libcmocka-dev python3 python3-pytest procps)
 
 want=("${build_pkgs[@]}")
