@@ -19,3 +19,9 @@ hvd_add_mpi_test(test_process_sets 2 4)
 # tests/launcher (test_engine_stall.py, test_timeline.py, test_engine_failures.py).
 # Adasum against the formula at power-of-two sizes; a clear error at 3.
 hvd_add_mpi_test(test_adasum 1 2 3 4)
+# The DistributedOptimizer against single-process training, Adasum
+# against its formula, bitwise-identical parameters after every step.
+hvd_add_mpi_test(nn_dist 1 2 4)
+# Broadcast of parameters and optimizer state, metric averaging, rank 0's
+# checkpoint and resume, sampler shards across ranks.
+hvd_add_mpi_test(nn_recipes 1 2 3)
