@@ -1,11 +1,11 @@
 # Convenience wrapper over CMake.  `make install PREFIX=DIR` installs
-# DIR/bin/hvdrun, DIR/include/hvd.h, DIR/lib/libhvd.{so,a} and
-# DIR/lib/pkgconfig/hvd.pc.
+# DIR/bin/{hvdrun,hvd-train-fashion-mnist}, DIR/include/hvd{,_nn}.h,
+# DIR/lib/libhvd{,_nn}.{so,a} and DIR/lib/pkgconfig/hvd{,_nn}.pc.
 PREFIX ?= /usr/local
 BUILD  ?= build
 JOBS   ?= $(shell nproc)
 
-.PHONY: all build install test demo clean
+.PHONY: all build install test train clean
 
 all: build
 
@@ -19,8 +19,8 @@ install: build
 test:
 	scripts/test.sh
 
-demo:
-	scripts/demo.sh
+train:
+	scripts/train.sh
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan

@@ -17,8 +17,9 @@ def test_install_and_build_with_pkg_config(build_dir, tmp_path):
     prefix = tmp_path / "prefix"
     subprocess.run(["cmake", "--install", build_dir, "--prefix", str(prefix)], check=True,
                    capture_output=True, timeout=120)
-    for path in ["bin/hvdrun", "include/hvd.h", "lib/libhvd.so", "lib/libhvd.a",
-                 "lib/pkgconfig/hvd.pc"]:
+    for path in ["bin/hvdrun", "bin/hvd-train-fashion-mnist", "include/hvd.h",
+                 "include/hvd_nn.h", "lib/libhvd.so", "lib/libhvd.a", "lib/libhvd_nn.so",
+                 "lib/libhvd_nn.a", "lib/pkgconfig/hvd.pc", "lib/pkgconfig/hvd_nn.pc"]:
         assert (prefix / path).exists(), path
     env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"))
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "hvd"], env=env, check=True,
@@ -33,3 +34,24 @@ def test_install_and_build_with_pkg_config(build_dir, tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert job.returncode == 0, job.stderr
     assert job.stdout.count("0 wrong") == 2, job.stdout
+
+
+@pytest.mark.skipif(bool(os.environ.get("HVD_SANITIZE")),
+                    reason="a sanitized libhvd needs the sanitizer runtime in the user's program")
+@pytest.mark.skipif(shutil.which("pkg-config") is None, reason="pkg-config is not installed")
+def test_training_program_builds_against_installed_hvd_nn(build_dir, tmp_path):
+    """The Fashion-MNIST trainer is an ordinary user of libhvd_nn: it builds
+    from the installed header and pkg-config file alone."""
+    prefix = tmp_path / "prefix"
+    subprocess.run(["cmake", "--install", build_dir, "--prefix", str(prefix)], check=True,
+                   capture_output=True, timeout=120)
+    env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"))
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "hvd_nn"], env=env, check=True,
+                           capture_output=True, text=True).stdout.split()
+    exe = tmp_path / "trainer"
+    subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE",
+                    os.path.join(SOURCE, "apps", "train_fashion_mnist.c"), "-o", str(exe)]
+                   + flags, check=True, timeout=120)
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "--fp16-allreduce" in out.stdout
