@@ -3,8 +3,10 @@
 # nothing when they are all there.  Usage: scripts/deps.sh [build|test]
 set -euo pipefail
 
-build_pkgs=(build-essential cmake pkg-config libssl-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist)
-test_pkgs=(libcmocka-dev python3 python3-pytest procps)
+build_pkgs=(build-essential cmake pkg-config libssl-dev libopenblas-dev zlib1g-dev
+            dataset-fashion-mnist python3-dev)
+test_pkgs=(libcmocka-dev python3 python3-pytest procps python3-torch python3-torchvision
+           python3-numpy)
 
 want=("${build_pkgs[@]}")
 if [ "${1:-build}" = test ]; then want+=("${test_pkgs[@]}"); fi

@@ -1,0 +1,131 @@
+/*
+ * module.c -- the hvd._C module: life cycle, topology, constants, errors.
+ *
+ * The collectives are in ops.c, the Handle type in handle.c.
+ */
+#include "pyhvd.h"
+
+PyObject *pyhvd_internal_error;
+
+PyObject *pyhvd_raise(int code) {
+  PyObject *type = (code == HVD_E_INVALID || code == HVD_E_UNSUPPORTED) ? PyExc_ValueError
+                                                                         : pyhvd_internal_error;
+  if (code == HVD_E_NOT_INITIALIZED)
+    PyErr_SetString(PyExc_ValueError, "Horovod has not been initialized; use hvd.init().");
+  else
+    PyErr_SetString(type, hvd_last_error());
+  return NULL;
+}
+
+/* init(): a second call is harmless, as in Horovod. */
+static PyObject *init(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = hvd_init();
+  Py_END_ALLOW_THREADS
+  if (rc < 0 && rc != HVD_E_ALREADY_INITIALIZED) return pyhvd_raise(rc);
+  Py_RETURN_NONE;
+}
+
+static PyObject *shutdown(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  if (hvd_is_initialized()) {
+    Py_BEGIN_ALLOW_THREADS
+    hvd_shutdown();
+    Py_END_ALLOW_THREADS
+  }
+  Py_RETURN_NONE;
+}
+
+static PyObject *is_initialized(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return PyBool_FromLong(hvd_is_initialized());
+}
+
+/* rank(), size(), ...: ValueError before init(), as horovod.torch. */
+#define TOPOLOGY(fn)                                           \
+  static PyObject *fn##_py(PyObject *self, PyObject *unused) { \
+    (void)self;                                                \
+    (void)unused;                                              \
+    int v = hvd_##fn();                                        \
+    return v < 0 ? pyhvd_raise(v) : PyLong_FromLong(v);        \
+  }
+TOPOLOGY(rank)
+TOPOLOGY(size)
+TOPOLOGY(local_rank)
+TOPOLOGY(local_size)
+TOPOLOGY(cross_rank)
+TOPOLOGY(cross_size)
+
+static PyMethodDef basic_methods[] = {
+    {"init", init, METH_NOARGS, "Join the job (hvd_init)."},
+    {"shutdown", shutdown, METH_NOARGS, "Leave the job (hvd_shutdown)."},
+    {"is_initialized", is_initialized, METH_NOARGS, "True between init() and shutdown()."},
+    {"rank", rank_py, METH_NOARGS, "This process's rank."},
+    {"size", size_py, METH_NOARGS, "The number of processes."},
+    {"local_rank", local_rank_py, METH_NOARGS, "Rank on this host."},
+    {"local_size", local_size_py, METH_NOARGS, "Processes on this host."},
+    {"cross_rank", cross_rank_py, METH_NOARGS, "Rank among the hosts."},
+    {"cross_size", cross_size_py, METH_NOARGS, "Number of hosts."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, .m_name = "hvd._C",
+    .m_doc = "hvd's native layer: libhvd's collectives for the Python package.", .m_size = -1,
+    .m_methods = basic_methods,
+};
+
+static int add_constants(PyObject *m) {
+  static const struct {
+    const char *name;
+    int value;
+  } constants[] = {
+      {"UINT8", HVD_UINT8},     {"INT8", HVD_INT8},         {"UINT16", HVD_UINT16},
+      {"INT16", HVD_INT16},     {"INT32", HVD_INT32},       {"INT64", HVD_INT64},
+      {"FLOAT16", HVD_FLOAT16}, {"BFLOAT16", HVD_BFLOAT16}, {"FLOAT32", HVD_FLOAT32},
+      {"FLOAT64", HVD_FLOAT64}, {"BOOL", HVD_BOOL},         {"AVERAGE", HVD_AVERAGE},
+      {"SUM", HVD_SUM},         {"ADASUM", HVD_ADASUM},     {"MIN", HVD_MIN},
+      {"MAX", HVD_MAX},         {"PRODUCT", HVD_PRODUCT},
+  };
+  for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
+    if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0) return -1;
+  return 0;
+}
+
+/* Adds ops.c's functions (a module def holds one table: this file's). */
+static int add_functions(PyObject *m, PyMethodDef *defs) {
+  PyObject *name = PyModule_GetNameObject(m);
+  if (!name) return -1;
+  int rc = 0;
+  for (PyMethodDef *d = defs; rc == 0 && d->ml_name; d++) {
+    PyObject *f = PyCFunction_NewEx(d, m, name);
+    rc = f ? PyModule_AddObject(m, d->ml_name, f) : -1;
+    if (rc < 0) Py_XDECREF(f);
+  }
+  Py_DECREF(name);
+  return rc;
+}
+
+PyMODINIT_FUNC PyInit__C(void);
+PyMODINIT_FUNC PyInit__C(void) {
+  PyObject *m = PyModule_Create(&module_def);
+  if (!m) return NULL;
+  pyhvd_internal_error = PyErr_NewExceptionWithDoc(
+      "hvd._C.HorovodInternalError",
+      "A collective failed (a peer was lost, ranks disagreed, a deadline passed); the message "
+      "is hvd's.",
+      PyExc_RuntimeError, NULL);
+  if (!pyhvd_internal_error || PyType_Ready(&pyhvd_handle_type) < 0 || add_constants(m) < 0 ||
+      add_functions(m, pyhvd_op_methods) < 0 ||
+      PyModule_AddObjectRef(m, "HorovodInternalError", pyhvd_internal_error) < 0 ||
+      PyModule_AddObjectRef(m, "Handle", (PyObject *)&pyhvd_handle_type) < 0) {
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}
