@@ -1,0 +1,163 @@
+/*
+ * ops.c -- hvd-bench's five collectives: inputs, one run, and the check.
+ *
+ * Inputs are small integers, so every sum is exact in float32 and each
+ * run's output can be compared with what the inputs make, element by
+ * element, on every rank.  Allreduce runs in place (the engine's
+ * zero-copy path, as for gradients), so its buffer is refilled before each
+ * run; filling and checking are never timed.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "coll/coll.h"
+
+static const char *const names[OP__COUNT] = {
+    [OP_ALLREDUCE] = "allreduce", [OP_BROADCAST] = "broadcast", [OP_ALLGATHER] = "allgather",
+    [OP_REDUCESCATTER] = "reducescatter", [OP_ALLTOALL] = "alltoall"};
+
+/* allgather and alltoall return a buffer hvd allocates: kept here from the
+ * run to the check, which frees it. */
+static void *result;
+
+const char *bench_op_name(bench_op op) { return names[op]; }
+
+int bench_op_parse(const char *name, bench_op *op) {
+  for (int i = 0; i < OP__COUNT; i++)
+    if (strcmp(name, names[i]) == 0) {
+      *op = (bench_op)i;
+      return 0;
+    }
+  return -1;
+}
+
+double bench_bus_factor(bench_op op, int n) {
+  switch (op) {
+    case OP_ALLREDUCE: return 2.0 * (n - 1) / n;
+    case OP_BROADCAST: return 1.0;
+    default: return (double)(n - 1) / n;
+  }
+}
+
+/* Elements of each kind of case. */
+static size_t floats(const bench_case *c) { return c->bytes / sizeof(float); }
+static size_t block(const bench_case *c) { return c->bytes / (size_t)c->size; }
+
+static float reduce_input(int rank, size_t i) { return (float)(rank + 1) + (float)(i % 5); }
+static float reduce_sum(int n, size_t i) { return (float)(n * (n + 1) / 2) + (float)n * (float)(i % 5); }
+static uint8_t byte_of(int a, int b, size_t i) { return (uint8_t)(a * 13 + b * 7 + (int)(i % 251)); }
+
+void bench_fill(const bench_case *c) {
+  float *f = c->op == OP_ALLREDUCE ? c->out : c->in;
+  uint8_t *u = c->op == OP_BROADCAST ? c->out : c->in;
+  switch (c->op) {
+    case OP_ALLREDUCE:
+    case OP_REDUCESCATTER:
+      for (size_t i = 0; i < floats(c); i++) f[i] = reduce_input(c->rank, i);
+      break;
+    case OP_BROADCAST:
+      for (size_t i = 0; i < c->bytes; i++) u[i] = c->rank == 0 ? byte_of(0, 1, i) : 0;
+      break;
+    case OP_ALLGATHER:
+      for (size_t i = 0; i < block(c); i++) u[i] = byte_of(c->rank, 0, i);
+      break;
+    case OP_ALLTOALL:
+      for (int d = 0; d < c->size; d++)
+        for (size_t i = 0; i < block(c); i++) u[(size_t)d * block(c) + i] = byte_of(c->rank, d, i);
+      break;
+    default: break;
+  }
+}
+
+static int run_public(const bench_case *c, size_t *counts) {
+  size_t n = (size_t)c->size;
+  switch (c->op) {
+    case OP_ALLREDUCE:
+      return hvd_allreduce(c->out, c->out, floats(c), HVD_FLOAT32, HVD_SUM, "bench.allreduce");
+    case OP_BROADCAST: return hvd_broadcast(c->out, c->bytes, HVD_UINT8, 0, "bench.broadcast");
+    case OP_REDUCESCATTER:
+      return hvd_reducescatter(c->in, c->out, floats(c), HVD_FLOAT32, HVD_SUM,
+                               "bench.reducescatter");
+    case OP_ALLGATHER:
+      return hvd_allgather(c->in, block(c), HVD_UINT8, &result, counts, "bench.allgather");
+    case OP_ALLTOALL:
+      for (size_t d = 0; d < n; d++) counts[d] = block(c);
+      return hvd_alltoall(c->in, counts, HVD_UINT8, &result, counts + n, "bench.alltoall");
+    default: return HVD_E_INVALID;
+  }
+}
+
+static int run_direct(const bench_case *c, size_t *counts) {
+  size_t n = (size_t)c->size;
+  switch (c->op) {
+    case OP_ALLREDUCE:
+      return hvd__allreduce(c->direct, c->out, c->out, floats(c), HVD_FLOAT32, HVD_SUM);
+    case OP_BROADCAST: return hvd__broadcast(c->direct, c->out, c->bytes, 0);
+    case OP_REDUCESCATTER:
+      return hvd__reducescatter(c->direct, c->in, c->out, floats(c), HVD_FLOAT32, HVD_SUM);
+    case OP_ALLGATHER: return hvd__allgather(c->direct, c->in, block(c), 1, &result, counts);
+    case OP_ALLTOALL:
+      for (size_t d = 0; d < n; d++) counts[d] = block(c);
+      return hvd__alltoall(c->direct, c->in, counts, 1, &result, counts + n);
+    default: return HVD_E_INVALID;
+  }
+}
+
+int bench_run(const bench_case *c) {
+  size_t stack[64], *counts = c->size <= 32 ? stack : malloc(2 * (size_t)c->size * sizeof *counts);
+  if (!counts) return HVD_E_NOMEM;
+  int rc = c->direct ? run_direct(c, counts) : run_public(c, counts);
+  if (counts != stack) free(counts);
+  return rc;
+}
+
+/* The first element of a float output that is not what the inputs make. */
+static int check_floats(const float *out, size_t first, size_t n, int size, char *why, size_t len) {
+  for (size_t i = 0; i < n; i++) {
+    float want = reduce_sum(size, first + i);
+    if (out[i] != want) {
+      snprintf(why, len, "element %zu is %g, expected %g", first + i, (double)out[i], (double)want);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The same for a byte output made of `blocks` blocks of `len` bytes,
+ * block b holding byte_of(a(b), b'(b), i). */
+static int check_blocks(const uint8_t *out, int blocks, size_t blen, int rank, int gathered,
+                        char *why, size_t len) {
+  for (int b = 0; b < blocks; b++)
+    for (size_t i = 0; i < blen; i++) {
+      uint8_t want = gathered ? byte_of(b, 0, i) : byte_of(b, rank, i);
+      uint8_t got = out[(size_t)b * blen + i];
+      if (got != want) {
+        snprintf(why, len, "byte %zu of rank %d's block is %u, expected %u", i, b, got, want);
+        return -1;
+      }
+    }
+  return 0;
+}
+
+int bench_check(const bench_case *c, char *why, size_t len) {
+  int rc = 0;
+  switch (c->op) {
+    case OP_ALLREDUCE: rc = check_floats(c->out, 0, floats(c), c->size, why, len); break;
+    case OP_REDUCESCATTER: {
+      size_t off = hvd__split_offset(floats(c), c->size, c->rank);
+      rc = check_floats(c->out, off, hvd__split_count(floats(c), c->size, c->rank), c->size, why,
+                        len);
+      break;
+    }
+    case OP_BROADCAST: rc = check_blocks(c->out, 1, c->bytes, 1, 0, why, len); break;
+    case OP_ALLGATHER: rc = check_blocks(result, c->size, block(c), c->rank, 1, why, len); break;
+    case OP_ALLTOALL: rc = check_blocks(result, c->size, block(c), c->rank, 0, why, len); break;
+    default: break;
+  }
+  free(result);
+  result = NULL;
+  return rc;
+}

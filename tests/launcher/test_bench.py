@@ -1,0 +1,62 @@
+"""hvd-bench through hvdrun: every op, every power-of-two size, public and
+--direct paths, CSV as documented (op,bytes,time_us,algbw_GBps,busbw_GBps)
+with nccl-tests' bus factors; bad flags are refused."""
+import os
+import subprocess
+
+import pytest
+
+OPS = ["allreduce", "broadcast", "allgather", "reducescatter", "alltoall"]
+
+
+@pytest.fixture(scope="session")
+def bench(build_dir):
+    path = os.path.join(build_dir, "hvd-bench")
+    if not os.access(path, os.X_OK):
+        pytest.fail("no hvd-bench at %s" % path)
+    return path
+
+
+def bus_factor(op, n):
+    return {"allreduce": 2.0 * (n - 1) / n, "broadcast": 1.0}.get(op, (n - 1) / n)
+
+
+@pytest.mark.parametrize("np,direct", [(2, False), (3, True), (4, False)])
+def test_csv_rows(hvdrun, bench, np, direct):
+    args = [hvdrun, "-np", str(np), bench, "--csv", "--max-bytes", "64K", "--batches", "2",
+            "--iters", "3"] + (["--direct"] if direct else [])
+    out = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = [l.split(":", 1)[1] for l in out.stdout.splitlines() if l.startswith("[0]<stdout>:")]
+    assert lines[0] == "op,bytes,time_us,algbw_GBps,busbw_GBps"
+    rows = [l.split(",") for l in lines[1:]]
+    sizes = [8 << k for k in range(14)]  # 8 B .. 64 KiB
+    assert [(r[0], int(r[1])) for r in rows] == [(op, s) for op in OPS for s in sizes]
+    for op, size, t, algbw, busbw in rows:
+        t, algbw, busbw = float(t), float(algbw), float(busbw)
+        assert t > 0
+        assert algbw == pytest.approx(int(size) / t / 1e3, rel=0.02, abs=2e-4)
+        assert busbw == pytest.approx(algbw * bus_factor(op, np), rel=0.02, abs=2e-4)
+    # only rank 0 prints
+    assert not [l for l in out.stdout.splitlines() if l.startswith("[1]<stdout>")]
+
+
+def test_human_table(hvdrun, bench):
+    out = subprocess.run([hvdrun, "-np", "2", bench, "--op", "allreduce", "--max-bytes", "1K"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "# hvd-bench allreduce, np 2, public calls through the engine" in out.stdout
+    assert "busbw_GBps" in out.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--transport", "shm"], "--transport 'shm'"),
+    (["--algorithm", "tree"], "--algorithm 'tree'"),
+    (["--op", "gather"], "--op 'gather'"),
+    (["--max-bytes", "12Q"], "bad size '12Q'"),
+    (["--min-bytes", "1M", "--max-bytes", "1K"], "larger than --max-bytes"),
+])
+def test_bad_flags(bench, args, message):
+    out = subprocess.run([bench] + args, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert message in out.stderr
