@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages hvd needs that this machine lacks; does
-# nothing when they are all there.  Usage: scripts/deps.sh [build|test]
+# nothing when they are all there.  Usage: scripts/deps.sh [build|test|bench]
 set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config libssl-dev libopenblas-dev zlib1g-dev
@@ -8,8 +8,13 @@ build_pkgs=(build-essential cmake pkg-config libssl-dev libopenblas-dev zlib1g-d
 test_pkgs=(libcmocka-dev python3 python3-pytest procps python3-torch python3-torchvision
            python3-numpy)
 
+bench_pkgs=(openmpi-bin libopenmpi-dev gnuplot-nox python3)
+
 want=("${build_pkgs[@]}")
-if [ "${1:-build}" = test ]; then want+=("${test_pkgs[@]}"); fi
+case "${1:-build}" in
+  test) want+=("${test_pkgs[@]}") ;;
+  bench) want+=("${bench_pkgs[@]}") ;;
+esac
 
 missing=()
 for p in "${want[@]}"; do
