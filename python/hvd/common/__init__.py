@@ -1,0 +1,1 @@
+"""Framework-independent parts of hvd's Python package (as horovod.common)."""
