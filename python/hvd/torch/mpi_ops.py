@@ -472,10 +472,14 @@ def _frame(tensor, code):
 
 
 def _unframe(raw, counts):
-    """Splits received bytes into per-sender (code, shape, data bytes)."""
+    """Splits received bytes into per-sender (code, shape, data bytes); None
+    for a sender that sent nothing (a rank that has joined)."""
     arr = raw.numpy()
     frames, pos = [], 0
     for count in counts:
+        if count == 0:
+            frames.append(None)
+            continue
         code, ndim = (int(v) for v in np.frombuffer(arr, np.int64, 2, pos))
         shape = tuple(int(v) for v in np.frombuffer(arr, np.int64, ndim, pos + 16))
         start = pos + 16 + 8 * ndim
@@ -488,28 +492,33 @@ def _check_frames(frames, what, name, process_set):
     """Raises HorovodInternalError (on every rank alike) unless all senders
     sent the same dtype and the same dimensions after the first."""
     ranks = _global_ranks(process_set)
-    code0, shape0 = frames[0][0], frames[0][1]
-    for r, (code, shape, _) in enumerate(frames):
+    first = next(r for r, f in enumerate(frames) if f is not None)
+    code0, shape0 = frames[first][0], frames[first][1]
+    for r, frame in enumerate(frames):
+        if frame is None:
+            continue
+        code, shape, _ = frame
         label = "%s '%s'" % (what, name) if name else what
         if code != code0:
             raise HorovodInternalError(
                 "%s: mismatched data types: rank %d sent %s, rank %d sent %s"
-                % (label, ranks[0], _DTYPE_OF_CODE[code0], ranks[r], _DTYPE_OF_CODE[code]))
+                % (label, ranks[first], _DTYPE_OF_CODE[code0], ranks[r], _DTYPE_OF_CODE[code]))
         if len(shape) != len(shape0) or shape[1:] != shape0[1:]:
             raise HorovodInternalError(
                 "%s: mismatched tensor shapes: rank %d sent %s, rank %d sent %s (all "
                 "dimensions but the first must match)"
-                % (label, ranks[0], list(shape0), ranks[r], list(shape)))
+                % (label, ranks[first], list(shape0), ranks[r], list(shape)))
 
 
 def _assemble(frames):
-    """Concatenates the senders' tensors along the first dimension."""
-    code, shape0 = frames[0][0], frames[0][1]
-    rows = [shape[0] for _, shape, _ in frames]
+    """Concatenates the senders' tensors along the first dimension (a joined
+    rank contributes no rows)."""
+    code, shape0 = next(f for f in frames if f is not None)[:2]
+    rows = [0 if f is None else f[1][0] for f in frames]
     out = torch.empty((sum(rows),) + tuple(shape0[1:]), dtype=_DTYPE_OF_CODE[code])
     out_bytes = out.view(-1).view(torch.uint8)
     pos = 0
-    for _, shape, data in frames:
+    for _, shape, data in (f for f in frames if f is not None):
         nbytes = int(np.prod(shape, dtype=np.int64)) * out.element_size()
         out_bytes[pos:pos + nbytes].copy_(data[:nbytes])
         pos += nbytes
