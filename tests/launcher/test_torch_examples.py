@@ -1,0 +1,60 @@
+"""The hvd.torch examples run under hvdrun, quickly (a subset of the data,
+tiny benchmark settings)."""
+import glob
+import os
+import re
+import subprocess
+
+import pytest
+
+PY = "/usr/bin/python3"
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+@pytest.fixture(scope="module")
+def env(build_dir, tmp_path_factory):
+    if os.environ.get("HVD_SANITIZE"):
+        pytest.skip("sanitizer builds cannot load into Debian's python3")
+    if not glob.glob(os.path.join(build_dir, "python", "hvd", "_C*.so")):
+        pytest.skip("hvd's Python extension is not built in %s" % build_dir)
+    try:
+        subprocess.run([PY, "-c", "import torch, torchvision"], check=True,
+                       capture_output=True, timeout=120)
+    except (subprocess.CalledProcessError, OSError):
+        pytest.skip("Debian's python3 has no torch/torchvision")
+    return dict(os.environ, PYTHONPATH=os.path.join(build_dir, "python"),
+                OMP_NUM_THREADS="1", HVD_EXAMPLE_CACHE=str(tmp_path_factory.mktemp("cache")))
+
+
+def rank0(text):
+    return [l[len("[0]<stdout>:"):] for l in text.splitlines() if l.startswith("[0]<stdout>:")]
+
+
+def test_fashion_mnist_example(hvdrun, env):
+    if not os.path.exists(os.path.join(FASHION, "train-images-idx3-ubyte.gz")):
+        pytest.skip("no Fashion-MNIST in %s" % FASHION)
+    p = subprocess.run([hvdrun, "-np", "2", PY, os.path.join(ROOT, "examples/torch/fashion_mnist.py"),
+                        "--epochs", "1", "--train-limit", "6000", "--test-limit", "1000",
+                        "--lr", "0.05", "--batch-size", "32",
+                        "--data-dir", env["HVD_EXAMPLE_CACHE"]],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    acc = [l for l in rank0(p.stdout) if l.startswith("test_accuracy=")]
+    assert len(acc) == 1, p.stdout
+    # 3000 samples per rank, one epoch: far better than chance (0.10)
+    assert float(acc[0].split("=")[1]) > 0.5, acc
+    assert not any(l.startswith("test_accuracy=") for l in p.stdout.splitlines()
+                   if not l.startswith("[0]")), p.stdout
+
+
+def test_synthetic_benchmark_example(hvdrun, env):
+    p = subprocess.run([hvdrun, "-np", "2", PY,
+                        os.path.join(ROOT, "examples/torch/synthetic_benchmark.py"),
+                        "--model", "resnet18", "--batch-size", "2", "--num-iters", "2",
+                        "--num-batches-per-iter", "1", "--num-warmup-batches", "1"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = "\n".join(rank0(p.stdout))
+    assert re.search(r"Img/sec per CPU: [0-9.]+ \+-[0-9.]+", out), out
+    assert re.search(r"Total img/sec on 2 CPU\(s\): [0-9.]+ \+-[0-9.]+", out), out
