@@ -55,3 +55,31 @@ def test_training_program_builds_against_installed_hvd_nn(build_dir, tmp_path):
     out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "--fp16-allreduce" in out.stdout
+
+
+@pytest.mark.skipif(bool(os.environ.get("HVD_SANITIZE")),
+                    reason="a sanitized extension needs the sanitizer runtime preloaded")
+def test_python_package_installs(build_dir, tmp_path):
+    """make install's layout: PYTHONPATH=DIR/lib/python3/dist-packages
+    /usr/bin/python3 -c 'import hvd.torch' works, and the installed package
+    runs a job under the installed hvdrun."""
+    if not os.path.isdir(os.path.join(build_dir, "python", "hvd")):
+        pytest.skip("hvd._C is not built (no Python development files)")
+    prefix = tmp_path / "prefix"
+    subprocess.run(["cmake", "--install", build_dir, "--prefix", str(prefix)], check=True,
+                   capture_output=True, timeout=120)
+    site = prefix / "lib" / "python3" / "dist-packages"
+    assert list((site / "hvd").glob("_C*.so")), "no extension installed"
+    env = dict(os.environ, PYTHONPATH=str(site))
+    out = subprocess.run(["/usr/bin/python3", "-c", "import hvd.torch"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    script = tmp_path / "job.py"
+    script.write_text("import torch, hvd.torch as hvd\n"
+                      "hvd.init()\n"
+                      "t = hvd.allreduce(torch.ones(3) * (hvd.rank() + 1), op=hvd.Sum)\n"
+                      "print('sum', t.tolist())\n")
+    job = subprocess.run([str(prefix / "bin" / "hvdrun"), "-np", "2", "/usr/bin/python3",
+                          str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert job.returncode == 0, job.stderr
+    assert job.stdout.count("sum [3.0, 3.0, 3.0]") == 2, job.stdout
