@@ -54,13 +54,16 @@ static int check_params(void) {
 
 static int init_locked(void) {
   hvd_transport *xport = NULL;
+  hvd_ar_algo algo;
   if (ctx.initialized)
     return hvd__err(HVD_E_ALREADY_INITIALIZED, "already initialized (call hvd_shutdown() first)");
   HVD__CHECK(check_params());
+  HVD__CHECK(hvd__allreduce_algo_env(&algo));
   HVD__CHECK(hvd__job_from_env(&ctx.job));
   hvd__log_set_rank(ctx.job.rank);
   HVD__CHECK(hvd__bootstrap(&ctx.job, &xport));
   int rc = hvd__comm_init(&ctx.comm, ctx.job.rank, ctx.job.size, xport);
+  ctx.comm.allreduce_algo = (int)algo; /* the engine makes rank 0's win */
   if (rc == 0) rc = hvd__engine_start(&ctx.comm, &ctx.engine);
   if (rc < 0) {
     hvd__comm_destroy(&ctx.comm);

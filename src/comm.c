@@ -31,6 +31,7 @@ int hvd__comm_init_subset(hvd_comm *c, const hvd_comm *parent, const int *ranks,
     if (ranks[i] == me) rank = i;
   if (rank < 0) return hvd__err(HVD_E_INVALID, "rank %d is not in the process set", me);
   HVD__CHECK(comm_alloc(c, rank, n, parent->xport));
+  c->allreduce_algo = parent->allreduce_algo;
   c->members = malloc((size_t)n * sizeof *c->members);
   if (!c->members) return hvd__err(HVD_E_NOMEM, "allocating a process set of %d ranks", n);
   memcpy(c->members, ranks, (size_t)n * sizeof *c->members);

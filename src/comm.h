@@ -32,6 +32,7 @@ typedef struct {
   hvd_transport *xport; /* NULL when the job has one rank */
   int owns_xport;       /* the global communicator owns it; process sets share it */
   uint32_t seq;         /* collectives started; the frame tag */
+  int allreduce_algo;   /* hvd_ar_algo (coll/coll.h); 0: auto.  Equal on every rank */
   void *scratch;        /* HVD_CHUNK_BYTES, for receiving before reducing */
   void *staging;        /* HVD_CHUNK_BYTES, for sending a chunk gathered from pieces */
   int broken;
@@ -42,7 +43,7 @@ typedef struct {
 int hvd__comm_init(hvd_comm *c, int rank, int size, hvd_transport *xport);
 
 /* A communicator over `n` transport ranks (sorted, distinct) sharing
- * parent's transport; `me` is this process's transport rank, which must
+ * parent's transport and settings; `me` is this process's transport rank, which must
  * be one of them. */
 int hvd__comm_init_subset(hvd_comm *c, const hvd_comm *parent, const int *ranks, int n, int me);
 void hvd__comm_destroy(hvd_comm *c);

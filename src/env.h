@@ -32,6 +32,9 @@
     "Bytes of allreduces fused into one collective; 0 disables fusion")                   \
   X(CACHE_CAPACITY, "HOROVOD_CACHE_CAPACITY", INT, "1024", 0, 1 << 20,                    \
     "Entries of the response cache (tensors negotiated with one bit); 0 disables it")     \
+  X(ALLREDUCE_ALGORITHM, "HOROVOD_ALLREDUCE_ALGORITHM", STR, "auto", 0, 0,                \
+    "Allreduce algorithm: auto (recursive doubling for small tensors, the ring for "      \
+    "large ones), ring or recursive_doubling; rank 0's setting applies to every rank")    \
   X(STALL_CHECK_DISABLE, "HOROVOD_STALL_CHECK_DISABLE", BOOL, "0", 0, 1,                  \
     "Turn off the stall inspector (warnings and shutdown)")                               \
   X(STALL_CHECK_TIME_SECONDS, "HOROVOD_STALL_CHECK_TIME_SECONDS", INT, "60", 1, 86400,    \

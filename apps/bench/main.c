@@ -2,7 +2,8 @@
  * main.c -- hvd-bench: collective time, algbw and busbw per size.
  *
  *   hvdrun -np 4 hvd-bench [--op allreduce|...|all] [--min-bytes 8] [--max-bytes 256M]
- *                          [--direct] [--csv] [--transport tcp] [--algorithm ring]
+ *                          [--direct] [--csv] [--transport tcp]
+ *                          [--algorithm auto|ring|recursive_doubling]
  *
  * Per size: warm-up runs, then --batches batches of --iters runs each.  A
  * batch's time is the mean over its runs of the time spent inside the
@@ -27,6 +28,7 @@ typedef struct {
   size_t min_bytes, max_bytes;
   int iters, batches, warmup; /* iters 0: chosen per size */
   int direct, csv;
+  const char *algorithm; /* HOROVOD_ALLREDUCE_ALGORITHM's value */
 } options;
 
 static double now_s(void) {
@@ -60,14 +62,28 @@ static void usage(FILE *f) {
           "  --direct           the collective layer alone, without the engine's negotiation\n"
           "  --csv              one line per size: op,bytes,time_us,algbw_GBps,busbw_GBps\n"
           "  --transport NAME   tcp (the only transport in this build)\n"
-          "  --algorithm NAME   ring (the only algorithm in this build)\n");
+          "  --algorithm NAME   allreduce algorithm: auto (by size), ring or\n"
+          "                     recursive_doubling; sets HOROVOD_ALLREDUCE_ALGORITHM\n");
 }
 
-/* --transport and --algorithm name what this build has; asking for
- * something else is an error, not a silent fallback. */
+/* --transport names what this build has; asking for something else is
+ * an error, not a silent fallback. */
 static int only_choice(const char *flag, const char *value, const char *have) {
   if (strcmp(value, have) == 0) return 0;
   fprintf(stderr, "hvd-bench: %s '%s': this build has only '%s'\n", flag, value, have);
+  return -1;
+}
+
+/* The library's own parser decides, so the flag takes what the variable
+ * takes; its message names the variable, ours the flag. */
+static int set_algorithm(options *o, const char *name) {
+  hvd_ar_algo a;
+  if (hvd__allreduce_algo_parse(name, &a) == 0) {
+    o->algorithm = hvd__allreduce_algo_name(a);
+    return 0;
+  }
+  fprintf(stderr, "hvd-bench: --algorithm '%s': expected auto, ring or recursive_doubling\n",
+          name);
   return -1;
 }
 
@@ -118,7 +134,7 @@ static int parse_args(options *o, int argc, char **argv) {
       case 'd': o->direct = 1; break;
       case 'c': o->csv = 1; break;
       case 't': rc = only_choice("--transport", optarg, "tcp"); break;
-      case 'a': rc = only_choice("--algorithm", optarg, "ring"); break;
+      case 'a': rc = set_algorithm(o, optarg); break;
       case 'h': usage(stdout); return 1;
       default: rc = -1;
     }
@@ -199,8 +215,10 @@ static int measure(const options *o, const bench_case *c, double *seconds) {
 
 static void print_header(const options *o, bench_op op, int n) {
   if (o->csv) return;
-  printf("# hvd-bench %s, np %d, %s, transport tcp, algorithm ring\n", bench_op_name(op), n,
-         o->direct ? "collective layer only (--direct)" : "public calls through the engine");
+  const char *algo = getenv("HOROVOD_ALLREDUCE_ALGORITHM");
+  printf("# hvd-bench %s, np %d, %s, transport tcp, algorithm %s\n", bench_op_name(op), n,
+         o->direct ? "collective layer only (--direct)" : "public calls through the engine",
+         algo && *algo ? algo : "auto");
   printf("# %12s %12s %12s %12s\n", "bytes", "time_us", "algbw_GBps", "busbw_GBps");
 }
 
@@ -238,9 +256,14 @@ static int run_direct(const options *o) {
   hvd_job job;
   hvd_transport *xport = NULL;
   hvd_comm comm;
-  int rc = hvd__job_from_env(&job);
+  hvd_ar_algo algo;
+  int rc = hvd__allreduce_algo_env(&algo);
+  if (rc == 0) rc = hvd__job_from_env(&job);
   if (rc == 0) rc = hvd__bootstrap(&job, &xport);
   if (rc == 0) rc = hvd__comm_init(&comm, job.rank, job.size, xport);
+  /* Every rank parsed the same flags (or inherited the same variable
+   * from hvdrun), so they agree without the engine's broadcast. */
+  if (rc == 0) comm.allreduce_algo = (int)algo;
   if (rc < 0) {
     fprintf(stderr, "hvd-bench: starting: %s\n", hvd_last_error());
     return 1;
@@ -265,5 +288,7 @@ int main(int argc, char **argv) {
   options o;
   int parsed = parse_args(&o, argc, argv);
   if (parsed != 0) return parsed < 0 ? 2 : 0;
+  /* Both paths read it: hvd_init() and run_direct(). */
+  if (o.algorithm) setenv("HOROVOD_ALLREDUCE_ALGORITHM", o.algorithm, 1);
   return o.direct ? run_direct(&o) : run_public(&o);
 }

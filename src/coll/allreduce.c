@@ -1,5 +1,7 @@
 /*
- * allreduce.c -- ring allreduce and ring reduce-scatter.
+ * allreduce.c -- ring allreduce and ring reduce-scatter, and the entry
+ * that runs whichever allreduce algorithm was chosen (select.c; recursive
+ * doubling lives in recursive_doubling.c).
  *
  * The buffer is cut into n segments.  In the reduce-scatter phase, at step
  * s = 0..n-2, rank r sends segment (r-s-1) mod n to its right neighbour
@@ -20,6 +22,11 @@
  * gets exactly the bits it would get alone; hvd__allreduce_pieces takes
  * such segments as lists of pieces, which may lie in different buffers
  * (the tensors themselves: no copy into a fusion buffer).
+ *
+ * Which algorithm reduces a tensor is decided by the tensor's own size
+ * (the engine groups a fused response by it), never by the fused total:
+ * the ring and recursive doubling combine elements in different orders,
+ * and fusion must not change a bit.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +40,7 @@ static int mod(int a, int n) { return ((a % n) + n) % n; }
 static int reduce_scatter_phase(hvd_comm *c, uint32_t tag, const hvd_pieces *segs,
                                 hvd_dtype dtype, hvd_op op) {
   int n = c->size, r = c->rank, right = (r + 1) % n, left = (r - 1 + n) % n;
-  hvd_recv_mode mode = {1, dtype, op};
+  hvd_recv_mode mode = {1, dtype, op, 0};
   for (int s = 0; s < n - 1; s++)
     HVD__CHECK(hvd__stream_pieces(c, tag, right, segs[mod(r - s - 1, n)], left,
                                   segs[mod(r - s - 2, n)], &mode));
@@ -51,12 +58,39 @@ static int allgather_phase(hvd_comm *c, uint32_t tag, const hvd_pieces *segs) {
   return 0;
 }
 
-int hvd__allreduce_pieces(hvd_comm *c, const hvd_pieces *segs, hvd_dtype dtype, hvd_op op) {
+/* The segments back to back as one vector, for recursive doubling (which
+ * is element-wise and does not care how the vector is laid out). */
+static int flatten(const hvd_pieces *segs, int n, hvd_piece **flat, hvd_pieces *all) {
+  int k = 0;
+  for (int s = 0; s < n; s++) k += segs[s].n;
+  *flat = malloc((size_t)(k ? k : 1) * sizeof **flat);
+  if (!*flat) return hvd__err(HVD_E_NOMEM, "allocating %d pieces", k);
+  for (int s = 0, i = 0; s < n; s++)
+    for (int j = 0; j < segs[s].n; j++) (*flat)[i++] = segs[s].p[j];
+  *all = (hvd_pieces){*flat, k};
+  return 0;
+}
+
+static int run_algo(hvd_comm *c, uint32_t tag, hvd_ar_algo algo, const hvd_pieces *segs,
+                    hvd_dtype dtype, hvd_op op) {
+  if (algo == HVD_AR_RECURSIVE_DOUBLING) {
+    hvd_piece *flat = NULL;
+    hvd_pieces all;
+    int rc = flatten(segs, c->size, &flat, &all);
+    if (rc == 0) rc = hvd__recursive_doubling(c, tag, all, dtype, op);
+    free(flat);
+    return rc;
+  }
+  int rc = reduce_scatter_phase(c, tag, segs, dtype, op);
+  return rc == 0 ? allgather_phase(c, tag, segs) : rc;
+}
+
+int hvd__allreduce_pieces(hvd_comm *c, hvd_ar_algo algo, const hvd_pieces *segs,
+                          hvd_dtype dtype, hvd_op op) {
   uint32_t tag;
   HVD__CHECK(hvd__comm_begin(c, &tag));
   if (c->size == 1) return 0; /* AVERAGE over one rank divides by 1 */
-  int rc = reduce_scatter_phase(c, tag, segs, dtype, op);
-  if (rc == 0) rc = allgather_phase(c, tag, segs);
+  int rc = run_algo(c, tag, algo, segs, dtype, op);
   return rc < 0 ? hvd__comm_fail(c, rc) : 0;
 }
 
@@ -82,7 +116,8 @@ int hvd__allreduce(hvd_comm *c, const void *sbuf, void *rbuf, size_t count, hvd_
   hvd_pieces *segs = NULL;
   if (sbuf != rbuf && count) memcpy(rbuf, sbuf, count * esize);
   int rc = split_pieces(rbuf, count, esize, c->size, &pieces, &segs);
-  if (rc == 0) rc = hvd__allreduce_pieces(c, segs, dtype, op);
+  hvd_ar_algo algo = hvd__allreduce_algo(c, count * esize);
+  if (rc == 0) rc = hvd__allreduce_pieces(c, algo, segs, dtype, op);
   free(pieces);
   free(segs);
   return rc;

@@ -8,6 +8,7 @@
  *
  * Bytes on the wire per rank, n ranks, S bytes of data (see docs/algorithms.md):
  *   allreduce      ring reduce-scatter + ring allgather   2(n-1)/n * S
+ *                  or recursive doubling (small S)        log2(n) * S
  *   reducescatter  ring reduce-scatter                     (n-1)/n * S
  *   allgatherv     ring                                    S_total - S_own
  *   broadcast      pipelined chain from the root           S
@@ -22,6 +23,33 @@
 
 #include "../comm.h"
 
+/* The allreduce algorithms (select.c).  A communicator's setting
+ * (c->allreduce_algo) may be AUTO; the algorithm that runs never is. */
+typedef enum {
+  HVD_AR_AUTO,
+  HVD_AR_RING,
+  HVD_AR_RECURSIVE_DOUBLING,
+} hvd_ar_algo;
+
+/* "auto", "ring", "recursive_doubling" (any case) -> the value; an
+ * unknown name is HVD_E_ENV naming HOROVOD_ALLREDUCE_ALGORITHM and the
+ * choices.  _env reads the variable (its default when unset). */
+int hvd__allreduce_algo_parse(const char *text, hvd_ar_algo *out);
+int hvd__allreduce_algo_env(hvd_ar_algo *out);
+const char *hvd__allreduce_algo_name(hvd_ar_algo a);
+
+/* The algorithm for `bytes` over n ranks: the setting unless AUTO, else
+ * recursive doubling below hvd__allreduce_crossover(n) bytes, the ring
+ * from there on (the cost model in select.c). */
+hvd_ar_algo hvd__allreduce_choose(hvd_ar_algo setting, int n, size_t bytes);
+size_t hvd__allreduce_crossover(int n);
+
+/* What c runs for an allreduce of `bytes`. */
+static inline hvd_ar_algo hvd__allreduce_algo(const hvd_comm *c, size_t bytes) {
+  return hvd__allreduce_choose((hvd_ar_algo)c->allreduce_algo, c->size, bytes);
+}
+
+/* Chooses by count * element size (hvd__allreduce_algo). */
 int hvd__allreduce(hvd_comm *c, const void *sbuf, void *rbuf, size_t count, hvd_dtype dtype,
                    hvd_op op);
 
@@ -48,6 +76,14 @@ int hvd__barrier(hvd_comm *c);
 int hvd__adasum(hvd_comm *c, void *buf, size_t count, hvd_dtype dtype);
 int hvd__adasum_check(hvd_dtype dtype, int size);
 
+/* The largest power of two <= n (n >= 1): the ranks that take part in
+ * recursive doubling's rounds. */
+static inline int hvd__pow2_floor(int n) {
+  int p = 1;
+  while (p <= n / 2) p *= 2;
+  return p;
+}
+
 /* The ring's partition of `count` elements: rank/segment i gets count/n,
  * the first count%n one more (Horovod's split for reducescatter). */
 size_t hvd__split_count(size_t count, int n, int i);
@@ -58,11 +94,15 @@ size_t hvd__split_offset(size_t count, int n, int i);
 /* Sends slen bytes to `to` while receiving rlen bytes from `from`, cut
  * into HVD_CHUNK_BYTES frames so long messages stream.  When dtype/op are
  * given (reduce != 0) each received chunk is reduced into rbuf instead of
- * overwriting it; chunk boundaries then fall on whole elements. */
+ * overwriting it (rbuf = rbuf (op) received, or with theirs_first,
+ * rbuf = received (op) rbuf); chunk boundaries then fall on whole
+ * elements.  rbuf may be the buffer being sent: chunk k is sent before
+ * it is overwritten. */
 typedef struct {
   int reduce;
   hvd_dtype dtype;
   hvd_op op;
+  int theirs_first;
 } hvd_recv_mode;
 
 int hvd__stream(hvd_comm *c, uint32_t tag, int to, const void *sbuf, size_t slen, int from,
@@ -87,9 +127,15 @@ int hvd__stream_pieces(hvd_comm *c, uint32_t tag, int to, hvd_pieces s, int from
                        const hvd_recv_mode *mode);
 
 /* Allreduce in place over c->size segments, each a list of pieces whose
- * lengths are whole elements (see allreduce.c: how the engine keeps fused
- * tensors bitwise equal to unfused ones). */
-int hvd__allreduce_pieces(hvd_comm *c, const hvd_pieces *segs, hvd_dtype dtype, hvd_op op);
+ * lengths are whole elements, with `algo` (not AUTO; see allreduce.c: how
+ * the engine keeps fused tensors bitwise equal to unfused ones). */
+int hvd__allreduce_pieces(hvd_comm *c, hvd_ar_algo algo, const hvd_pieces *segs,
+                          hvd_dtype dtype, hvd_op op);
+
+/* Recursive doubling over the whole vector `all` (recursive_doubling.c),
+ * inside a collective already begun with `tag`; AVERAGE divided. */
+int hvd__recursive_doubling(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype,
+                            hvd_op op);
 
 /* Exchanges one 64-bit count per peer pair: sends mine[to], receives
  * theirs[from] over the same pairwise schedule as alltoall.  theirs must

@@ -77,14 +77,21 @@ static void scatter_span(char *piece, size_t len, size_t at, void *ctx) {
 }
 
 typedef struct {
-  const char *src;
+  char *src; /* the received chunk, in c->scratch */
   const hvd_recv_mode *mode;
   size_t esize;
 } reduce_ctx;
 
+/* With theirs_first the result forms in the scratch (the received
+ * operand, on the left) and is copied over the piece. */
 static void reduce_span(char *piece, size_t len, size_t at, void *ctx) {
   const reduce_ctx *r = ctx;
-  hvd__reduce(piece, r->src + at, len / r->esize, r->mode->dtype, r->mode->op);
+  if (r->mode->theirs_first) {
+    hvd__reduce(r->src + at, piece, len / r->esize, r->mode->dtype, r->mode->op);
+    memcpy(piece, r->src + at, len);
+  } else {
+    hvd__reduce(piece, r->src + at, len / r->esize, r->mode->dtype, r->mode->op);
+  }
 }
 
 /* The bytes to send for chunk k: straight from the piece when it holds the

@@ -299,11 +299,15 @@ static int read_config(hvd_engine *e) {
   return 0;
 }
 
-/* Ranks must agree on what shapes decisions: rank 0's settings win. */
+/* Ranks must agree on what shapes decisions: rank 0's settings win.  The
+ * allreduce algorithm is one of them: ranks that ran different algorithms
+ * would exchange frames neither expects. */
 static int agree_on_config(hvd_engine *e) {
-  uint64_t v[2] = {(uint64_t)e->fusion_threshold, hvd__cache_capacity(e->cache)};
+  uint64_t v[3] = {(uint64_t)e->fusion_threshold, hvd__cache_capacity(e->cache),
+                   (uint64_t)e->global->allreduce_algo};
   HVD__CHECK(hvd__broadcast(e->global, v, sizeof v, 0));
   e->fusion_threshold = (size_t)v[0];
+  e->global->allreduce_algo = (int)v[2];
   if (v[1] != hvd__cache_capacity(e->cache)) {
     hvd__cache_destroy(e->cache);
     e->cache = NULL;

@@ -10,8 +10,11 @@
  * layout that goes segment by segment (segment s of the fused collective
  * holds segment s of each tensor, see coll/allreduce.c), so every element
  * is reduced exactly as it would be alone: fused and unfused results are
- * bitwise equal.  The tensors stay where they are; the engine's buffer
- * only holds a joined rank's zeros and scratch for the other kinds.
+ * bitwise equal.  For the same reason each tensor's algorithm (ring or
+ * recursive doubling) follows from its own size: a fused response runs
+ * one collective per algorithm among its tensors.  The tensors stay where
+ * they are; the engine's buffer only holds a joined rank's zeros and
+ * scratch for the other kinds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,19 +83,36 @@ static char *stage_item(const job *j, const pending *p, char *zeros) {
   return en->w.recvbuf;
 }
 
-/* Segment s of the fused buffer is segment s of every item, in order: the
- * layout that keeps each element's reduction order what it is alone. */
-static void lay_out(const job *j, char **at, hvd_piece *pieces, hvd_pieces *segs) {
-  int n = j->c->size, k = j->r->n;
-  for (int s = 0; s < n; s++) {
-    segs[s].p = &pieces[s * k];
-    segs[s].n = k;
-    for (int i = 0; i < k; i++) {
-      size_t count = j->r->items[i]->req.count;
-      pieces[s * k + i].ptr = at[i] + hvd__split_offset(count, n, s) * j->esize;
-      pieces[s * k + i].len = hvd__split_count(count, n, s) * j->esize;
+/* The algorithm item i is reduced with: chosen by its own size, so that
+ * fusing it with others changes none of its bits. */
+static hvd_ar_algo item_algo(const job *j, int i) {
+  return hvd__allreduce_algo(j->c, j->r->items[i]->req.count * j->esize);
+}
+
+/* Segment s of the fused buffer is segment s of every item reduced with
+ * `algo`, in order: the layout that keeps each element's reduction order
+ * what it is alone.  Returns how many items that is. */
+static int lay_out(const job *j, char **at, hvd_ar_algo algo, hvd_piece *pieces,
+                   hvd_pieces *segs) {
+  int n = j->c->size, k = j->r->n, used = 0;
+  for (int i = 0; i < k; i++) {
+    if (item_algo(j, i) != algo) continue;
+    size_t count = j->r->items[i]->req.count;
+    for (int s = 0; s < n; s++) {
+      pieces[s * k + used].ptr = at[i] + hvd__split_offset(count, n, s) * j->esize;
+      pieces[s * k + used].len = hvd__split_count(count, n, s) * j->esize;
     }
+    used++;
   }
+  for (int s = 0; s < n; s++) segs[s] = (hvd_pieces){&pieces[s * k], used};
+  return used;
+}
+
+/* One collective for the items reduced with `algo`, if there are any. */
+static int reduce_group(const job *j, char **at, hvd_ar_algo algo, hvd_piece *pieces,
+                        hvd_pieces *segs) {
+  if (lay_out(j, at, algo, pieces, segs) == 0) return 0;
+  return hvd__allreduce_pieces(j->c, algo, segs, j->dtype, (hvd_op)j->r->items[0]->req.op);
 }
 
 /* Fused or not, the tensors are reduced where they lie: no fusion-buffer
@@ -120,13 +140,14 @@ static int run_allreduce(const job *j) {
   char args[64];
   snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu}", k, total);
   if (rc == 0) {
-    lay_out(j, at, pieces, segs);
     trace_all(j, "ALLREDUCE", args);
-    if (req->op == HVD_ADASUM) /* per tensor: a group's members one by one */
+    if (req->op == HVD_ADASUM) { /* per tensor: a group's members one by one */
       for (int i = 0; rc == 0 && i < k; i++)
         rc = hvd__adasum(j->c, at[i], j->r->items[i]->req.count, j->dtype);
-    else
-      rc = hvd__allreduce_pieces(j->c, segs, j->dtype, (hvd_op)req->op);
+    } else {
+      rc = reduce_group(j, at, HVD_AR_RING, pieces, segs);
+      if (rc == 0) rc = reduce_group(j, at, HVD_AR_RECURSIVE_DOUBLING, pieces, segs);
+    }
     for (int i = 0; rc == 0 && i < k; i++)
       if (j->r->items[i]->mine)
         hvd__reduce_scale(at[i], j->r->items[i]->req.count, j->dtype, req->postscale);

@@ -1,6 +1,6 @@
 """hvd-bench through hvdrun: every op, every power-of-two size, public and
 --direct paths, CSV as documented (op,bytes,time_us,algbw_GBps,busbw_GBps)
-with nccl-tests' bus factors; bad flags are refused."""
+with nccl-tests' bus factors; every --algorithm; bad flags are refused."""
 import os
 import subprocess
 
@@ -49,9 +49,21 @@ def test_human_table(hvdrun, bench):
     assert "busbw_GBps" in out.stdout
 
 
+@pytest.mark.parametrize("algorithm", ["auto", "ring", "recursive_doubling"])
+@pytest.mark.parametrize("direct", [False, True])
+def test_algorithm(hvdrun, bench, algorithm, direct):
+    # Each run checks every output, so a wrong algorithm fails here.
+    args = [hvdrun, "-np", "3", bench, "--op", "allreduce", "--max-bytes", "256K",
+            "--batches", "1", "--iters", "2", "--algorithm", algorithm]
+    out = subprocess.run(args + (["--direct"] if direct else []), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "transport tcp, algorithm %s" % algorithm in out.stdout
+
+
 @pytest.mark.parametrize("args,message", [
     (["--transport", "shm"], "--transport 'shm'"),
-    (["--algorithm", "tree"], "--algorithm 'tree'"),
+    (["--algorithm", "tree"], "--algorithm 'tree': expected auto, ring or recursive_doubling"),
     (["--op", "gather"], "--op 'gather'"),
     (["--max-bytes", "12Q"], "bad size '12Q'"),
     (["--min-bytes", "1M", "--max-bytes", "1K"], "larger than --max-bytes"),

@@ -1,6 +1,16 @@
 # Job sizes each multi-rank program runs at (through hvdrun).  Programs
 # that are expected to fail (peer loss) are driven by tests/launcher.
 hvd_add_mpi_test(test_collectives 1 2 3 4 8)
+# Each allreduce algorithm (HOROVOD_ALLREDUCE_ALGORITHM), powers of two
+# and not: the reference result, the same bits on every rank, fused = alone.
+foreach(algo auto ring recursive_doubling)
+  foreach(np 1 2 3 4 5 8)
+    set(t mpi.test_algorithms.${algo}.np${np})
+    add_test(NAME ${t} COMMAND $<TARGET_FILE:hvdrun> -np ${np} $<TARGET_FILE:test_algorithms>)
+    set_tests_properties(${t} PROPERTIES TIMEOUT 300
+      ENVIRONMENT "${HVD_TEST_ENV};HOROVOD_ALLREDUCE_ALGORITHM=${algo}")
+  endforeach()
+endforeach()
 hvd_add_mpi_test(test_api_errors 1 2)
 hvd_add_mpi_test(test_mismatch 2 3)
 # A process started without hvdrun is a job of size 1.

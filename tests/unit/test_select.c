@@ -1,0 +1,114 @@
+/*
+ * test_select.c -- HOROVOD_ALLREDUCE_ALGORITHM and the cost model that
+ * picks an allreduce algorithm for "auto" (coll/select.c).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "coll/coll.h"
+#include "env.h"
+
+static void test_parse(void **state) {
+  (void)state;
+  static const struct {
+    const char *text;
+    hvd_ar_algo want;
+  } good[] = {{"auto", HVD_AR_AUTO},
+              {"ring", HVD_AR_RING},
+              {"recursive_doubling", HVD_AR_RECURSIVE_DOUBLING},
+              {"RING", HVD_AR_RING},
+              {"Recursive_Doubling", HVD_AR_RECURSIVE_DOUBLING}};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    hvd_ar_algo a = HVD_AR_AUTO;
+    assert_int_equal(hvd__allreduce_algo_parse(good[i].text, &a), 0);
+    assert_int_equal(a, good[i].want);
+  }
+  assert_string_equal(hvd__allreduce_algo_name(HVD_AR_RECURSIVE_DOUBLING),
+                      "recursive_doubling");
+  static const char *const bad[] = {"tree", "", "ring ", "recursive-doubling", "rd"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    hvd_ar_algo a;
+    assert_int_equal(hvd__allreduce_algo_parse(bad[i], &a), HVD_E_ENV);
+    assert_non_null(strstr(hvd_last_error(), "HOROVOD_ALLREDUCE_ALGORITHM"));
+    assert_non_null(strstr(hvd_last_error(), "auto, ring or recursive_doubling"));
+  }
+}
+
+static void test_env(void **state) {
+  (void)state;
+  hvd_ar_algo a = HVD_AR_RING;
+  unsetenv("HOROVOD_ALLREDUCE_ALGORITHM");
+  assert_int_equal(hvd__allreduce_algo_env(&a), 0);
+  assert_int_equal(a, HVD_AR_AUTO);
+  setenv("HOROVOD_ALLREDUCE_ALGORITHM", "", 1); /* empty is unset */
+  assert_int_equal(hvd__allreduce_algo_env(&a), 0);
+  assert_int_equal(a, HVD_AR_AUTO);
+  setenv("HOROVOD_ALLREDUCE_ALGORITHM", "recursive_doubling", 1);
+  assert_int_equal(hvd__allreduce_algo_env(&a), 0);
+  assert_int_equal(a, HVD_AR_RECURSIVE_DOUBLING);
+  unsetenv("HOROVOD_ALLREDUCE_ALGORITHM");
+}
+
+/* An unknown name fails hvd_init before it looks for a job. */
+static void test_init_refuses_unknown(void **state) {
+  (void)state;
+  setenv("HOROVOD_ALLREDUCE_ALGORITHM", "tree", 1);
+  assert_int_equal(hvd_init(), HVD_E_ENV);
+  assert_non_null(strstr(hvd_last_error(), "HOROVOD_ALLREDUCE_ALGORITHM='tree'"));
+  assert_non_null(strstr(hvd_last_error(), "auto, ring or recursive_doubling"));
+  assert_int_equal(hvd_is_initialized(), 0);
+  unsetenv("HOROVOD_ALLREDUCE_ALGORITHM");
+}
+
+/* The table in select.c's comment, within rounding of the printed values. */
+static void test_crossovers(void **state) {
+  (void)state;
+  static const struct {
+    int n;
+    size_t kib10; /* tenths of a KiB as printed, 1K = 1000 */
+  } table[] = {{2, 2000}, {3, 55}, {4, 640}, {5, 150}, {6, 230},
+               {7, 320},  {8, 750}, {16, 1070}, {32, 1640}};
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+    size_t got = hvd__allreduce_crossover(table[i].n), want = table[i].kib10 * 100;
+    assert_in_range(got, want - want / 20, want + want / 20);
+  }
+  assert_int_equal(hvd__allreduce_crossover(1), 0);
+  /* Powers of two from 4: the crossover grows with n (at 2 both move the
+   * same bytes and only the reduction differs, hence its high one). */
+  for (int n = 4; n < 1024; n *= 2)
+    assert_true(hvd__allreduce_crossover(2 * n) > hvd__allreduce_crossover(n));
+}
+
+static void test_choose(void **state) {
+  (void)state;
+  for (int n = 2; n <= 64; n++) {
+    size_t x = hvd__allreduce_crossover(n);
+    assert_true(x > 0);
+    assert_int_equal(hvd__allreduce_choose(HVD_AR_AUTO, n, 0), HVD_AR_RECURSIVE_DOUBLING);
+    assert_int_equal(hvd__allreduce_choose(HVD_AR_AUTO, n, 8), HVD_AR_RECURSIVE_DOUBLING);
+    assert_int_equal(hvd__allreduce_choose(HVD_AR_AUTO, n, x - 1), HVD_AR_RECURSIVE_DOUBLING);
+    assert_int_equal(hvd__allreduce_choose(HVD_AR_AUTO, n, x), HVD_AR_RING);
+    assert_int_equal(hvd__allreduce_choose(HVD_AR_AUTO, n, 256u << 20), HVD_AR_RING);
+    /* A forced algorithm holds at every size. */
+    assert_int_equal(hvd__allreduce_choose(HVD_AR_RING, n, 8), HVD_AR_RING);
+    assert_int_equal(hvd__allreduce_choose(HVD_AR_RECURSIVE_DOUBLING, n, 256u << 20),
+                     HVD_AR_RECURSIVE_DOUBLING);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parse),
+      cmocka_unit_test(test_env),
+      cmocka_unit_test(test_init_refuses_unknown),
+      cmocka_unit_test(test_crossovers),
+      cmocka_unit_test(test_choose),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
