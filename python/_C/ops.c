@@ -26,8 +26,11 @@ static int set_size(int process_set) {
   return process_set == 0 ? hvd_size() : hvd_process_set_size(process_set);
 }
 
-static PyObject *allreduce_async(PyObject *self, PyObject *args) {
-  (void)self;
+/* allreduce and reducescatter take the same arguments. */
+typedef hvd_handle reduce_fn(const void *send, void *recv, size_t count, hvd_dtype dtype,
+                             hvd_op op, const char *name, const hvd_opts *opts);
+
+static PyObject *reduce_async(PyObject *args, reduce_fn *fn) {
   unsigned long long send, recv;
   Py_ssize_t count;
   int dtype, op, pset;
@@ -40,8 +43,18 @@ static PyObject *allreduce_async(PyObject *self, PyObject *args) {
   PyObject *h = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0);
   if (!h) return NULL;
   hvd_opts o = make_opts(pset, pre, post);
-  return pyhvd_handle_start(h, hvd_allreduce_async_opts(PTR(send), PTR(recv), (size_t)count,
-                                                        (hvd_dtype)dtype, (hvd_op)op, name, &o));
+  return pyhvd_handle_start(
+      h, fn(PTR(send), PTR(recv), (size_t)count, (hvd_dtype)dtype, (hvd_op)op, name, &o));
+}
+
+static PyObject *allreduce_async(PyObject *self, PyObject *args) {
+  (void)self;
+  return reduce_async(args, hvd_allreduce_async_opts);
+}
+
+static PyObject *reducescatter_async(PyObject *self, PyObject *args) {
+  (void)self;
+  return reduce_async(args, hvd_reducescatter_async);
 }
 
 /* Fills n addresses or counts from a Python sequence of ints. */
@@ -158,24 +171,6 @@ static PyObject *alltoall_async(PyObject *self, PyObject *args) {
   free(v);
   free(sendcounts);
   return h;
-}
-
-static PyObject *reducescatter_async(PyObject *self, PyObject *args) {
-  (void)self;
-  unsigned long long send, recv;
-  Py_ssize_t count;
-  int dtype, op, pset;
-  const char *name;
-  double pre, post;
-  PyObject *keep = NULL;
-  if (!PyArg_ParseTuple(args, "KKniizidd|O", &send, &recv, &count, &dtype, &op, &name, &pset,
-                        &pre, &post, &keep))
-    return NULL;
-  PyObject *h = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0);
-  if (!h) return NULL;
-  hvd_opts o = make_opts(pset, pre, post);
-  return pyhvd_handle_start(h, hvd_reducescatter_async(PTR(send), PTR(recv), (size_t)count,
-                                                       (hvd_dtype)dtype, (hvd_op)op, name, &o));
 }
 
 static PyObject *join(PyObject *self, PyObject *unused) {

@@ -71,6 +71,18 @@ _TOO_MANY_PASSES = ("Gradients were computed more than backward_passes_per_step 
                     "locally.")
 
 
+def _count_pass(opt, p):
+    """A backward pass produced p's gradient: checks the pass count and
+    returns True when this is the pass whose gradient must be reduced
+    (the last of backward_passes_per_step)."""
+    if p in opt._handles and opt._handles[p][0] is not None and opt._allreduce_delay[p] <= 0:
+        raise AssertionError(_TOO_MANY_PASSES)
+    assert not p.grad.requires_grad
+    assert opt._allreduce_delay[p] > 0
+    opt._allreduce_delay[p] -= 1
+    return opt._allreduce_delay[p] == 0
+
+
 class _DistributedMixin:
     """The methods of a DistributedOptimizer (before the wrapped class in
     the MRO, so super() reaches the wrapped optimizer's methods)."""
@@ -167,14 +179,8 @@ class _DistributedMixin:
 
     def _make_hook(self, p):
         def hook(*unused):
-            if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(_TOO_MANY_PASSES)
-            assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
             handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
+            if _count_pass(self, p):
                 group = self._p_to_group.get(p)
                 if group is not None:
                     self._group_counts[group] += 1
@@ -353,14 +359,8 @@ class _DistributedAdasumMixin:
 
     def _make_hook(self, p):
         def hook(*unused):
-            if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(_TOO_MANY_PASSES)
-            assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
             handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
+            if _count_pass(self, p):
                 handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
         return hook
