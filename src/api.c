@@ -76,6 +76,13 @@ static int init_locked(void) {
   return 0;
 }
 
+const char *hvd__transport_name(void) {
+  pthread_mutex_lock(&ctx.lock);
+  const char *name = ctx.initialized && ctx.comm.xport ? ctx.comm.xport->ops->name : "none";
+  pthread_mutex_unlock(&ctx.lock);
+  return name;
+}
+
 int hvd_init(void) {
   pthread_mutex_lock(&ctx.lock);
   int rc = init_locked();

@@ -35,6 +35,9 @@
   X(ALLREDUCE_ALGORITHM, "HOROVOD_ALLREDUCE_ALGORITHM", STR, "auto", 0, 0,                \
     "Allreduce algorithm: auto (recursive doubling for small tensors, the ring for "      \
     "large ones), ring or recursive_doubling; rank 0's setting applies to every rank")    \
+  X(SHM_DISABLE, "HOROVOD_SHM_DISABLE", BOOL, "0", 0, 1,                                  \
+    "Use TCP between the ranks even when all of them run on one host (where they use "    \
+    "shared memory by default)")                                                          \
   X(STALL_CHECK_DISABLE, "HOROVOD_STALL_CHECK_DISABLE", BOOL, "0", 0, 1,                  \
     "Turn off the stall inspector (warnings and shutdown)")                               \
   X(STALL_CHECK_TIME_SECONDS, "HOROVOD_STALL_CHECK_TIME_SECONDS", INT, "60", 1, 86400,    \

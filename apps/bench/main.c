@@ -2,7 +2,7 @@
  * main.c -- hvd-bench: collective time, algbw and busbw per size.
  *
  *   hvdrun -np 4 hvd-bench [--op allreduce|...|all] [--min-bytes 8] [--max-bytes 256M]
- *                          [--direct] [--csv] [--transport tcp]
+ *                          [--direct] [--csv] [--transport shm|tcp]
  *                          [--algorithm auto|ring|recursive_doubling]
  *
  * Per size: warm-up runs, then --batches batches of --iters runs each.  A
@@ -29,6 +29,8 @@ typedef struct {
   int iters, batches, warmup; /* iters 0: chosen per size */
   int direct, csv;
   const char *algorithm; /* HOROVOD_ALLREDUCE_ALGORITHM's value */
+  const char *transport; /* --transport; NULL: the library's choice */
+  const char *used;      /* the transport actually built */
 } options;
 
 static double now_s(void) {
@@ -61,16 +63,20 @@ static void usage(FILE *f) {
           "  --warmup N         untimed runs per size (2)\n"
           "  --direct           the collective layer alone, without the engine's negotiation\n"
           "  --csv              one line per size: op,bytes,time_us,algbw_GBps,busbw_GBps\n"
-          "  --transport NAME   tcp (the only transport in this build)\n"
+          "  --transport NAME   shm (shared memory: every rank on one host) or tcp;\n"
+          "                     default: shm where it can be used, else tcp\n"
           "  --algorithm NAME   allreduce algorithm: auto (by size), ring or\n"
           "                     recursive_doubling; sets HOROVOD_ALLREDUCE_ALGORITHM\n");
 }
 
-/* --transport names what this build has; asking for something else is
- * an error, not a silent fallback. */
-static int only_choice(const char *flag, const char *value, const char *have) {
-  if (strcmp(value, have) == 0) return 0;
-  fprintf(stderr, "hvd-bench: %s '%s': this build has only '%s'\n", flag, value, have);
+/* --transport: HOROVOD_SHM_DISABLE picks it for the library; shm on ranks
+ * that are not all on one host is an error, not a silent fallback. */
+static int set_transport(options *o, const char *name) {
+  if (strcmp(name, "shm") == 0 || strcmp(name, "tcp") == 0) {
+    o->transport = name;
+    return 0;
+  }
+  fprintf(stderr, "hvd-bench: --transport '%s': expected shm or tcp\n", name);
   return -1;
 }
 
@@ -133,7 +139,7 @@ static int parse_args(options *o, int argc, char **argv) {
       case 'w': rc = parse_int("--warmup", optarg, 0, &o->warmup); break;
       case 'd': o->direct = 1; break;
       case 'c': o->csv = 1; break;
-      case 't': rc = only_choice("--transport", optarg, "tcp"); break;
+      case 't': rc = set_transport(o, optarg); break;
       case 'a': rc = set_algorithm(o, optarg); break;
       case 'h': usage(stdout); return 1;
       default: rc = -1;
@@ -216,9 +222,9 @@ static int measure(const options *o, const bench_case *c, double *seconds) {
 static void print_header(const options *o, bench_op op, int n) {
   if (o->csv) return;
   const char *algo = getenv("HOROVOD_ALLREDUCE_ALGORITHM");
-  printf("# hvd-bench %s, np %d, %s, transport tcp, algorithm %s\n", bench_op_name(op), n,
+  printf("# hvd-bench %s, np %d, %s, transport %s, algorithm %s\n", bench_op_name(op), n,
          o->direct ? "collective layer only (--direct)" : "public calls through the engine",
-         algo && *algo ? algo : "auto");
+         o->used, algo && *algo ? algo : "auto");
   printf("# %12s %12s %12s %12s\n", "bytes", "time_us", "algbw_GBps", "busbw_GBps");
 }
 
@@ -251,8 +257,17 @@ static int bench_all(const options *o, hvd_comm *direct, int rank, int n) {
   return rc;
 }
 
+/* --transport shm asked for what the library could not build. */
+static int check_transport(const options *o) {
+  if (!o->transport || strcmp(o->used, "none") == 0 || strcmp(o->transport, o->used) == 0)
+    return 0;
+  fprintf(stderr, "hvd-bench: --transport %s: unavailable, the job uses %s (shm needs every "
+          "rank on one host)\n", o->transport, o->used);
+  return -1;
+}
+
 /* --direct: a communicator of our own, with no engine thread beside it. */
-static int run_direct(const options *o) {
+static int run_direct(options *o) {
   hvd_job job;
   hvd_transport *xport = NULL;
   hvd_comm comm;
@@ -268,18 +283,22 @@ static int run_direct(const options *o) {
     fprintf(stderr, "hvd-bench: starting: %s\n", hvd_last_error());
     return 1;
   }
-  rc = bench_all(o, &comm, job.rank, job.size);
+  o->used = xport ? xport->ops->name : "none";
+  rc = check_transport(o);
+  if (rc == 0) rc = bench_all(o, &comm, job.rank, job.size);
   if (rc == 0) rc = hvd__barrier(&comm); /* nobody leaves while others still read */
   hvd__comm_destroy(&comm);
   return rc < 0;
 }
 
-static int run_public(const options *o) {
+static int run_public(options *o) {
   if (hvd_init() < 0) {
     fprintf(stderr, "hvd-bench: %s\n", hvd_last_error());
     return 1;
   }
-  int rc = bench_all(o, NULL, hvd_rank(), hvd_size());
+  o->used = hvd__transport_name();
+  int rc = check_transport(o);
+  if (rc == 0) rc = bench_all(o, NULL, hvd_rank(), hvd_size());
   hvd_shutdown();
   return rc < 0;
 }
@@ -290,5 +309,7 @@ int main(int argc, char **argv) {
   if (parsed != 0) return parsed < 0 ? 2 : 0;
   /* Both paths read it: hvd_init() and run_direct(). */
   if (o.algorithm) setenv("HOROVOD_ALLREDUCE_ALGORITHM", o.algorithm, 1);
+  if (o.transport && strcmp(o.transport, "tcp") == 0) setenv("HOROVOD_SHM_DISABLE", "1", 1);
+  if (o.transport && strcmp(o.transport, "shm") == 0) unsetenv("HOROVOD_SHM_DISABLE");
   return o.direct ? run_direct(&o) : run_public(&o);
 }

@@ -6,7 +6,9 @@
  *   2. listen on the local address of that connection -- the interface
  *      that routes to the launcher is the one our peers can reach too;
  *   3. register that address and receive everyone's;
- *   4. connect the full mesh (transport).
+ *   4. connect the full mesh (transport);
+ *   5. when every rank is on this host, agree over it to use shared memory
+ *      instead (unless HOROVOD_SHM_DISABLE).
  * All of it within HOROVOD_START_TIMEOUT.
  */
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "../env.h"
+#include "../transport/shm.h"
 #include "bootstrap.h"
 
 /* A JOB variable as an integer in [min, max]; `def` when unset. */
@@ -101,8 +104,10 @@ int hvd__bootstrap(const hvd_job *job, hvd_transport **xport) {
   if (job->size == 1) return 0;
 
   long start_s, timeout_s;
+  int shm_disable;
   HVD__CHECK(hvd__param_int(HVD_P_START_TIMEOUT, &start_s));
   HVD__CHECK(hvd__param_int(HVD_P_GLOO_TIMEOUT_SECONDS, &timeout_s));
+  HVD__CHECK(hvd__param_bool(HVD_P_SHM_DISABLE, &shm_disable));
   hvd_tcp_config cfg;
   memset(&cfg, 0, sizeof cfg);
   char addr[HVD_NET_ADDR_MAX + 192];
@@ -131,7 +136,14 @@ int hvd__bootstrap(const hvd_job *job, hvd_transport **xport) {
   cfg.timeout_ms = (int)(timeout_s * 1000);
   rc = hvd__tcp_create(&cfg, xport); /* owns the listener from here, even on failure */
   cfg.listen_fd = -1;
-  if (rc < 0) hvd__err_prefix(rc, "connecting to the other ranks");
+  if (rc < 0) {
+    hvd__err_prefix(rc, "connecting to the other ranks");
+  } else {
+    hvd_shm_config shm = {.want = job->local_size == job->size && !shm_disable,
+                          .key = cfg.key, .timeout_ms = cfg.timeout_ms};
+    hvd_transport *tcp = *xport;
+    rc = hvd__shm_setup(&shm, tcp, xport); /* owns tcp from here */
+  }
 close_listener:
   hvd__net_close(&cfg.listen_fd);
 free_peers:

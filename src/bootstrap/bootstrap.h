@@ -25,4 +25,9 @@ int hvd__job_from_env(hvd_job *job);
  * authenticated transport to every peer. */
 int hvd__bootstrap(const hvd_job *job, hvd_transport **xport);
 
+/* The name of the transport hvd_init() built ("shm", "tcp"), or "none"
+ * (not initialized, or a job of one rank).  Defined in api.c; for tools
+ * such as hvd-bench that report what they measured. */
+const char *hvd__transport_name(void);
+
 #endif /* HVD_BOOTSTRAP_H */

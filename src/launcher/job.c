@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -37,6 +38,7 @@
 #include "procs.h"
 #include "rdzv_server.h"
 #include "signals.h"
+#include "transport/shm.h"
 
 #define GRACE_MS 2000
 #define LINGER_MS 1000
@@ -66,6 +68,7 @@ typedef struct {
   struct pollfd *fds;
   int *slot_owner; /* for the ranks' slots: rank * 3 + SLOT_* */
   size_t fds_cap, nfds, rdzv_first, rdzv_count;
+  char shm_name[HVD_SHM_NAME_MAX]; /* the ranks' segment; "" before the secret */
 } job;
 
 /* Says "hvdrun: ..." on stderr: always, or only under --verbose.  It
@@ -299,6 +302,7 @@ static int start_rendezvous(job *j, rank_env *env) {
     say(j, 1, "cannot start the rendezvous: %s", hvd_last_error());
     return -1;
   }
+  hvd__shm_name(&key, j->shm_name, sizeof j->shm_name);
   say(j, 0, "rendezvous listening on 127.0.0.1:%d", port);
   gethostname(hostname, sizeof hostname - 1);
   rank_env_job ej = {j->opt, port, secret, hostname};
@@ -387,6 +391,9 @@ static int job_finish(job *j) {
     output_stream_close(&p->err);
     if (p->exec_fd >= 0) close(p->exec_fd);
   }
+  /* Rank 0 unlinks the shared memory once every rank mapped it; a job
+   * that ended before then would leave it in /dev/shm. */
+  if (j->shm_name[0]) shm_unlink(j->shm_name);
   drain_sinks(j);
   output_sink_free(&j->out);
   output_sink_free(&j->err);

@@ -3,7 +3,8 @@
  *
  * A transport is a small struct of functions (as in NCCL): the collectives
  * are written against it and never see a socket.  TCP is the first
- * implementation; shared memory and MPI come later behind the same ops.
+ * implementation, shared memory (shm.c, for ranks on one host) the second;
+ * MPI may come later behind the same ops.
  *
  * Semantics every implementation keeps:
  *   - sendrecv() sends one message to `to` while receiving one message from

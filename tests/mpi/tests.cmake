@@ -35,3 +35,18 @@ hvd_add_mpi_test(nn_dist 1 2 4)
 # Broadcast of parameters and optimizer state, metric averaging, rank 0's
 # checkpoint and resume, sampler shards across ranks.
 hvd_add_mpi_test(nn_recipes 1 2 3)
+
+# The same collectives over TCP: on one host the ranks use shared memory
+# unless HOROVOD_SHM_DISABLE=1, so the main programs run again without it.
+function(hvd_add_mpi_test_tcp prog)
+  foreach(np ${ARGN})
+    set(t mpi.${prog}.tcp.np${np})
+    add_test(NAME ${t} COMMAND $<TARGET_FILE:hvdrun> -np ${np} $<TARGET_FILE:${prog}>)
+    set_tests_properties(${t} PROPERTIES TIMEOUT 300
+      ENVIRONMENT "${HVD_TEST_ENV};HOROVOD_SHM_DISABLE=1")
+  endforeach()
+endfunction()
+hvd_add_mpi_test_tcp(test_collectives 2 3 4)
+hvd_add_mpi_test_tcp(test_algorithms 2 3 4 5)
+hvd_add_mpi_test_tcp(test_engine 2 4)
+hvd_add_mpi_test_tcp(test_fusion 4)

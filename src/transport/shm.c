@@ -1,0 +1,489 @@
+/*
+ * shm.c -- the shared-memory transport (transport.h, shm.h): sendrecv over
+ * the byte rings of one segment (shm_seg.h).
+ *
+ * sendrecv pushes what fits of the outgoing message into the ring to `to`
+ * and pulls what has arrived from the ring from `from`, over and over
+ * until both are done, so a ring step never deadlocks on a full ring.
+ * With nothing to move it spins briefly, then sleeps on its futex word;
+ * whoever fills a ring it reads or drains a ring it writes bumps the word
+ * and wakes it, but only when it said it sleeps, so the fast path makes
+ * no system call.  Sleeps are short (WAIT_SLICE_MS): between them the
+ * rank checks the no-progress deadline and whether its peers still live.
+ *
+ * Failures.  There is no connection to see close, so a dead peer is
+ * found by its pid (kill(pid, 0)) when a sleep ends without progress.  An
+ * abort writes this rank's record in the segment (the rank it gave up on
+ * and why) and wakes everyone, who fail at once naming that rank.
+ *
+ * Naming the stuck rank needs no exchange here, unlike over TCP: every
+ * rank waiting in sendrecv publishes whom it waits on and a heartbeat
+ * (refreshed at least every WAIT_SLICE_MS while it waits), so a rank at
+ * its deadline follows the live chain of waits (3 waits on 2, 2 on 1, ...)
+ * to the first rank that is dead, not waiting in the transport, or has
+ * not run for STALE_MS: a stopped process, or one stuck outside hvd.
+ *
+ * A transport is driven by one thread at a time.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "shm_seg.h"
+#include "transport.h"
+
+#define SPIN_PAUSES 256     /* idle rounds with a pause instruction ... */
+#define SPIN_YIELDS 16      /* ... then with sched_yield, then sleep */
+#define WAIT_SLICE_MS 50    /* longest sleep between liveness checks */
+#define STALE_MS 500        /* a waiting rank silent this long has stopped running */
+#define WHY_MAX 512
+#define CHAIN_MAX 256
+
+typedef struct {
+  hvd_transport base;
+  seg_hdr *seg;
+  size_t seg_bytes;
+  size_t cap;          /* of each ring, validated */
+  seg_rank *ranks;
+  hvd_ring **out, **in; /* out[p]: ring to p; in[p]: ring from p */
+  pid_t *pids;         /* read once after setup */
+  int timeout_ms;
+  uint32_t reports_seen;
+  int broken;
+  int lost;            /* the rank whose failure broke it, -1 if none or unknown */
+  int announced;       /* our record is in the segment */
+  char why[WHY_MAX];
+} shm_transport;
+
+typedef struct {
+  int peer; /* -1: skipped */
+  int checked; /* receiving: the header was checked */
+  hvd_ring *ring;
+  hvd_ring_msg m;
+} half;
+
+typedef struct {
+  int rank;
+  int aborted; /* it gave up for a reason of its own */
+  char why[WHY_MAX];
+  char chain[CHAIN_MAX];
+} verdict;
+
+static int shm_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t slen, int from,
+                        void *rbuf, size_t rlen, uint32_t tag);
+static void shm_abort(hvd_transport *base, int lost_rank, const char *why);
+static void shm_destroy(hvd_transport *base);
+
+static const hvd_transport_ops shm_ops = {
+    .name = "shm", .sendrecv = shm_sendrecv, .abort = shm_abort, .destroy = shm_destroy};
+
+static int fail(shm_transport *t, int rc) {
+  if (!t->broken) {
+    t->broken = 1;
+    snprintf(t->why, sizeof t->why, "%s", hvd_last_error());
+  }
+  return rc;
+}
+
+static int fail_lost(shm_transport *t, int rc, int lost) {
+  if (!t->broken) t->lost = lost;
+  return fail(t, rc);
+}
+
+/* ---- sleeping and waking ---- */
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t val, int ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+static void wake_rank(seg_rank *r) {
+  atomic_fetch_add_explicit(&r->wake, 1, memory_order_seq_cst);
+  (void)syscall(SYS_futex, (uint32_t *)&r->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* We moved bytes `peer` may wait for: wake it if it sleeps.  The fence
+ * pairs with the one in sleep(): either it sees our bytes before it
+ * sleeps, or we see its flag. */
+static void notify(shm_transport *t, int peer) {
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&t->ranks[peer].sleeping, memory_order_relaxed)) wake_rank(&t->ranks[peer]);
+}
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__ __volatile__("pause");
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t now_ms(void) { return hvd__now_ms(); }
+
+/* Publishes that this rank runs, waiting on `peer` (-1: not waiting). */
+static void beat(shm_transport *t, int peer) {
+  seg_rank *me = &t->ranks[t->base.rank];
+  atomic_store_explicit(&me->beat_ms, now_ms(), memory_order_relaxed);
+  atomic_store_explicit(&me->waits_on, peer, memory_order_relaxed);
+}
+
+static int half_done(const half *h) {
+  return h->peer < 0 || hvd__ring_msg_done(&h->m);
+}
+
+static int can_move(const shm_transport *t, const half *s, const half *r) {
+  return (!half_done(s) && hvd__ring_writable(s->ring, t->cap)) ||
+         (!half_done(r) && hvd__ring_readable(r->ring));
+}
+
+static int news(const shm_transport *t) {
+  return atomic_load_explicit(&t->seg->reports, memory_order_acquire) != t->reports_seen;
+}
+
+/* Sleeps until woken or `ms` pass, unless there is something to do. */
+static void sleep_on(shm_transport *t, const half *s, const half *r, int ms) {
+  seg_rank *me = &t->ranks[t->base.rank];
+  atomic_store_explicit(&me->sleeping, 1, memory_order_seq_cst);
+  atomic_thread_fence(memory_order_seq_cst);
+  uint32_t seq = atomic_load_explicit(&me->wake, memory_order_seq_cst);
+  if (!can_move(t, s, r) && !news(t)) futex_wait(&me->wake, seq, ms);
+  atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
+}
+
+/* ---- the records in the segment ---- */
+
+static int alive(const shm_transport *t, int rank) {
+  pid_t pid = t->pids[rank];
+  return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+/* Rank x's record: 1 and lost/why filled if it wrote one. */
+static int record(const shm_transport *t, int x, int *lost, char *why, size_t cap) {
+  seg_rank *r = &t->ranks[x];
+  if (!atomic_load_explicit(&r->reported, memory_order_acquire)) return 0;
+  int32_t l = r->lost;
+  if (l < -1 || l >= t->base.size) l = -1; /* garbage: as if for its own reason */
+  *lost = l;
+  if (why) {
+    size_t n = 0;
+    while (n + 1 < cap && n < SEG_WHY_MAX && r->why[n]) n++;
+    memcpy(why, r->why, n);
+    why[n] = '\0';
+    for (char *c = why; *c; c++) /* it goes into our messages verbatim */
+      if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+  }
+  return 1;
+}
+
+/* Writes our record once and wakes everyone to read it. */
+static void announce(shm_transport *t, int lost_rank, const char *why) {
+  seg_rank *me = &t->ranks[t->base.rank];
+  if (t->announced) return;
+  t->announced = 1;
+  me->lost = lost_rank;
+  snprintf(me->why, sizeof me->why, "%s", why ? why : "");
+  atomic_store_explicit(&me->reported, 1, memory_order_release);
+  atomic_fetch_add_explicit(&t->seg->reports, 1, memory_order_seq_cst);
+  for (int r = 0; r < t->base.size; r++)
+    if (r != t->base.rank) wake_rank(&t->ranks[r]);
+}
+
+/* Whether rank x has not run in the transport for STALE_MS: a waiting
+ * rank beats every WAIT_SLICE_MS, so it is stopped or stuck elsewhere. */
+static int silent(const shm_transport *t, int x, uint64_t now) {
+  if (x == t->base.rank) return 0;
+  uint64_t last = atomic_load_explicit(&t->ranks[x].beat_ms, memory_order_relaxed);
+  return now > last + STALE_MS;
+}
+
+/* Follows the live chain of waits from `start` to the rank at its end:
+ * dead, silent, not waiting in the transport, or where the chain closes
+ * on itself (ranks waiting on each other: then `start`).  "3 -> 1 -> 7"
+ * into chain. */
+static int follow(const shm_transport *t, int start, char *chain, size_t cap) {
+  size_t len = (size_t)snprintf(chain, cap, "%d", start);
+  uint64_t now = now_ms();
+  unsigned char *seen = calloc((size_t)t->base.size, 1);
+  int x = start;
+  for (int hops = 0; hops <= t->base.size; hops++) {
+    if (!alive(t, x) || silent(t, x, now)) break;
+    int next = atomic_load_explicit(&t->ranks[x].waits_on, memory_order_relaxed);
+    if (next < 0 || next >= t->base.size || next == x) break;
+    if (!seen || seen[next]) {
+      x = start;
+      break;
+    }
+    seen[x] = 1;
+    x = next;
+    if (len < cap) len += (size_t)snprintf(chain + len, cap - len, " -> %d", x);
+  }
+  free(seen);
+  return x;
+}
+
+/* Concludes which rank is stuck, starting from `start`. */
+static void blame(shm_transport *t, int start, verdict *v) {
+  int lost;
+  v->rank = follow(t, start, v->chain, sizeof v->chain);
+  v->aborted = record(t, v->rank, &lost, v->why, sizeof v->why) && lost < 0;
+}
+
+/* "rank 3 aborted: ..." and the like, for the verdict on `start` that
+ * `reporter` told us about (reporter -1: we found it ourselves). */
+static int conclude(shm_transport *t, int rc, int start, const verdict *v, const char *detail) {
+  if (v->aborted)
+    return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s (waits: %d -> %s)",
+                                 v->rank, v->why, t->base.rank, v->chain), v->rank);
+  if (v->rank == start) return fail_lost(t, hvd__err(rc, "%s", detail), start);
+  return fail_lost(t, hvd__err(rc, "rank %d stopped responding (waits: %d -> %s); here: %s",
+                               v->rank, t->base.rank, v->chain, detail), v->rank);
+}
+
+/* Some rank wrote a record.  Prefer the peers of this sendrecv. */
+static int peer_aborted(shm_transport *t, const half *s, const half *r) {
+  char why[WHY_MAX], detail[WHY_MAX + 192];
+  int lost, p = -1;
+  t->reports_seen = atomic_load_explicit(&t->seg->reports, memory_order_acquire);
+  if (r->peer >= 0 && record(t, r->peer, &lost, NULL, 0)) p = r->peer;
+  else if (s->peer >= 0 && record(t, s->peer, &lost, NULL, 0)) p = s->peer;
+  for (int x = 0; p < 0 && x < t->base.size; x++)
+    if (x != t->base.rank && record(t, x, &lost, NULL, 0)) p = x;
+  if (p < 0) return 0; /* our own record */
+  record(t, p, &lost, why, sizeof why);
+  if (lost < 0) return fail(t, hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s", p, why));
+  verdict v;
+  if (lost == t->base.rank) {
+    /* It gave up on us while we wait on somebody else (a peer's record
+     * arrives at once here, not only when we read from it as over TCP):
+     * the rank to blame is further down our own chain of waits. */
+    int q = !half_done(r) ? r->peer : !half_done(s) ? s->peer : -1;
+    if (q < 0)
+      return fail(t, hvd__err(HVD_E_PEER_LOST, "rank %d gave up on this rank: %s", p, why));
+    snprintf(detail, sizeof detail, "rank %d is not responding (this rank waited on it when "
+             "rank %d gave up on this rank: %s)", q, p, why);
+    announce(t, q, detail);
+    blame(t, q, &v);
+    return conclude(t, HVD_E_TIMEOUT, q, &v, detail);
+  }
+  announce(t, lost, why); /* pass it on, as tcp.c does */
+  blame(t, lost, &v);
+  snprintf(detail, sizeof detail, "rank %d lost (reported by rank %d: %s)", lost, p, why);
+  return conclude(t, HVD_E_PEER_LOST, lost, &v, detail);
+}
+
+/* A peer's process is gone. */
+static int peer_dead(shm_transport *t, int peer) {
+  char detail[128];
+  snprintf(detail, sizeof detail, "rank %d lost: its process (pid %d) exited", peer,
+           (int)t->pids[peer]);
+  announce(t, peer, detail);
+  return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "%s", detail), peer);
+}
+
+static int timed_out(shm_transport *t, const half *s, const half *r, uint32_t tag) {
+  char what[2][160], mine[WHY_MAX];
+  int n = 0;
+  if (!half_done(r))
+    snprintf(what[n++], sizeof what[0], "rank %d %s (%zu of %zu bytes received)", r->peer,
+             r->m.done ? "stopped sending" : "sent nothing",
+             hvd__ring_msg_payload_done(&r->m), r->m.len);
+  if (!half_done(s))
+    snprintf(what[n++], sizeof what[0], "rank %d is not receiving (%zu of %zu bytes sent)",
+             s->peer, hvd__ring_msg_payload_done(&s->m), s->m.len);
+  snprintf(mine, sizeof mine, "timed out after %g s without progress at collective #%u: %s%s%s",
+           t->timeout_ms / 1000.0, tag, what[0], n > 1 ? "; " : "", n > 1 ? what[1] : "");
+  int suspect = !half_done(r) ? r->peer : s->peer;
+  announce(t, suspect, mine);
+  verdict v;
+  blame(t, suspect, &v);
+  return conclude(t, HVD_E_TIMEOUT, suspect, &v, mine);
+}
+
+/* ---- sendrecv ---- */
+
+static int corrupt(shm_transport *t, int from, int to) {
+  return fail(t, hvd__err(HVD_E_PROTOCOL, "the shared ring from rank %d to rank %d is corrupt",
+                          from, to));
+}
+
+static int check_header(shm_transport *t, half *h, uint32_t tag) {
+  uint32_t got_tag;
+  uint64_t got_len;
+  h->checked = 1;
+  if (hvd__ring_msg_header(&h->m, &got_tag, &got_len) < 0)
+    return fail(t, hvd__err(HVD_E_PROTOCOL, "rank %d sent a malformed message", h->peer));
+  if (got_tag != tag)
+    return fail(t, hvd__err(HVD_E_MISMATCH,
+                            "rank %d is at collective #%u, this rank at #%u (collectives "
+                            "called in a different order?)",
+                            h->peer, got_tag, tag));
+  if (got_len != h->m.len)
+    return fail(t, hvd__err(HVD_E_MISMATCH,
+                            "rank %d sent %llu bytes for collective #%u, this rank expected "
+                            "%zu bytes (do all ranks pass the same count and dtype?)",
+                            h->peer, (unsigned long long)got_len, tag, h->m.len));
+  return 0;
+}
+
+/* Pulls what has arrived, checking the header on the way.  Bytes, or <0. */
+static long recv_step(shm_transport *t, half *h, uint32_t tag) {
+  long moved = 0;
+  while (!half_done(h)) {
+    long n = hvd__ring_pull(h->ring, t->cap, &h->m);
+    if (n < 0) return corrupt(t, h->peer, t->base.rank);
+    if (n == 0) break;
+    moved += n;
+    if (!h->checked && h->m.done == HVD_RING_MSG_HDR_LEN) HVD__CHECK(check_header(t, h, tag));
+  }
+  if (moved > 0) notify(t, h->peer); /* room for its next bytes */
+  return moved;
+}
+
+static long send_step(shm_transport *t, half *h) {
+  long n = hvd__ring_push(h->ring, t->cap, &h->m);
+  if (n < 0) return corrupt(t, t->base.rank, h->peer);
+  if (n > 0) notify(t, h->peer);
+  return n;
+}
+
+static int check_peer(shm_transport *t, int peer, const void *buf, size_t len, const char *role) {
+  if (peer == -1) return 0;
+  if (peer < 0 || peer >= t->base.size)
+    return hvd__err(HVD_E_INVALID, "sendrecv: %s rank %d out of range (size %d)", role, peer,
+                    t->base.size);
+  if (peer == t->base.rank)
+    return hvd__err(HVD_E_INVALID, "sendrecv: %s rank %d is this rank", role, peer);
+  if (len > 0 && !buf)
+    return hvd__err(HVD_E_INVALID, "sendrecv: NULL buffer for %zu bytes", len);
+  return 0;
+}
+
+/* Nothing moved: spin, then sleep a slice.  1: go on, 0: the deadline
+ * passed, <0: a peer died. */
+static int idle(shm_transport *t, const half *s, const half *r, int *spins, uint64_t deadline) {
+  int n = (*spins)++;
+  if (n < SPIN_PAUSES) {
+    cpu_relax();
+    return 1;
+  }
+  if (n < SPIN_PAUSES + SPIN_YIELDS) {
+    sched_yield();
+    return 1;
+  }
+  int ms = hvd__ms_left(deadline);
+  if (ms == 0) return 0;
+  beat(t, !half_done(r) ? r->peer : s->peer);
+  sleep_on(t, s, r, ms < WAIT_SLICE_MS ? ms : WAIT_SLICE_MS);
+  beat(t, !half_done(r) ? r->peer : s->peer);
+  if (can_move(t, s, r) || news(t)) return 1;
+  /* A peer that wrote its record before it exited is read by the caller:
+   * the record says more than its death (checked after it, as it was
+   * written before). */
+  int dead = !half_done(r) && !alive(t, r->peer) ? r->peer
+             : !half_done(s) && !alive(t, s->peer) ? s->peer : -1;
+  if (dead >= 0) return news(t) ? 1 : peer_dead(t, dead);
+  return 1;
+}
+
+static int shm_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t slen, int from,
+                        void *rbuf, size_t rlen, uint32_t tag) {
+  shm_transport *t = (shm_transport *)base;
+  half s = {.peer = to}, r = {.peer = from};
+  if (t->broken)
+    return hvd__err(HVD_E_ABORTED, "the shared memory to the other ranks broke earlier: %s",
+                    t->why);
+  HVD__CHECK(check_peer(t, to, sbuf, slen, "destination"));
+  HVD__CHECK(check_peer(t, from, rbuf, rlen, "source"));
+  if (to >= 0) {
+    s.ring = t->out[to];
+    hvd__ring_msg_out(&s.m, tag, sbuf, slen);
+  }
+  if (from >= 0) {
+    r.ring = t->in[from];
+    hvd__ring_msg_in(&r.m, rbuf, rlen);
+  }
+
+  uint64_t deadline = hvd__deadline_in(t->timeout_ms);
+  int spins = 0;
+  while (!half_done(&s) || !half_done(&r)) {
+    long sent = half_done(&s) ? 0 : send_step(t, &s);
+    if (sent < 0) return (int)sent;
+    long got = half_done(&r) ? 0 : recv_step(t, &r, tag);
+    if (got < 0) return (int)got;
+    if (sent + got > 0) {
+      deadline = hvd__deadline_in(t->timeout_ms);
+      spins = 0;
+      continue;
+    }
+    if (news(t)) HVD__CHECK(peer_aborted(t, &s, &r));
+    int rc = idle(t, &s, &r, &spins, deadline);
+    if (rc == 0) return timed_out(t, &s, &r, tag);
+    if (rc < 0) return rc;
+  }
+  beat(t, -1);
+  return 0;
+}
+
+/* ---- abort, destroy, creation ---- */
+
+static void shm_abort(hvd_transport *base, int lost_rank, const char *why) {
+  shm_transport *t = (shm_transport *)base;
+  if (lost_rank < 0 && t->broken) lost_rank = t->lost;
+  announce(t, lost_rank, why);
+  if (!t->broken) {
+    t->broken = 1;
+    snprintf(t->why, sizeof t->why, "aborted: %s", why ? why : "");
+  }
+}
+
+static void shm_destroy(hvd_transport *base) {
+  shm_transport *t = (shm_transport *)base;
+  if (!t) return;
+  munmap(t->seg, t->seg_bytes);
+  free(t->out);
+  free(t->in);
+  free(t->pids);
+  free(t);
+}
+
+int hvd__shm_transport_new(seg_hdr *seg, int size, size_t cap, int rank, int timeout_ms,
+                           hvd_transport **out) {
+  shm_transport *t = calloc(1, sizeof *t);
+  if (t) {
+    t->out = calloc((size_t)size, sizeof *t->out);
+    t->in = calloc((size_t)size, sizeof *t->in);
+    t->pids = calloc((size_t)size, sizeof *t->pids);
+  }
+  if (!t || !t->out || !t->in || !t->pids) {
+    if (t) free(t->out), free(t->in), free(t->pids);
+    free(t);
+    return hvd__err(HVD_E_NOMEM, "shm transport: out of memory for %d ranks", size);
+  }
+  t->base.ops = &shm_ops;
+  t->base.rank = rank;
+  t->base.size = size;
+  t->seg = seg;
+  t->seg_bytes = seg_bytes((size_t)size, cap);
+  t->cap = cap;
+  t->ranks = seg_ranks(seg);
+  t->timeout_ms = timeout_ms;
+  t->lost = -1;
+  for (int p = 0; p < size; p++) {
+    t->out[p] = seg_ring(seg, (size_t)size, cap, rank, p);
+    t->in[p] = seg_ring(seg, (size_t)size, cap, p, rank);
+    t->pids[p] = atomic_load_explicit(&t->ranks[p].pid, memory_order_acquire);
+  }
+  t->reports_seen = atomic_load_explicit(&seg->reports, memory_order_acquire);
+  *out = &t->base;
+  return 0;
+}

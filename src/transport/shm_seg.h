@@ -1,0 +1,83 @@
+/*
+ * shm_seg.h -- the layout of the shared-memory segment (private to
+ * shm.c and shm_setup.c).
+ *
+ *   seg_hdr                 one cache line
+ *   seg_rank[size]          each rank's futex word, pid and abort record
+ *   ring[size][size]        ring i -> j at index i * size + j (i == j unused)
+ *
+ * Everything a rank reads from here was written by another process that
+ * may be buggy: sizes are validated once when mapping, counters and
+ * records every time they are read.
+ */
+#ifndef HVD_SHM_SEG_H
+#define HVD_SHM_SEG_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shm_ring.h"
+
+#define SEG_MAGIC 0x6876642d73686d31ull /* "hvd-shm1" */
+#define SEG_WHY_MAX 512
+
+typedef struct {
+  _Alignas(HVD_RING_LINE) uint64_t magic;
+  uint32_t size;     /* ranks */
+  uint32_t ring_cap; /* data bytes of each ring, a power of two */
+  uint64_t bytes;    /* of the whole segment */
+  _Atomic uint32_t reports; /* abort records published so far */
+} seg_hdr;
+
+typedef struct {
+  _Alignas(HVD_RING_LINE) _Atomic uint32_t wake; /* futex word: bumped to wake the rank */
+  _Atomic uint32_t sleeping; /* the rank is (about to be) in FUTEX_WAIT */
+  _Atomic int32_t pid;
+  _Atomic uint32_t reported; /* 1 once lost and why below are written */
+  /* Live state, for naming a stuck rank: whom the rank waits on inside a
+   * sendrecv (-1: it is not waiting in the transport) and when it last ran
+   * there (CLOCK_MONOTONIC ms, one clock for every process of the host). */
+  _Atomic int32_t waits_on;
+  _Atomic uint64_t beat_ms;
+  int32_t lost;              /* the rank this one gave up on; -1: its own reason */
+  char why[SEG_WHY_MAX];
+} seg_rank;
+
+static inline size_t seg_ring_stride(size_t cap) {
+  size_t b = hvd__ring_bytes(cap);
+  return (b + HVD_RING_LINE - 1) / HVD_RING_LINE * HVD_RING_LINE;
+}
+
+static inline size_t seg_ranks_off(void) {
+  return (sizeof(seg_hdr) + HVD_RING_LINE - 1) / HVD_RING_LINE * HVD_RING_LINE;
+}
+
+static inline size_t seg_rings_off(size_t size) {
+  size_t end = seg_ranks_off() + size * sizeof(seg_rank);
+  return (end + 4095) / 4096 * 4096;
+}
+
+static inline size_t seg_bytes(size_t size, size_t cap) {
+  return seg_rings_off(size) + size * size * seg_ring_stride(cap);
+}
+
+static inline seg_rank *seg_ranks(seg_hdr *h) {
+  return (seg_rank *)(void *)((unsigned char *)h + seg_ranks_off());
+}
+
+/* Sizes as validated by this rank, never re-read from the segment. */
+static inline hvd_ring *seg_ring(seg_hdr *h, size_t size, size_t cap, int from, int to) {
+  size_t i = (size_t)from * size + (size_t)to;
+  return (hvd_ring *)(void *)((unsigned char *)h + seg_rings_off(size) +
+                              i * seg_ring_stride(cap));
+}
+
+/* The shared-memory transport over a mapped segment of `size` ranks and
+ * rings of `cap` bytes, validated (shm.c); takes ownership of the mapping
+ * on success. */
+struct hvd_transport;
+int hvd__shm_transport_new(seg_hdr *seg, int size, size_t cap, int rank, int timeout_ms,
+                           struct hvd_transport **out);
+
+#endif /* HVD_SHM_SEG_H */
