@@ -356,18 +356,6 @@ static long send_step(shm_transport *t, half *h) {
   return n;
 }
 
-static int check_peer(shm_transport *t, int peer, const void *buf, size_t len, const char *role) {
-  if (peer == -1) return 0;
-  if (peer < 0 || peer >= t->base.size)
-    return hvd__err(HVD_E_INVALID, "sendrecv: %s rank %d out of range (size %d)", role, peer,
-                    t->base.size);
-  if (peer == t->base.rank)
-    return hvd__err(HVD_E_INVALID, "sendrecv: %s rank %d is this rank", role, peer);
-  if (len > 0 && !buf)
-    return hvd__err(HVD_E_INVALID, "sendrecv: NULL buffer for %zu bytes", len);
-  return 0;
-}
-
 /* Nothing moved: spin, then sleep a slice.  1: go on, 0: the deadline
  * passed, <0: a peer died. */
 static int idle(shm_transport *t, const half *s, const half *r, int *spins, uint64_t deadline) {
@@ -402,8 +390,8 @@ static int shm_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
   if (t->broken)
     return hvd__err(HVD_E_ABORTED, "the shared memory to the other ranks broke earlier: %s",
                     t->why);
-  HVD__CHECK(check_peer(t, to, sbuf, slen, "destination"));
-  HVD__CHECK(check_peer(t, from, rbuf, rlen, "source"));
+  HVD__CHECK(hvd__check_peer(base, to, sbuf, slen, "destination"));
+  HVD__CHECK(hvd__check_peer(base, from, rbuf, rlen, "source"));
   if (to >= 0) {
     s.ring = t->out[to];
     hvd__ring_msg_out(&s.m, tag, sbuf, slen);

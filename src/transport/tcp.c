@@ -620,14 +620,8 @@ static int sendrecv_wait(struct tcp_transport *t, const half *s, const half *r,
 /* Checks a peer argument; 0 if usable. */
 static int check_peer(struct tcp_transport *t, int peer, const void *buf, size_t len,
                       const char *role) {
+  HVD__CHECK(hvd__check_peer(&t->base, peer, buf, len, role));
   if (peer == -1) return 0;
-  if (peer < 0 || peer >= t->base.size)
-    return hvd__err(HVD_E_INVALID, "sendrecv: %s rank %d out of range (size %d)", role, peer,
-                    t->base.size);
-  if (peer == t->base.rank)
-    return hvd__err(HVD_E_INVALID, "sendrecv: %s rank %d is this rank", role, peer);
-  if (len > 0 && !buf)
-    return hvd__err(HVD_E_INVALID, "sendrecv: NULL buffer for %zu bytes", len);
   if (t->conns[peer].fd < 0) /* closed by an abort: broken covers it */
     return hvd__err(HVD_E_ABORTED, "sendrecv: no connection to rank %d", peer);
   return 0;

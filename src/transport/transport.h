@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common.h"
 #include "auth.h"
 #include "net.h"
 
@@ -70,6 +71,21 @@ typedef struct {
  * accepting goes on until every real peer has arrived or the deadline
  * passes (HVD_E_TIMEOUT naming the ranks still missing). */
 int hvd__tcp_create(const hvd_tcp_config *cfg, hvd_transport **out);
+
+/* The checks every sendrecv makes of a peer argument (-1: that half is
+ * skipped); 0 if usable.  role: "destination" or "source". */
+static inline int hvd__check_peer(const hvd_transport *t, int peer, const void *buf, size_t len,
+                                  const char *role) {
+  if (peer == -1) return 0;
+  if (peer < 0 || peer >= t->size)
+    return hvd__err(HVD_E_INVALID, "sendrecv: %s rank %d out of range (size %d)", role, peer,
+                    t->size);
+  if (peer == t->rank)
+    return hvd__err(HVD_E_INVALID, "sendrecv: %s rank %d is this rank", role, peer);
+  if (len > 0 && !buf)
+    return hvd__err(HVD_E_INVALID, "sendrecv: NULL buffer for %zu bytes", len);
+  return 0;
+}
 
 /* Convenience wrappers over the ops. */
 static inline int hvd__sendrecv(hvd_transport *t, int to, const void *sbuf, size_t slen,
