@@ -51,6 +51,13 @@ def train_pair(kind, steps=STEPS, passes=1, ref_scale=1.0, **dist_kwargs):
                                    backward_passes_per_step=passes, **dist_kwargs)
     ref_opt = make_opt(kind, ref.parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    step_pair(model, opt, ref, ref_opt, steps, passes, ref_scale)
+    return model, ref
+
+
+def step_pair(model, opt, ref, ref_opt, steps=STEPS, passes=1, ref_scale=1.0):
+    """steps steps of both: the distributed model on this rank's batches,
+    the reference on the union of every rank's."""
     for step in range(steps):
         opt.zero_grad()
         ref_opt.zero_grad()
@@ -61,7 +68,6 @@ def train_pair(kind, steps=STEPS, passes=1, ref_scale=1.0, **dist_kwargs):
             (loss_fn(ref, gx, gy) * ref_scale).backward()
         opt.step()
         ref_opt.step()
-    return model, ref
 
 
 def assert_models_close(model, ref, **tol):
@@ -116,13 +122,7 @@ def test_groups(grouping):
                                        named_parameters=model.named_parameters(),
                                        groups=[[ps[0], ps[2]], [ps[1], ps[3]]])
         ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
-        for step in range(STEPS):
-            opt.zero_grad()
-            ref_opt.zero_grad()
-            loss_fn(model, *batch(hvd.rank(), step)).backward()
-            loss_fn(ref, *global_batch(step)).backward()
-            opt.step()
-            ref_opt.step()
+        step_pair(model, opt, ref, ref_opt)
     else:
         model, ref = train_pair("sgd", **grouping)
     assert_same_on_all_ranks(list(model.parameters()), "parameters")
@@ -134,13 +134,7 @@ def test_without_named_parameters():
     ref = copy.deepcopy(model)
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1))
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
-    for step in range(STEPS):
-        opt.zero_grad()
-        ref_opt.zero_grad()
-        loss_fn(model, *batch(hvd.rank(), step)).backward()
-        loss_fn(ref, *global_batch(step)).backward()
-        opt.step()
-        ref_opt.step()
+    step_pair(model, opt, ref, ref_opt)
     assert_models_close(model, ref)
 
 
