@@ -2,7 +2,7 @@
 size, the median over rounds of hvd's and OpenMPI's allreduce, as one
 Markdown table, plus the memcpy ceiling; writes busbw.png with gnuplot.
 
-Usage: compare_table.py OUT_DIR HVD_SHM_NAME NP...
+Usage: compare_table.py OUT_DIR NP...
 """
 import csv
 import glob
@@ -77,8 +77,8 @@ def plot(out, series):
 
 
 def main():
-    out, shm_name, nps = sys.argv[1], sys.argv[2], sys.argv[3:]
-    paths = [("shm", "shared memory (hvd: %s; OpenMPI: vader)" % shm_name),
+    out, nps = sys.argv[1], sys.argv[2:]
+    paths = [("shm", "shared memory (hvd: shm; OpenMPI: vader)"),
              ("tcp", "TCP loopback")]
     series = table(out, paths, nps)
     with open(os.path.join(out, "memcpy.csv")) as f:
