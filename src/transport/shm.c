@@ -42,8 +42,14 @@
 #include "shm_seg.h"
 #include "transport.h"
 
-#define SPIN_PAUSES 256     /* idle rounds with a pause instruction ... */
-#define SPIN_YIELDS 16      /* ... then with sched_yield, then sleep */
+/* Idle rounds with a pause instruction, then with sched_yield, then sleep.
+ * With a core for every rank a peer is running and will answer soon:
+ * spinning long (~0.5 ms) costs nothing and saves a futex wake-up, the
+ * whole price of a small collective.  With more ranks than cores the
+ * peer we wait for needs our core: spin briefly and give it up. */
+#define SPIN_PAUSES_OWN_CORE 20000
+#define SPIN_PAUSES_SHARED 256
+#define SPIN_YIELDS 16
 #define WAIT_SLICE_MS 50    /* longest sleep between liveness checks */
 #define STALE_MS 500        /* a waiting rank silent this long has stopped running */
 #define WHY_MAX 512
@@ -59,6 +65,8 @@ typedef struct {
   pid_t *pids;         /* read once after setup */
   int timeout_ms;
   uint32_t reports_seen;
+  uint64_t syncs;      /* syncs this rank has reached */
+  int spin_pauses;     /* before yielding (see SPIN_PAUSES_*) */
   int broken;
   int lost;            /* the rank whose failure broke it, -1 if none or unknown */
   int announced;       /* our record is in the segment */
@@ -72,6 +80,28 @@ typedef struct {
   hvd_ring_msg m;
 } half;
 
+/* What a rank waits for: the two halves of a sendrecv, or a sync.  The
+ * waiting loop (idle) only needs to know whether there is something to do
+ * and on which ranks it waits. */
+typedef struct waiter waiter;
+struct waiter {
+  int (*ready)(const shm_transport *t, const waiter *w);
+  /* The i-th rank still waited on (i from 0), -1 past the last. */
+  int (*peer)(const shm_transport *t, const waiter *w, int i);
+};
+
+/* sendrecv's wait: w first, so a waiter * is an exchange *. */
+typedef struct {
+  waiter w;
+  half s, r;
+} exchange;
+
+/* A sync's wait: for every rank to reach sync number k. */
+typedef struct {
+  waiter w;
+  uint64_t k;
+} gate;
+
 typedef struct {
   int rank;
   int aborted; /* it gave up for a reason of its own */
@@ -83,9 +113,16 @@ static int shm_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
                         void *rbuf, size_t rlen, uint32_t tag);
 static void shm_abort(hvd_transport *base, int lost_rank, const char *why);
 static void shm_destroy(hvd_transport *base);
+static unsigned char *shm_window(hvd_transport *base, int rank, int which);
+static int shm_sync(hvd_transport *base, const hvd_sync_stamp *mine, hvd_sync_stamp *odd,
+                    int *odd_rank);
 
-static const hvd_transport_ops shm_ops = {
-    .name = "shm", .sendrecv = shm_sendrecv, .abort = shm_abort, .destroy = shm_destroy};
+static const hvd_transport_ops shm_ops = {.name = "shm",
+                                          .sendrecv = shm_sendrecv,
+                                          .abort = shm_abort,
+                                          .destroy = shm_destroy,
+                                          .window = shm_window,
+                                          .sync = shm_sync};
 
 static int fail(shm_transport *t, int rc) {
   if (!t->broken) {
@@ -152,9 +189,36 @@ static int half_done(const half *h) {
   return h->peer < 0 || hvd__ring_msg_done(&h->m);
 }
 
-static int can_move(const shm_transport *t, const half *s, const half *r) {
-  return (!half_done(s) && hvd__ring_writable(s->ring, t->cap)) ||
-         (!half_done(r) && hvd__ring_readable(r->ring));
+static int exchange_ready(const shm_transport *t, const waiter *w) {
+  const exchange *x = (const exchange *)w;
+  return (!half_done(&x->s) && hvd__ring_writable(x->s.ring, t->cap)) ||
+         (!half_done(&x->r) && hvd__ring_readable(x->r.ring));
+}
+
+/* The receiving half first: a rank that does not send is the likelier
+ * culprit than one that does not drain. */
+static int exchange_peer(const shm_transport *t, const waiter *w, int i) {
+  (void)t;
+  const exchange *x = (const exchange *)w;
+  int ps[2], n = 0;
+  if (!half_done(&x->r)) ps[n++] = x->r.peer;
+  if (!half_done(&x->s)) ps[n++] = x->s.peer;
+  return i < n ? ps[i] : -1;
+}
+
+static uint64_t arrived(const shm_transport *t, int rank) {
+  return atomic_load_explicit(&t->ranks[rank].arrived, memory_order_acquire);
+}
+
+static int gate_peer(const shm_transport *t, const waiter *w, int i) {
+  const gate *g = (const gate *)w;
+  for (int r = 0; r < t->base.size; r++)
+    if (r != t->base.rank && arrived(t, r) < g->k && i-- == 0) return r;
+  return -1;
+}
+
+static int gate_ready(const shm_transport *t, const waiter *w) {
+  return gate_peer(t, w, 0) < 0;
 }
 
 static int news(const shm_transport *t) {
@@ -162,12 +226,12 @@ static int news(const shm_transport *t) {
 }
 
 /* Sleeps until woken or `ms` pass, unless there is something to do. */
-static void sleep_on(shm_transport *t, const half *s, const half *r, int ms) {
+static void sleep_on(shm_transport *t, const waiter *w, int ms) {
   seg_rank *me = &t->ranks[t->base.rank];
   atomic_store_explicit(&me->sleeping, 1, memory_order_seq_cst);
   FULL_FENCE();
   uint32_t seq = atomic_load_explicit(&me->wake, memory_order_seq_cst);
-  if (!can_move(t, s, r) && !news(t)) futex_wait(&me->wake, seq, ms);
+  if (!w->ready(t, w) && !news(t)) futex_wait(&me->wake, seq, ms);
   atomic_store_explicit(&me->sleeping, 0, memory_order_relaxed);
 }
 
@@ -260,13 +324,13 @@ static int conclude(shm_transport *t, int rc, int start, const verdict *v, const
                                v->rank, t->base.rank, v->chain, detail), v->rank);
 }
 
-/* Some rank wrote a record.  Prefer the peers of this sendrecv. */
-static int peer_aborted(shm_transport *t, const half *s, const half *r) {
+/* Some rank wrote a record.  Prefer the ranks this one waits on. */
+static int peer_aborted(shm_transport *t, const waiter *w) {
   char why[WHY_MAX], detail[WHY_MAX + 192];
   int lost, p = -1;
   t->reports_seen = atomic_load_explicit(&t->seg->reports, memory_order_acquire);
-  if (r->peer >= 0 && record(t, r->peer, &lost, NULL, 0)) p = r->peer;
-  else if (s->peer >= 0 && record(t, s->peer, &lost, NULL, 0)) p = s->peer;
+  for (int i = 0, q; p < 0 && (q = w->peer(t, w, i)) >= 0; i++)
+    if (record(t, q, &lost, NULL, 0)) p = q;
   for (int x = 0; p < 0 && x < t->base.size; x++)
     if (x != t->base.rank && record(t, x, &lost, NULL, 0)) p = x;
   if (p < 0) return 0; /* our own record */
@@ -277,7 +341,7 @@ static int peer_aborted(shm_transport *t, const half *s, const half *r) {
     /* It gave up on us while we wait on somebody else (a peer's record
      * arrives at once here, not only when we read from it as over TCP):
      * the rank to blame is further down our own chain of waits. */
-    int q = !half_done(r) ? r->peer : !half_done(s) ? s->peer : -1;
+    int q = w->peer(t, w, 0);
     if (q < 0)
       return fail(t, hvd__err(HVD_E_PEER_LOST, "rank %d gave up on this rank: %s", p, why));
     snprintf(detail, sizeof detail, "rank %d is not responding (this rank waited on it when "
@@ -301,9 +365,19 @@ static int peer_dead(shm_transport *t, int peer) {
   return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "%s", detail), peer);
 }
 
-static int timed_out(shm_transport *t, const half *s, const half *r, uint32_t tag) {
+/* No progress until the deadline: blame `suspect` (or whoever it waits
+ * on) with `mine`, what this rank saw. */
+static int stuck(shm_transport *t, int suspect, const char *mine) {
+  announce(t, suspect, mine);
+  verdict v;
+  blame(t, suspect, &v);
+  return conclude(t, HVD_E_TIMEOUT, suspect, &v, mine);
+}
+
+static int exchange_timed_out(shm_transport *t, const exchange *x, uint32_t tag) {
   char what[2][160], mine[WHY_MAX];
   int n = 0;
+  const half *s = &x->s, *r = &x->r;
   if (!half_done(r))
     snprintf(what[n++], sizeof what[0], "rank %d %s (%zu of %zu bytes received)", r->peer,
              r->m.done ? "stopped sending" : "sent nothing",
@@ -313,11 +387,17 @@ static int timed_out(shm_transport *t, const half *s, const half *r, uint32_t ta
              s->peer, hvd__ring_msg_payload_done(&s->m), s->m.len);
   snprintf(mine, sizeof mine, "timed out after %g s without progress at collective #%u: %s%s%s",
            t->timeout_ms / 1000.0, tag, what[0], n > 1 ? "; " : "", n > 1 ? what[1] : "");
-  int suspect = !half_done(r) ? r->peer : s->peer;
-  announce(t, suspect, mine);
-  verdict v;
-  blame(t, suspect, &v);
-  return conclude(t, HVD_E_TIMEOUT, suspect, &v, mine);
+  return stuck(t, exchange_peer(t, &x->w, 0), mine);
+}
+
+static int gate_timed_out(shm_transport *t, const gate *g, uint32_t tag) {
+  char mine[WHY_MAX];
+  int late = gate_peer(t, &g->w, 0);
+  snprintf(mine, sizeof mine,
+           "timed out after %g s at collective #%u: rank %d did not reach the shared-memory "
+           "barrier",
+           t->timeout_ms / 1000.0, tag, late);
+  return stuck(t, late, mine);
 }
 
 /* ---- sendrecv ---- */
@@ -367,70 +447,121 @@ static long send_step(shm_transport *t, half *h) {
   return n;
 }
 
-/* Nothing moved: spin, then sleep a slice.  1: go on, 0: the deadline
+/* Nothing to do: spin, then sleep a slice.  1: go on, 0: the deadline
  * passed, <0: a peer died. */
-static int idle(shm_transport *t, const half *s, const half *r, int *spins, uint64_t deadline) {
+static int idle(shm_transport *t, const waiter *w, int *spins, uint64_t deadline) {
   int n = (*spins)++;
-  if (n < SPIN_PAUSES) {
+  if (n < t->spin_pauses) {
     cpu_relax();
     return 1;
   }
-  if (n < SPIN_PAUSES + SPIN_YIELDS) {
+  if (n < t->spin_pauses + SPIN_YIELDS) {
     sched_yield();
     return 1;
   }
   int ms = hvd__ms_left(deadline);
   if (ms == 0) return 0;
-  beat(t, !half_done(r) ? r->peer : s->peer);
-  sleep_on(t, s, r, ms < WAIT_SLICE_MS ? ms : WAIT_SLICE_MS);
-  beat(t, !half_done(r) ? r->peer : s->peer);
-  if (can_move(t, s, r) || news(t)) return 1;
+  beat(t, w->peer(t, w, 0));
+  sleep_on(t, w, ms < WAIT_SLICE_MS ? ms : WAIT_SLICE_MS);
+  beat(t, w->peer(t, w, 0));
+  if (w->ready(t, w) || news(t)) return 1;
   /* A peer that wrote its record before it exited is read by the caller:
    * the record says more than its death (checked after it, as it was
    * written before). */
-  int dead = !half_done(r) && !alive(t, r->peer) ? r->peer
-             : !half_done(s) && !alive(t, s->peer) ? s->peer : -1;
-  if (dead >= 0) return news(t) ? 1 : peer_dead(t, dead);
+  for (int i = 0, q; (q = w->peer(t, w, i)) >= 0; i++)
+    if (!alive(t, q)) return news(t) ? 1 : peer_dead(t, q);
   return 1;
+}
+
+static int usable(shm_transport *t) {
+  if (!t->broken) return 0;
+  return hvd__err(HVD_E_ABORTED, "the shared memory to the other ranks broke earlier: %s",
+                  t->why);
 }
 
 static int shm_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t slen, int from,
                         void *rbuf, size_t rlen, uint32_t tag) {
   shm_transport *t = (shm_transport *)base;
-  half s = {.peer = to}, r = {.peer = from};
-  if (t->broken)
-    return hvd__err(HVD_E_ABORTED, "the shared memory to the other ranks broke earlier: %s",
-                    t->why);
+  exchange x = {.w = {exchange_ready, exchange_peer}, .s = {.peer = to}, .r = {.peer = from}};
+  half *s = &x.s, *r = &x.r;
+  HVD__CHECK(usable(t));
   HVD__CHECK(hvd__check_peer(base, to, sbuf, slen, "destination"));
   HVD__CHECK(hvd__check_peer(base, from, rbuf, rlen, "source"));
   if (to >= 0) {
-    s.ring = t->out[to];
-    hvd__ring_msg_out(&s.m, tag, sbuf, slen);
+    s->ring = t->out[to];
+    hvd__ring_msg_out(&s->m, tag, sbuf, slen);
   }
   if (from >= 0) {
-    r.ring = t->in[from];
-    hvd__ring_msg_in(&r.m, rbuf, rlen);
+    r->ring = t->in[from];
+    hvd__ring_msg_in(&r->m, rbuf, rlen);
   }
 
   uint64_t deadline = hvd__deadline_in(t->timeout_ms);
   int spins = 0;
-  while (!half_done(&s) || !half_done(&r)) {
-    long sent = half_done(&s) ? 0 : send_step(t, &s);
+  while (!half_done(s) || !half_done(r)) {
+    long sent = half_done(s) ? 0 : send_step(t, s);
     if (sent < 0) return (int)sent;
-    long got = half_done(&r) ? 0 : recv_step(t, &r, tag);
+    long got = half_done(r) ? 0 : recv_step(t, r, tag);
     if (got < 0) return (int)got;
     if (sent + got > 0) {
       deadline = hvd__deadline_in(t->timeout_ms);
       spins = 0;
       continue;
     }
-    if (news(t)) HVD__CHECK(peer_aborted(t, &s, &r));
-    int rc = idle(t, &s, &r, &spins, deadline);
-    if (rc == 0) return timed_out(t, &s, &r, tag);
+    if (news(t)) HVD__CHECK(peer_aborted(t, &x.w));
+    int rc = idle(t, &x.w, &spins, deadline);
+    if (rc == 0) return exchange_timed_out(t, &x, tag);
     if (rc < 0) return rc;
   }
   beat(t, -1);
   return 0;
+}
+
+/* ---- the windows and syncs of the shm allreduce ---- */
+
+static unsigned char *shm_window(hvd_transport *base, int rank, int which) {
+  shm_transport *t = (shm_transport *)base;
+  return seg_window(t->seg, (size_t)base->size, t->cap, rank, which);
+}
+
+/* Every rank's stamp for sync k must be ours. */
+static int compare_stamps(shm_transport *t, uint64_t k, const hvd_sync_stamp *mine,
+                          hvd_sync_stamp *odd, int *odd_rank) {
+  for (int r = 0; r < t->base.size; r++) {
+    hvd_sync_stamp theirs = t->ranks[r].stamp[k % 2];
+    if (r == t->base.rank || (theirs.tag == mine->tag && theirs.kind == mine->kind &&
+                              theirs.bytes == mine->bytes))
+      continue;
+    *odd = theirs;
+    *odd_rank = r;
+    return 1;
+  }
+  return 0;
+}
+
+/* Publishes our arrival at the next sync, wakes whoever sleeps, and waits
+ * for everyone else's. */
+static int shm_sync(hvd_transport *base, const hvd_sync_stamp *mine, hvd_sync_stamp *odd,
+                    int *odd_rank) {
+  shm_transport *t = (shm_transport *)base;
+  seg_rank *me = &t->ranks[base->rank];
+  HVD__CHECK(usable(t));
+  gate g = {.w = {gate_ready, gate_peer}, .k = ++t->syncs};
+  me->stamp[g.k % 2] = *mine;
+  atomic_store_explicit(&me->arrived, g.k, memory_order_release);
+  for (int r = 0; r < base->size; r++)
+    if (r != base->rank) notify(t, r);
+
+  uint64_t deadline = hvd__deadline_in(t->timeout_ms);
+  int spins = 0;
+  while (!gate_ready(t, &g.w)) {
+    if (news(t)) HVD__CHECK(peer_aborted(t, &g.w));
+    int rc = idle(t, &g.w, &spins, deadline);
+    if (rc == 0) return gate_timed_out(t, &g, mine->tag);
+    if (rc < 0) return rc;
+  }
+  beat(t, -1);
+  return compare_stamps(t, g.k, mine, odd, odd_rank);
 }
 
 /* ---- abort, destroy, creation ---- */
@@ -455,6 +586,14 @@ static void shm_destroy(hvd_transport *base) {
   free(t);
 }
 
+/* The CPUs this process may run on: the ranks share them (every rank is
+ * on this host). */
+static int cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return CPU_COUNT(&set);
+}
+
 int hvd__shm_transport_new(seg_hdr *seg, int size, size_t cap, int rank, int timeout_ms,
                            hvd_transport **out) {
   shm_transport *t = calloc(1, sizeof *t);
@@ -471,6 +610,7 @@ int hvd__shm_transport_new(seg_hdr *seg, int size, size_t cap, int rank, int tim
   t->base.ops = &shm_ops;
   t->base.rank = rank;
   t->base.size = size;
+  t->base.window_bytes = seg_window_bytes(cap);
   t->seg = seg;
   t->seg_bytes = seg_bytes((size_t)size, cap);
   t->cap = cap;
@@ -483,6 +623,7 @@ int hvd__shm_transport_new(seg_hdr *seg, int size, size_t cap, int rank, int tim
     t->pids[p] = atomic_load_explicit(&t->ranks[p].pid, memory_order_acquire);
   }
   t->reports_seen = atomic_load_explicit(&seg->reports, memory_order_acquire);
+  t->spin_pauses = size <= cpus() ? SPIN_PAUSES_OWN_CORE : SPIN_PAUSES_SHARED;
   *out = &t->base;
   return 0;
 }

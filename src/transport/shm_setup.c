@@ -65,6 +65,7 @@ static void seg_init(seg_hdr *h, int size, size_t cap) {
     atomic_init(&ranks[r].reported, 0);
     atomic_init(&ranks[r].waits_on, -1);
     atomic_init(&ranks[r].beat_ms, hvd__now_ms());
+    atomic_init(&ranks[r].arrived, 0);
     ranks[r].lost = -1;
   }
   for (int i = 0; i < size; i++)

@@ -33,6 +33,16 @@
 
 typedef struct hvd_transport hvd_transport;
 
+#define HVD_WINDOWS 3
+
+/* What a rank says it is doing when it reaches a sync (below): every
+ * rank must say the same, or the ranks called different collectives. */
+typedef struct {
+  uint32_t tag;   /* the collective's */
+  uint32_t kind;  /* what the caller makes of it (dtype and op, say) */
+  uint64_t bytes; /* of the whole collective */
+} hvd_sync_stamp;
+
 typedef struct {
   const char *name;
   int (*sendrecv)(hvd_transport *t, int to, const void *sbuf, size_t slen, int from,
@@ -43,11 +53,25 @@ typedef struct {
    * which rank was lost and not only that this one gave up. */
   void (*abort)(hvd_transport *t, int lost_rank, const char *why);
   void (*destroy)(hvd_transport *t);
+
+  /* Optional (NULL where the ranks share no memory): the windows of
+   * shared memory the shm allreduce works in (coll/shm_allreduce.c).
+   * Every rank has HVD_WINDOWS windows of window_bytes that every rank can
+   * read and write; window(t, r, w) is rank r's window w. */
+  unsigned char *(*window)(hvd_transport *t, int rank, int which);
+  /* Waits until every rank has made as many sync calls as this one: a
+   * barrier of the whole transport, within the same deadline and with the
+   * same failure reports as sendrecv.  Returns 0, or 1 when a rank's stamp
+   * differs from *mine (*odd then holds it and *odd_rank the rank), or an
+   * error. */
+  int (*sync)(hvd_transport *t, const hvd_sync_stamp *mine, hvd_sync_stamp *odd,
+              int *odd_rank);
 } hvd_transport_ops;
 
 struct hvd_transport {
   const hvd_transport_ops *ops;
   int rank, size;
+  size_t window_bytes; /* of each window; 0 without ops->window */
 };
 
 /* Where a peer listens. */
