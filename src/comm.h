@@ -32,6 +32,7 @@ typedef struct {
   hvd_transport *xport; /* NULL when the job has one rank */
   int owns_xport;       /* the global communicator owns it; process sets share it */
   uint32_t seq;         /* collectives started; the frame tag */
+  uint64_t shm_chunks;  /* chunks through the shm windows: picks the window */
   int allreduce_algo;   /* hvd_ar_algo (coll/coll.h); 0: auto.  Equal on every rank */
   void *scratch;        /* HVD_CHUNK_BYTES, for receiving before reducing */
   void *staging;        /* HVD_CHUNK_BYTES, for sending a chunk gathered from pieces */

@@ -23,6 +23,9 @@
  * such segments as lists of pieces, which may lie in different buffers
  * (the tensors themselves: no copy into a fusion buffer).
  *
+ * On shared memory (one host) the shm allreduce (shm_allreduce.c) runs
+ * instead, for every size.
+ *
  * Which algorithm reduces a tensor is decided by the tensor's own size
  * (the engine groups a fused response by it), never by the fused total:
  * the ring and recursive doubling combine elements in different orders,
@@ -58,8 +61,9 @@ static int allgather_phase(hvd_comm *c, uint32_t tag, const hvd_pieces *segs) {
   return 0;
 }
 
-/* The segments back to back as one vector, for recursive doubling (which
- * is element-wise and does not care how the vector is laid out). */
+/* The segments back to back as one vector, for recursive doubling and
+ * the shm allreduce (which are element-wise and do not care how the
+ * vector is laid out). */
 static int flatten(const hvd_pieces *segs, int n, hvd_piece **flat, hvd_pieces *all) {
   int k = 0;
   for (int s = 0; s < n; s++) k += segs[s].n;
@@ -73,11 +77,13 @@ static int flatten(const hvd_pieces *segs, int n, hvd_piece **flat, hvd_pieces *
 
 static int run_algo(hvd_comm *c, uint32_t tag, hvd_ar_algo algo, const hvd_pieces *segs,
                     hvd_dtype dtype, hvd_op op) {
-  if (algo == HVD_AR_RECURSIVE_DOUBLING) {
+  if (algo == HVD_AR_RECURSIVE_DOUBLING || algo == HVD_AR_SHM) {
     hvd_piece *flat = NULL;
     hvd_pieces all;
     int rc = flatten(segs, c->size, &flat, &all);
-    if (rc == 0) rc = hvd__recursive_doubling(c, tag, all, dtype, op);
+    if (rc == 0)
+      rc = algo == HVD_AR_SHM ? hvd__shm_allreduce(c, tag, all, dtype, op)
+                              : hvd__recursive_doubling(c, tag, all, dtype, op);
     free(flat);
     return rc;
   }

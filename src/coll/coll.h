@@ -9,6 +9,7 @@
  * Bytes on the wire per rank, n ranks, S bytes of data (see docs/algorithms.md):
  *   allreduce      ring reduce-scatter + ring allgather   2(n-1)/n * S
  *                  or recursive doubling (small S)        log2(n) * S
+ *                  or through shared-memory windows       S in, S out (one host)
  *   reducescatter  ring reduce-scatter                     (n-1)/n * S
  *   allgatherv     ring                                    S_total - S_own
  *   broadcast      pipelined chain from the root           S
@@ -29,25 +30,28 @@ typedef enum {
   HVD_AR_AUTO,
   HVD_AR_RING,
   HVD_AR_RECURSIVE_DOUBLING,
+  HVD_AR_SHM, /* over shared-memory windows (shm_allreduce.c) */
+  HVD_AR_N    /* how many: the engine runs each algorithm's group in turn */
 } hvd_ar_algo;
 
-/* "auto", "ring", "recursive_doubling" (any case) -> the value; an
+/* "auto", "ring", "recursive_doubling", "shm" (any case) -> the value; an
  * unknown name is HVD_E_ENV naming HOROVOD_ALLREDUCE_ALGORITHM and the
  * choices.  _env reads the variable (its default when unset). */
 int hvd__allreduce_algo_parse(const char *text, hvd_ar_algo *out);
 int hvd__allreduce_algo_env(hvd_ar_algo *out);
 const char *hvd__allreduce_algo_name(hvd_ar_algo a);
 
-/* The algorithm for `bytes` over n ranks: the setting unless AUTO, else
+/* The algorithm for `bytes` over n ranks without shared memory: the
+ * setting unless AUTO (or SHM), else
  * recursive doubling below hvd__allreduce_crossover(n) bytes, the ring
  * from there on (the cost model in select.c). */
 hvd_ar_algo hvd__allreduce_choose(hvd_ar_algo setting, int n, size_t bytes);
 size_t hvd__allreduce_crossover(int n);
 
-/* What c runs for an allreduce of `bytes`. */
-static inline hvd_ar_algo hvd__allreduce_algo(const hvd_comm *c, size_t bytes) {
-  return hvd__allreduce_choose((hvd_ar_algo)c->allreduce_algo, c->size, bytes);
-}
+/* What c runs for an allreduce of `bytes`: the shm allreduce for every
+ * size where c can run it and the setting is auto or shm, else
+ * hvd__allreduce_choose (shm where it cannot run counts as auto). */
+hvd_ar_algo hvd__allreduce_algo(const hvd_comm *c, size_t bytes);
 
 /* Chooses by count * element size (hvd__allreduce_algo). */
 int hvd__allreduce(hvd_comm *c, const void *sbuf, void *rbuf, size_t count, hvd_dtype dtype,
@@ -126,11 +130,31 @@ typedef struct {
 int hvd__stream_pieces(hvd_comm *c, uint32_t tag, int to, hvd_pieces s, int from, hvd_pieces r,
                        const hvd_recv_mode *mode);
 
+size_t hvd__pieces_len(hvd_pieces ps);
+
+/* A position in pieces that only moves forward, for copying spans of the
+ * logical buffer in and out in increasing order; starts {0, 0}. */
+typedef struct {
+  int i;       /* the piece holding `base` */
+  size_t base; /* logical offset where piece i starts */
+} hvd_cursor;
+
+/* Copies logical bytes [off, off + len) of ps to dst / from src. */
+void hvd__pieces_gather(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len, void *dst);
+void hvd__pieces_scatter(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len,
+                         const void *src);
+
 /* Allreduce in place over c->size segments, each a list of pieces whose
  * lengths are whole elements, with `algo` (not AUTO; see allreduce.c: how
  * the engine keeps fused tensors bitwise equal to unfused ones). */
 int hvd__allreduce_pieces(hvd_comm *c, hvd_ar_algo algo, const hvd_pieces *segs,
                           hvd_dtype dtype, hvd_op op);
+
+/* The shm allreduce over the whole vector `all` (shm_allreduce.c): needs
+ * hvd__shm_allreduce_usable(c).  Inside a collective begun with `tag`;
+ * AVERAGE divided. */
+int hvd__shm_allreduce(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op);
+int hvd__shm_allreduce_usable(const hvd_comm *c);
 
 /* Recursive doubling over the whole vector `all` (recursive_doubling.c),
  * inside a collective already begun with `tag`; AVERAGE divided. */

@@ -2,6 +2,7 @@
  * ring.c -- what every algorithm shares: the ring's partition of a buffer,
  * chunked streaming between two peers, and the exchange of counts.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "../reduce.h"
@@ -29,17 +30,13 @@ static size_t chunk_len(size_t len, size_t chunk, size_t k) {
   return off >= len ? 0 : (len - off < chunk ? len - off : chunk);
 }
 
-static size_t pieces_len(hvd_pieces ps) {
+size_t hvd__pieces_len(hvd_pieces ps) {
   size_t len = 0;
   for (int i = 0; i < ps.n; i++) len += ps.p[i].len;
   return len;
 }
 
-/* A position in a pieced buffer that only moves forward, as chunks do. */
-typedef struct {
-  int i;       /* the piece holding `base` */
-  size_t base; /* logical offset where piece i starts */
-} cursor;
+typedef hvd_cursor cursor;
 
 /* Moves the cursor to the piece holding logical byte off. */
 static void advance(hvd_pieces ps, cursor *cu, size_t off) {
@@ -76,6 +73,15 @@ static void scatter_span(char *piece, size_t len, size_t at, void *ctx) {
   memcpy(piece, (const char *)ctx + at, len);
 }
 
+void hvd__pieces_gather(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len, void *dst) {
+  for_spans(ps, cu, off, len, gather_span, dst);
+}
+
+void hvd__pieces_scatter(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len,
+                         const void *src) {
+  for_spans(ps, cu, off, len, scatter_span, (void *)(uintptr_t)src);
+}
+
 typedef struct {
   char *src; /* the received chunk, in c->scratch */
   const hvd_recv_mode *mode;
@@ -109,7 +115,7 @@ int hvd__stream_pieces(hvd_comm *c, uint32_t tag, int to, hvd_pieces s, int from
   int reduce = mode && mode->reduce;
   size_t esize = reduce ? hvd_dtype_size(mode->dtype) : 1;
   size_t chunk = HVD_CHUNK_BYTES / esize * esize;
-  size_t slen = pieces_len(s), rlen = pieces_len(r);
+  size_t slen = hvd__pieces_len(s), rlen = hvd__pieces_len(r);
   size_t ns = to >= 0 ? chunks_for(slen, chunk) : 0;
   size_t nr = from >= 0 ? chunks_for(rlen, chunk) : 0;
   cursor sc = {0, 0}, rc = {0, 0};

@@ -145,8 +145,8 @@ static int run_allreduce(const job *j) {
       for (int i = 0; rc == 0 && i < k; i++)
         rc = hvd__adasum(j->c, at[i], j->r->items[i]->req.count, j->dtype);
     } else {
-      rc = reduce_group(j, at, HVD_AR_RING, pieces, segs);
-      if (rc == 0) rc = reduce_group(j, at, HVD_AR_RECURSIVE_DOUBLING, pieces, segs);
+      for (int a = HVD_AR_AUTO + 1; rc == 0 && a < HVD_AR_N; a++)
+        rc = reduce_group(j, at, (hvd_ar_algo)a, pieces, segs);
     }
     for (int i = 0; rc == 0 && i < k; i++)
       if (j->r->items[i]->mine)

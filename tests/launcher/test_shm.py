@@ -46,11 +46,14 @@ def test_normal_job_leaves_nothing(hvdrun, test_program, np):
     assert_gone(p.stdout)
 
 
+# auto: the shm allreduce (its syncs see the loss); ring: the byte rings.
+@pytest.mark.parametrize("algorithm", ["auto", "ring"])
 @pytest.mark.parametrize("mode", ["exit", "kill"])
-def test_lost_rank_is_named_and_leaves_nothing(hvdrun, test_program, mode):
+def test_lost_rank_is_named_and_leaves_nothing(hvdrun, test_program, mode, algorithm):
     np = 3
     t0 = time.monotonic()
-    p = run(hvdrun, test_program("shm_probe"), np, mode)
+    p = run(hvdrun, test_program("shm_probe"), np, mode,
+            extra_env={"HOROVOD_ALLREDUCE_ALGORITHM": algorithm})
     survivors = sorted(int(r) for r in
                        re.findall(r"<stdout>:rank (\d+): lost rank %d:" % (np - 1), p.stdout))
     assert survivors == list(range(np - 1)), p.stdout + p.stderr

@@ -1,6 +1,7 @@
 /*
  * test_select.c -- HOROVOD_ALLREDUCE_ALGORITHM and the cost model that
- * picks an allreduce algorithm for "auto" (coll/select.c).
+ * picks an allreduce algorithm for "auto" (coll/select.c), and the choice
+ * on shared memory.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@ static void test_parse(void **state) {
   } good[] = {{"auto", HVD_AR_AUTO},
               {"ring", HVD_AR_RING},
               {"recursive_doubling", HVD_AR_RECURSIVE_DOUBLING},
+              {"shm", HVD_AR_SHM},
               {"RING", HVD_AR_RING},
               {"Recursive_Doubling", HVD_AR_RECURSIVE_DOUBLING}};
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
@@ -36,7 +38,7 @@ static void test_parse(void **state) {
     hvd_ar_algo a;
     assert_int_equal(hvd__allreduce_algo_parse(bad[i], &a), HVD_E_ENV);
     assert_non_null(strstr(hvd_last_error(), "HOROVOD_ALLREDUCE_ALGORITHM"));
-    assert_non_null(strstr(hvd_last_error(), "auto, ring or recursive_doubling"));
+    assert_non_null(strstr(hvd_last_error(), "auto, ring, recursive_doubling or shm"));
   }
 }
 
@@ -61,7 +63,7 @@ static void test_init_refuses_unknown(void **state) {
   setenv("HOROVOD_ALLREDUCE_ALGORITHM", "tree", 1);
   assert_int_equal(hvd_init(), HVD_E_ENV);
   assert_non_null(strstr(hvd_last_error(), "HOROVOD_ALLREDUCE_ALGORITHM='tree'"));
-  assert_non_null(strstr(hvd_last_error(), "auto, ring or recursive_doubling"));
+  assert_non_null(strstr(hvd_last_error(), "auto, ring, recursive_doubling or shm"));
   assert_int_equal(hvd_is_initialized(), 0);
   unsetenv("HOROVOD_ALLREDUCE_ALGORITHM");
 }
@@ -102,6 +104,47 @@ static void test_choose(void **state) {
   }
 }
 
+/* A transport with windows (as shm's) or without (as tcp's): only the
+ * ops' presence matters to the choice. */
+static unsigned char *no_window(hvd_transport *t, int rank, int which) {
+  (void)t, (void)rank, (void)which;
+  return NULL;
+}
+static int no_sync(hvd_transport *t, const hvd_sync_stamp *m, hvd_sync_stamp *o, int *r) {
+  (void)t, (void)m, (void)o, (void)r;
+  return 0;
+}
+static const hvd_transport_ops shm_like = {.name = "shm", .window = no_window, .sync = no_sync};
+static const hvd_transport_ops tcp_like = {.name = "tcp"};
+
+static hvd_ar_algo algo_for(const hvd_transport_ops *ops, int setting, int n, int *members,
+                            size_t bytes) {
+  hvd_transport t = {.ops = ops, .rank = 0, .size = n, .window_bytes = ops->window ? 1 << 18 : 0};
+  hvd_comm c = {.rank = 0, .size = n, .members = members, .xport = &t, .allreduce_algo = setting};
+  return hvd__allreduce_algo(&c, bytes);
+}
+
+/* On shared memory: the shm allreduce, except between two ranks above
+ * 8 KiB; never over TCP or in a process set (whose syncs would not be the
+ * set's); "shm" where it cannot run means auto. */
+static void test_choose_shm(void **state) {
+  (void)state;
+  int members[4] = {0, 1, 2, 3};
+  for (int n = 3; n <= 8; n++)
+    for (size_t b = 8; b <= (256u << 20); b *= 4)
+      assert_int_equal(algo_for(&shm_like, HVD_AR_AUTO, n, NULL, b), HVD_AR_SHM);
+  assert_int_equal(algo_for(&shm_like, HVD_AR_AUTO, 2, NULL, 8), HVD_AR_SHM);
+  assert_int_equal(algo_for(&shm_like, HVD_AR_AUTO, 2, NULL, 8191), HVD_AR_SHM);
+  assert_int_equal(algo_for(&shm_like, HVD_AR_AUTO, 2, NULL, 8192), HVD_AR_RECURSIVE_DOUBLING);
+  assert_int_equal(algo_for(&shm_like, HVD_AR_AUTO, 2, NULL, 32768), HVD_AR_RING);
+  assert_int_equal(algo_for(&shm_like, HVD_AR_SHM, 2, NULL, 1 << 20), HVD_AR_SHM);
+  assert_int_equal(algo_for(&shm_like, HVD_AR_RING, 4, NULL, 8), HVD_AR_RING);
+  assert_int_equal(algo_for(&shm_like, HVD_AR_AUTO, 4, members, 8), HVD_AR_RECURSIVE_DOUBLING);
+  assert_int_equal(algo_for(&tcp_like, HVD_AR_AUTO, 4, NULL, 8), HVD_AR_RECURSIVE_DOUBLING);
+  assert_int_equal(algo_for(&tcp_like, HVD_AR_SHM, 4, NULL, 8), HVD_AR_RECURSIVE_DOUBLING);
+  assert_int_equal(algo_for(&tcp_like, HVD_AR_SHM, 4, NULL, 1 << 20), HVD_AR_RING);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse),
@@ -109,6 +152,7 @@ int main(void) {
       cmocka_unit_test(test_init_refuses_unknown),
       cmocka_unit_test(test_crossovers),
       cmocka_unit_test(test_choose),
+      cmocka_unit_test(test_choose_shm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,236 @@
+/*
+ * shm_allreduce.c -- allreduce through windows of shared memory, the
+ * algorithm for jobs whose ranks share a host.
+ *
+ * Every rank has HVD_WINDOWS (3) windows in the shared segment
+ * (transport.h).  The vector goes through them a chunk at a time, chunk c
+ * in window c mod 3.  Rank r owns slice r of every chunk (hvd__split_*):
+ *
+ *   copy in chunk 0
+ *   sync
+ *   for each chunk c:
+ *     reduce slice r of chunk c, reading every rank's window directly,
+ *       and write the result over slice r of this rank's window
+ *     copy in chunk c + 1
+ *     sync
+ *     copy out chunk c: every other rank's slice from its window
+ *
+ * "Copy in" copies every slice but this rank's own into its window: its
+ * own values are read from its buffer while it reduces, and the result
+ * goes straight back there, so its slice never goes through the window
+ * on the way in or out.  Each byte is copied in once and out once and read
+ * once by its reducer: fewer bytes moved than the ring's 2(n - 1) steps
+ * through the byte rings, and one sync per chunk instead of 2(n - 1)
+ * messages.  Three windows are what lets one sync do: when a rank copies
+ * chunk c + 1 in, the window's last contents (chunk c - 2) were read by
+ * the other ranks before they reached the previous sync, which it has
+ * passed.
+ *
+ * Small vectors (one chunk of at most SHORTCUT_BYTES) take a shortcut:
+ * every rank copies its whole vector in, syncs, and reduces all of it
+ * itself.  One sync, and no second pass over the windows.
+ *
+ * Bits: every element is reduced in the same order, rank 0's value first,
+ * then rank 1's, ... rank n-1's, by one rank (or, in the shortcut, by
+ * every rank the same way), and copied everywhere: the same bits on all
+ * ranks, and the same bits whatever the element's position, chunk or
+ * slice, so fusion changes nothing.  AVERAGE divides once, after the sum.
+ * float16 and bfloat16 are reduced in float32 and rounded once at the
+ * end (the ring rounds after every step: it never holds all the values).
+ *
+ * Every sync compares what the ranks are doing (tag, bytes, dtype and op),
+ * so ranks that disagree fail with a mismatch before reducing each other's
+ * garbage.  An empty vector still makes one sync, so a rank with 0
+ * elements cannot leave its peers waiting.
+ */
+#include <string.h>
+
+#include "../reduce.h"
+#include "coll.h"
+
+/* Vectors up to this size take the shortcut: below it, reducing n - 1
+ * more slices costs less than the copy out and its pass over the windows. */
+#define SHORTCUT_BYTES (16u * 1024u)
+
+/* Bytes reduced at a time: a multiple of every element size, small
+ * enough for L1. */
+#define REDUCE_BLOCK 4096u
+
+typedef struct {
+  hvd_comm *c;
+  hvd_transport *t;
+  hvd_pieces all;
+  hvd_dtype dtype;
+  hvd_op op;
+  size_t esize, total, chunk; /* bytes: the vector, a chunk */
+  size_t block;               /* bytes reduced at a time (reduce_block) */
+  hvd_sync_stamp stamp;
+  hvd_cursor in, out, mine; /* into windows, out of them, this rank's slice */
+} job;
+
+int hvd__shm_allreduce_usable(const hvd_comm *c) {
+  /* Only the global communicator: the syncs are barriers of the whole
+   * transport, which a process set's subset of ranks cannot be. */
+  return c->xport && !c->members && c->xport->ops->window && c->xport->ops->sync &&
+         c->xport->window_bytes >= REDUCE_BLOCK;
+}
+
+static int sync_all(job *j) {
+  hvd_sync_stamp odd;
+  int rank = -1;
+  int rc = j->t->ops->sync(j->t, &j->stamp, &odd, &rank);
+  if (rc <= 0) return rc;
+  return hvd__err(HVD_E_MISMATCH,
+                  "rank %d is at collective #%u with %llu bytes (kind %u), this rank at "
+                  "allreduce #%u of %llu bytes of %s with %s (do all ranks pass the same "
+                  "count, dtype and op?)",
+                  rank, odd.tag, (unsigned long long)odd.bytes, odd.kind, j->stamp.tag,
+                  (unsigned long long)j->stamp.bytes, hvd_dtype_name(j->dtype),
+                  hvd_op_name(j->op));
+}
+
+static unsigned char *window(const job *j, int rank, uint64_t chunk) {
+  return j->t->ops->window(j->t, rank, (int)(chunk % HVD_WINDOWS));
+}
+
+/* Rank r's values at bytes off.. of window w; own, if not NULL, stands
+ * for this rank's. */
+static const void *value(job *j, int r, uint64_t w, size_t off, const void *own) {
+  return r == j->c->rank && own ? own : window(j, r, w) + off;
+}
+
+static int is_half(hvd_dtype t) { return t == HVD_FLOAT16 || t == HVD_BFLOAT16; }
+
+/* Half-precision values are all reduced in float32 and rounded once, at
+ * the end: every rank's values are in reach at once here, unlike in the
+ * ring, which must round after every step. */
+static void widen(const job *j, float *dst, const void *src, size_t count) {
+  if (j->dtype == HVD_FLOAT16) hvd__half_to_float_n(dst, src, count);
+  else hvd__bf16_to_float_n(dst, src, count);
+}
+
+static void reduce_half_block(job *j, uint64_t w, size_t off, size_t count, const void *own,
+                              void *out) {
+  float acc[REDUCE_BLOCK / 4], v[REDUCE_BLOCK / 4];
+  widen(j, acc, value(j, 0, w, off, own), count);
+  for (int r = 1; r < j->c->size; r++) {
+    widen(j, v, value(j, r, w, off, own), count);
+    hvd__reduce(acc, v, count, HVD_FLOAT32, j->op);
+  }
+  if (j->op == HVD_AVERAGE) hvd__reduce_average(acc, count, HVD_FLOAT32, j->c->size);
+  if (j->dtype == HVD_FLOAT16) hvd__float_to_half_n(out, acc, count);
+  else hvd__float_to_bf16_n(out, acc, count);
+}
+
+/* acc = rank 0's (op) rank 1's (op) ... values at bytes [off, off + n)
+ * of window w (n <= j->block): the order every element is reduced in. */
+static void reduce_block(job *j, uint64_t w, size_t off, size_t n, const void *own, void *acc) {
+  size_t count = n / j->esize;
+  if (is_half(j->dtype)) {
+    reduce_half_block(j, w, off, count, own, acc);
+    return;
+  }
+  for (int r = 0; r < j->c->size; r++) {
+    if (r == 0) memcpy(acc, value(j, r, w, off, own), n);
+    else hvd__reduce(acc, value(j, r, w, off, own), count, j->dtype, j->op);
+  }
+  if (j->op == HVD_AVERAGE) hvd__reduce_average(acc, count, j->dtype, j->c->size);
+}
+
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+/* The whole vector in one chunk (w); every rank reduces all of it. */
+static int shortcut(job *j, uint64_t w) {
+  _Alignas(64) unsigned char acc[REDUCE_BLOCK];
+  hvd__pieces_gather(j->all, &j->in, 0, j->total, window(j, j->c->rank, w));
+  HVD__CHECK(sync_all(j));
+  for (size_t b = 0; b < j->total; b += j->block) {
+    size_t n = min_size(j->total - b, j->block);
+    reduce_block(j, w, b, n, NULL, acc);
+    hvd__pieces_scatter(j->all, &j->out, b, n, acc);
+  }
+  return 0;
+}
+
+/* Chunk k of the vector: its offset and length, and slice r's within it. */
+typedef struct {
+  size_t at, len;
+} span;
+
+static span chunk_span(const job *j, size_t k) {
+  size_t at = k * j->chunk;
+  return (span){at, min_size(j->total - at, j->chunk)};
+}
+
+static span slice_span(const job *j, span ch, int r) {
+  size_t count = ch.len / j->esize;
+  return (span){hvd__split_offset(count, j->c->size, r) * j->esize,
+                hvd__split_count(count, j->c->size, r) * j->esize};
+}
+
+/* Every slice of chunk ch but this rank's into its window w. */
+static void copy_in(job *j, span ch, uint64_t w) {
+  unsigned char *win = window(j, j->c->rank, w);
+  span me = slice_span(j, ch, j->c->rank);
+  size_t after = me.at + me.len;
+  hvd__pieces_gather(j->all, &j->in, ch.at, me.at, win);
+  hvd__pieces_gather(j->all, &j->in, ch.at + after, ch.len - after, win + after);
+}
+
+/* This rank's slice of chunk ch (window w): its own values come straight
+ * from its buffer, the result goes both there and into its window for the
+ * others, a block at a time through L1. */
+static void reduce_mine(job *j, span ch, uint64_t w) {
+  unsigned char *win = window(j, j->c->rank, w);
+  span me = slice_span(j, ch, j->c->rank);
+  _Alignas(64) unsigned char own[REDUCE_BLOCK], acc[REDUCE_BLOCK];
+  for (size_t b = me.at; b < me.at + me.len; b += j->block) {
+    size_t n = min_size(me.at + me.len - b, j->block);
+    hvd__pieces_gather(j->all, &j->mine, ch.at + b, n, own);
+    reduce_block(j, w, b, n, own, acc);
+    memcpy(win + b, acc, n);
+    hvd__pieces_scatter(j->all, &j->mine, ch.at + b, n, acc);
+  }
+}
+
+/* Every other rank's reduced slice of chunk ch from its window w. */
+static void copy_out(job *j, span ch, uint64_t w) {
+  for (int r = 0; r < j->c->size; r++) {
+    if (r == j->c->rank) continue;
+    span s = slice_span(j, ch, r);
+    hvd__pieces_scatter(j->all, &j->out, ch.at + s.at, s.len, window(j, r, w) + s.at);
+  }
+}
+
+/* The schedule in the comment at the top; w0 is chunk 0's window. */
+static int pipeline(job *j, uint64_t w0) {
+  size_t chunks = (j->total + j->chunk - 1) / j->chunk;
+  copy_in(j, chunk_span(j, 0), w0);
+  HVD__CHECK(sync_all(j));
+  for (size_t k = 0; k < chunks; k++) {
+    span ch = chunk_span(j, k);
+    reduce_mine(j, ch, w0 + k);
+    if (k + 1 < chunks) copy_in(j, chunk_span(j, k + 1), w0 + k + 1);
+    HVD__CHECK(sync_all(j));
+    copy_out(j, ch, w0 + k);
+  }
+  return 0;
+}
+
+int hvd__shm_allreduce(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op) {
+  size_t esize = hvd_dtype_size(dtype), total = hvd__pieces_len(all);
+  job j = {.c = c, .t = c->xport, .all = all, .dtype = dtype, .op = op, .esize = esize,
+           .total = total, .chunk = c->xport->window_bytes / esize * esize,
+           /* half types widen a block to float32 in REDUCE_BLOCK bytes */
+           .block = is_half(dtype) ? REDUCE_BLOCK / 2 : REDUCE_BLOCK,
+           .stamp = {tag, (uint32_t)dtype << 8 | (uint32_t)op, total}};
+  /* Windows are numbered across collectives, so the three-window rule
+   * holds from one collective to the next as within one. */
+  uint64_t w0 = c->shm_chunks;
+  if (total <= SHORTCUT_BYTES) {
+    c->shm_chunks += 1;
+    return shortcut(&j, w0);
+  }
+  c->shm_chunks += (total + j.chunk - 1) / j.chunk;
+  return pipeline(&j, w0);
+}
