@@ -118,8 +118,10 @@ uint16_t hvd__float_to_bf16(float f) { return float_to_bf16(f); }
 
 CONVERT_N(static, soft_half_to_float_n, float, uint16_t, half_to_float)
 CONVERT_N(static, soft_float_to_half_n, uint16_t, float, float_to_half)
-CONVERT_N(, hvd__bf16_to_float_n, float, uint16_t, bf16_to_float)
-CONVERT_N(, hvd__float_to_bf16_n, uint16_t, float, float_to_bf16)
+/* bfloat16 has no conversion instructions before AVX-512 BF16: the
+ * branch-free loops above, vectorised for each instruction set. */
+CONVERT_N(HVD_MULTIVERSION, hvd__bf16_to_float_n, float, uint16_t, bf16_to_float)
+CONVERT_N(HVD_MULTIVERSION, hvd__float_to_bf16_n, uint16_t, float, float_to_bf16)
 
 /*
  * float16 blocks through the CPU's F16C instructions where it has them,

@@ -16,6 +16,9 @@
  *
  * float16 and bfloat16 blocks are widened to float32 arrays (half.c's
  * block conversions), combined like float32, and rounded back once.
+ *
+ * The kernels are compiled for several instruction sets and the best the
+ * CPU has is picked at load time (HVD_MULTIVERSION, reduce.h).
  */
 #include <math.h>
 #include <string.h>
@@ -83,7 +86,8 @@ typedef void kernel_fn(unsigned char *inout, const unsigned char *in, size_t cou
     }                                                                              \
     STORE(inout, a, n);                                                            \
   }                                                                                \
-  static void name(unsigned char *inout, const unsigned char *in, size_t count) {  \
+  HVD_MULTIVERSION static void name(unsigned char *inout, const unsigned char *in,      \
+                                size_t count) {                                    \
     const size_t n = BLOCK_OF(S), bytes = n * sizeof(S);                           \
     for (; count >= n; count -= n, inout += bytes, in += bytes)                    \
       name##_step(inout, in, n);                                                   \
@@ -98,7 +102,8 @@ typedef void kernel_fn(unsigned char *inout, const unsigned char *in, size_t cou
     for (size_t i = 0; i < n; i++) a[i] = (T)(a[i] / d);            \
     STORE(buf, a, n);                                               \
   }                                                                 \
-  static void name(unsigned char *buf, size_t count, int divisor) { \
+  HVD_MULTIVERSION static void name(unsigned char *buf, size_t count,   \
+                                int divisor) {                      \
     const size_t n = BLOCK_OF(S), bytes = n * sizeof(S);            \
     for (; count >= n; count -= n, buf += bytes)                    \
       name##_step(buf, n, (D)divisor);                              \

@@ -15,6 +15,18 @@
 
 #include "hvd.h"
 
+/* A function compiled for AVX-512, AVX2 and the baseline (SSE2 on
+ * x86-64); the loader picks the best the CPU has when the library is
+ * loaded (gcc's function multiversioning, an ifunc), so one binary runs
+ * everywhere and still uses the widest vectors there are.  The clones
+ * compute the same bits: element-wise IEEE operations, no contraction into
+ * FMAs (ISO C, -ffp-contract=off), no reassociation. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define HVD_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HVD_MULTIVERSION
+#endif
+
 /* 1 if dtype is one of hvd_dtype's values, else 0. */
 int hvd__dtype_valid(int dtype);
 
