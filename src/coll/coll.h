@@ -150,11 +150,32 @@ void hvd__pieces_scatter(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len,
 int hvd__allreduce_pieces(hvd_comm *c, hvd_ar_algo algo, const hvd_pieces *segs,
                           hvd_dtype dtype, hvd_op op);
 
+/* ---- over shared-memory windows (shm_windows.c) ---- */
+
+/* Whether c can use the transport's windows: the global communicator
+ * over shared memory. */
+#define HVD_SHM_WINDOW_MIN 4096u
+int hvd__shm_usable(const hvd_comm *c);
+
+/* Reserves `chunks` consecutive window numbers; returns the first. */
+uint64_t hvd__shm_take_windows(hvd_comm *c, uint64_t chunks);
+/* Rank r's window for chunk number `chunk`. */
+unsigned char *hvd__shm_window(hvd_comm *c, int rank, uint64_t chunk);
+
+/* What a sync's stamp says (kind = collective << 16 | a << 8 | b). */
+enum { HVD_SHM_ALLREDUCE = 1, HVD_SHM_ALLGATHER = 2 };
+static inline uint32_t hvd__shm_kind(unsigned collective, unsigned a, unsigned b) {
+  return (uint32_t)collective << 16 | (a & 0xff) << 8 | (b & 0xff);
+}
+
+/* Waits for every rank; HVD_E_MISMATCH naming the rank and both
+ * collectives when a rank's stamp differs from ours. */
+int hvd__shm_sync(hvd_comm *c, const hvd_sync_stamp *mine);
+
 /* The shm allreduce over the whole vector `all` (shm_allreduce.c): needs
- * hvd__shm_allreduce_usable(c).  Inside a collective begun with `tag`;
- * AVERAGE divided. */
+ * hvd__shm_usable(c).  Inside a collective begun with `tag`; AVERAGE
+ * divided. */
 int hvd__shm_allreduce(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op);
-int hvd__shm_allreduce_usable(const hvd_comm *c);
 
 /* Recursive doubling over the whole vector `all` (recursive_doubling.c),
  * inside a collective already begun with `tag`; AVERAGE divided. */

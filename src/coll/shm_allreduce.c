@@ -54,11 +54,10 @@
 
 /* Bytes reduced at a time: a multiple of every element size, small
  * enough for L1. */
-#define REDUCE_BLOCK 4096u
+#define REDUCE_BLOCK HVD_SHM_WINDOW_MIN
 
 typedef struct {
   hvd_comm *c;
-  hvd_transport *t;
   hvd_pieces all;
   hvd_dtype dtype;
   hvd_op op;
@@ -68,29 +67,10 @@ typedef struct {
   hvd_cursor in, out, mine; /* into windows, out of them, this rank's slice */
 } job;
 
-int hvd__shm_allreduce_usable(const hvd_comm *c) {
-  /* Only the global communicator: the syncs are barriers of the whole
-   * transport, which a process set's subset of ranks cannot be. */
-  return c->xport && !c->members && c->xport->ops->window && c->xport->ops->sync &&
-         c->xport->window_bytes >= REDUCE_BLOCK;
-}
-
-static int sync_all(job *j) {
-  hvd_sync_stamp odd;
-  int rank = -1;
-  int rc = j->t->ops->sync(j->t, &j->stamp, &odd, &rank);
-  if (rc <= 0) return rc;
-  return hvd__err(HVD_E_MISMATCH,
-                  "rank %d is at collective #%u with %llu bytes (kind %u), this rank at "
-                  "allreduce #%u of %llu bytes of %s with %s (do all ranks pass the same "
-                  "count, dtype and op?)",
-                  rank, odd.tag, (unsigned long long)odd.bytes, odd.kind, j->stamp.tag,
-                  (unsigned long long)j->stamp.bytes, hvd_dtype_name(j->dtype),
-                  hvd_op_name(j->op));
-}
+static int sync_all(job *j) { return hvd__shm_sync(j->c, &j->stamp); }
 
 static unsigned char *window(const job *j, int rank, uint64_t chunk) {
-  return j->t->ops->window(j->t, rank, (int)(chunk % HVD_WINDOWS));
+  return hvd__shm_window(j->c, rank, chunk);
 }
 
 /* Rank r's values at bytes off.. of window w; own, if not NULL, stands
@@ -219,18 +199,11 @@ static int pipeline(job *j, uint64_t w0) {
 
 int hvd__shm_allreduce(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op) {
   size_t esize = hvd_dtype_size(dtype), total = hvd__pieces_len(all);
-  job j = {.c = c, .t = c->xport, .all = all, .dtype = dtype, .op = op, .esize = esize,
+  job j = {.c = c, .all = all, .dtype = dtype, .op = op, .esize = esize,
            .total = total, .chunk = c->xport->window_bytes / esize * esize,
            /* half types widen a block to float32 in REDUCE_BLOCK bytes */
            .block = is_half(dtype) ? REDUCE_BLOCK / 2 : REDUCE_BLOCK,
-           .stamp = {tag, (uint32_t)dtype << 8 | (uint32_t)op, total}};
-  /* Windows are numbered across collectives, so the three-window rule
-   * holds from one collective to the next as within one. */
-  uint64_t w0 = c->shm_chunks;
-  if (total <= SHORTCUT_BYTES) {
-    c->shm_chunks += 1;
-    return shortcut(&j, w0);
-  }
-  c->shm_chunks += (total + j.chunk - 1) / j.chunk;
-  return pipeline(&j, w0);
+           .stamp = {tag, hvd__shm_kind(HVD_SHM_ALLREDUCE, dtype, op), total}};
+  if (total <= SHORTCUT_BYTES) return shortcut(&j, hvd__shm_take_windows(c, 1));
+  return pipeline(&j, hvd__shm_take_windows(c, (total + j.chunk - 1) / j.chunk));
 }
