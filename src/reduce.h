@@ -21,7 +21,8 @@
  * everywhere and still uses the widest vectors there are.  The clones
  * compute the same bits: element-wise IEEE operations, no contraction into
  * FMAs (ISO C, -ffp-contract=off), no reassociation. */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__) /* TSan instruments the resolver, which runs before TSan */
 #define HVD_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define HVD_MULTIVERSION

@@ -204,6 +204,7 @@ int hvd__shm_allreduce(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtyp
            /* half types widen a block to float32 in REDUCE_BLOCK bytes */
            .block = is_half(dtype) ? REDUCE_BLOCK / 2 : REDUCE_BLOCK,
            .stamp = {tag, hvd__shm_kind(HVD_SHM_ALLREDUCE, dtype, op), total}};
-  if (total <= SHORTCUT_BYTES) return shortcut(&j, hvd__shm_take_windows(c, 1));
+  if (total <= SHORTCUT_BYTES && total <= j.chunk)
+    return shortcut(&j, hvd__shm_take_windows(c, 1));
   return pipeline(&j, hvd__shm_take_windows(c, (total + j.chunk - 1) / j.chunk));
 }

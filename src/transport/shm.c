@@ -561,7 +561,11 @@ static int shm_sync(hvd_transport *base, const hvd_sync_stamp *mine, hvd_sync_st
     if (rc < 0) return rc;
   }
   beat(t, -1);
-  return compare_stamps(t, g.k, mine, odd, odd_rank);
+  if (compare_stamps(t, g.k, mine, odd, odd_rank)) return 1;
+  /* A rank that gave up after it arrived still counts as arrived: do not
+   * go on with it. */
+  if (news(t)) HVD__CHECK(peer_aborted(t, &g.w));
+  return 0;
 }
 
 /* ---- abort, destroy, creation ---- */

@@ -97,6 +97,9 @@ static inline unsigned char *seg_window(seg_hdr *h, size_t size, size_t cap, int
   return (unsigned char *)h + seg_windows_off(size, cap) + i * seg_window_bytes(cap);
 }
 
+/* Lays out a fresh segment of seg_bytes(size, cap) bytes (shm_setup.c). */
+void hvd__shm_seg_init(seg_hdr *h, int size, size_t cap);
+
 /* The shared-memory transport over a mapped segment of `size` ranks and
  * rings of `cap` bytes, validated (shm.c); takes ownership of the mapping
  * on success. */

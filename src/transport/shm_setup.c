@@ -50,7 +50,7 @@ static size_t ring_cap_for(int size) {
   return cap;
 }
 
-static void seg_init(seg_hdr *h, int size, size_t cap) {
+void hvd__shm_seg_init(seg_hdr *h, int size, size_t cap) {
   memset(h, 0, seg_rings_off((size_t)size));
   h->magic = SEG_MAGIC;
   h->size = (uint32_t)size;
@@ -89,7 +89,7 @@ static int seg_create(const char *name, int size, seg_hdr **out, size_t *cap_out
     shm_unlink(name);
     return hvd__err_sys(HVD_E_SYSTEM, rc, "sizing and mapping %zu bytes of %s", bytes, name);
   }
-  seg_init(p, size, cap);
+  hvd__shm_seg_init(p, size, cap);
   *out = p;
   *cap_out = cap;
   return 0;
