@@ -3,7 +3,7 @@
  *
  *   hvdrun -np 4 hvd-bench [--op allreduce|...|all] [--min-bytes 8] [--max-bytes 256M]
  *                          [--direct] [--csv] [--transport shm|tcp]
- *                          [--algorithm auto|ring|recursive_doubling]
+ *                          [--algorithm auto|ring|recursive_doubling|shm]
  *
  * Per size: warm-up runs, then --batches batches of --iters runs each.  A
  * batch's time is the mean over its runs of the time spent inside the
@@ -65,8 +65,9 @@ static void usage(FILE *f) {
           "  --csv              one line per size: op,bytes,time_us,algbw_GBps,busbw_GBps\n"
           "  --transport NAME   shm (shared memory: every rank on one host) or tcp;\n"
           "                     default: shm where it can be used, else tcp\n"
-          "  --algorithm NAME   allreduce algorithm: auto (by size), ring or\n"
-          "                     recursive_doubling; sets HOROVOD_ALLREDUCE_ALGORITHM\n");
+          "  --algorithm NAME   allreduce algorithm: auto (by size and transport), ring,\n"
+          "                     recursive_doubling or shm (shared-memory windows);\n"
+          "                     sets HOROVOD_ALLREDUCE_ALGORITHM\n");
 }
 
 /* --transport: HOROVOD_SHM_DISABLE picks it for the library; shm on ranks
@@ -88,8 +89,8 @@ static int set_algorithm(options *o, const char *name) {
     o->algorithm = hvd__allreduce_algo_name(a);
     return 0;
   }
-  fprintf(stderr, "hvd-bench: --algorithm '%s': expected auto, ring or recursive_doubling\n",
-          name);
+  fprintf(stderr,
+          "hvd-bench: --algorithm '%s': expected auto, ring, recursive_doubling or shm\n", name);
   return -1;
 }
 
