@@ -3,7 +3,7 @@
  *
  *   hvdrun -np 4 hvd-bench [--op allreduce|...|all] [--min-bytes 8] [--max-bytes 256M]
  *                          [--direct] [--csv] [--transport shm|tcp]
- *                          [--algorithm auto|ring|recursive_doubling|shm]
+ *                          [--algorithm auto|ring|recursive_doubling|rabenseifner|shm]
  *
  * Per size: warm-up runs, then --batches batches of --iters runs each.  A
  * batch's time is the mean over its runs of the time spent inside the
@@ -66,7 +66,8 @@ static void usage(FILE *f) {
           "  --transport NAME   shm (shared memory: every rank on one host) or tcp;\n"
           "                     default: shm where it can be used, else tcp\n"
           "  --algorithm NAME   allreduce algorithm: auto (by size and transport), ring,\n"
-          "                     recursive_doubling or shm (shared-memory windows);\n"
+          "                     recursive_doubling, rabenseifner or shm (shared-memory\n"
+          "                     windows);"
           "                     sets HOROVOD_ALLREDUCE_ALGORITHM\n");
 }
 
@@ -90,7 +91,9 @@ static int set_algorithm(options *o, const char *name) {
     return 0;
   }
   fprintf(stderr,
-          "hvd-bench: --algorithm '%s': expected auto, ring, recursive_doubling or shm\n", name);
+          "hvd-bench: --algorithm '%s': expected auto, ring, recursive_doubling, rabenseifner "
+          "or shm\n",
+          name);
   return -1;
 }
 

@@ -1,7 +1,7 @@
 /*
  * allreduce.c -- ring allreduce and ring reduce-scatter, and the entry
- * that runs whichever allreduce algorithm was chosen (select.c; recursive
- * doubling lives in recursive_doubling.c).
+ * that runs whichever allreduce algorithm was chosen (select.c; the others
+ * live in recursive_doubling.c, rabenseifner.c and shm_allreduce.c).
  *
  * The buffer is cut into n segments.  In the reduce-scatter phase, at step
  * s = 0..n-2, rank r sends segment (r-s-1) mod n to its right neighbour
@@ -61,9 +61,9 @@ static int allgather_phase(hvd_comm *c, uint32_t tag, const hvd_pieces *segs) {
   return 0;
 }
 
-/* The segments back to back as one vector, for recursive doubling and
- * the shm allreduce (which are element-wise and do not care how the
- * vector is laid out). */
+/* The segments back to back as one vector, for every algorithm but the
+ * ring (they are element-wise and do not care how the vector is laid
+ * out). */
 static int flatten(const hvd_pieces *segs, int n, hvd_piece **flat, hvd_pieces *all) {
   int k = 0;
   for (int s = 0; s < n; s++) k += segs[s].n;
@@ -75,15 +75,23 @@ static int flatten(const hvd_pieces *segs, int n, hvd_piece **flat, hvd_pieces *
   return 0;
 }
 
+static int run_flat(hvd_comm *c, uint32_t tag, hvd_ar_algo algo, hvd_pieces all,
+                    hvd_dtype dtype, hvd_op op) {
+  switch (algo) {
+    case HVD_AR_RECURSIVE_DOUBLING: return hvd__recursive_doubling(c, tag, all, dtype, op);
+    case HVD_AR_RABENSEIFNER: return hvd__rabenseifner(c, tag, all, dtype, op);
+    case HVD_AR_SHM: return hvd__shm_allreduce(c, tag, all, dtype, op);
+    default: return hvd__err(HVD_E_INVALID, "no allreduce algorithm %d", (int)algo);
+  }
+}
+
 static int run_algo(hvd_comm *c, uint32_t tag, hvd_ar_algo algo, const hvd_pieces *segs,
                     hvd_dtype dtype, hvd_op op) {
-  if (algo == HVD_AR_RECURSIVE_DOUBLING || algo == HVD_AR_SHM) {
+  if (algo != HVD_AR_RING) {
     hvd_piece *flat = NULL;
     hvd_pieces all;
     int rc = flatten(segs, c->size, &flat, &all);
-    if (rc == 0)
-      rc = algo == HVD_AR_SHM ? hvd__shm_allreduce(c, tag, all, dtype, op)
-                              : hvd__recursive_doubling(c, tag, all, dtype, op);
+    if (rc == 0) rc = run_flat(c, tag, algo, all, dtype, op);
     free(flat);
     return rc;
   }

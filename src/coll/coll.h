@@ -9,6 +9,7 @@
  * Bytes on the wire per rank, n ranks, S bytes of data (see docs/algorithms.md):
  *   allreduce      ring reduce-scatter + ring allgather   2(n-1)/n * S
  *                  or recursive doubling (small S)        log2(n) * S
+ *                  or Rabenseifner                        2(n-1)/n * S
  *                  or through shared-memory windows       S in, S out (one host)
  *   reducescatter  ring reduce-scatter                     (n-1)/n * S
  *   allgatherv     ring                                    S_total - S_own
@@ -30,6 +31,7 @@ typedef enum {
   HVD_AR_AUTO,
   HVD_AR_RING,
   HVD_AR_RECURSIVE_DOUBLING,
+  HVD_AR_RABENSEIFNER, /* recursive halving, then doubling (rabenseifner.c) */
   HVD_AR_SHM, /* over shared-memory windows (shm_allreduce.c) */
   HVD_AR_N    /* how many: the engine runs each algorithm's group in turn */
 } hvd_ar_algo;
@@ -132,6 +134,10 @@ int hvd__stream_pieces(hvd_comm *c, uint32_t tag, int to, hvd_pieces s, int from
 
 size_t hvd__pieces_len(hvd_pieces ps);
 
+/* Logical bytes [off, off + len) of ps as pieces, written to out (room
+ * for ps.n). */
+hvd_pieces hvd__pieces_sub(hvd_pieces ps, size_t off, size_t len, hvd_piece *out);
+
 /* A position in pieces that only moves forward, for copying spans of the
  * logical buffer in and out in increasing order; starts {0, 0}. */
 typedef struct {
@@ -176,6 +182,11 @@ int hvd__shm_sync(hvd_comm *c, const hvd_sync_stamp *mine);
  * hvd__shm_usable(c).  Inside a collective begun with `tag`; AVERAGE
  * divided. */
 int hvd__shm_allreduce(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op);
+
+/* Rabenseifner's allreduce over `all` (rabenseifner.c): the same bits as
+ * recursive doubling, the ring's bytes.  Inside a collective begun with
+ * `tag`; AVERAGE divided. */
+int hvd__rabenseifner(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op);
 
 /* Recursive doubling over the whole vector `all` (recursive_doubling.c),
  * inside a collective already begun with `tag`; AVERAGE divided. */

@@ -38,6 +38,20 @@ size_t hvd__pieces_len(hvd_pieces ps) {
 
 typedef hvd_cursor cursor;
 
+hvd_pieces hvd__pieces_sub(hvd_pieces ps, size_t off, size_t len, hvd_piece *out) {
+  int k = 0;
+  size_t base = 0;
+  for (int i = 0; i < ps.n && len > 0; base += ps.p[i++].len) {
+    if (base + ps.p[i].len <= off) continue;
+    size_t start = off > base ? off - base : 0;
+    size_t n = ps.p[i].len - start < len ? ps.p[i].len - start : len;
+    out[k++] = (hvd_piece){ps.p[i].ptr + start, n};
+    off += n;
+    len -= n;
+  }
+  return (hvd_pieces){out, k};
+}
+
 /* Moves the cursor to the piece holding logical byte off. */
 static void advance(hvd_pieces ps, cursor *cu, size_t off) {
   while (cu->i < ps.n && cu->base + ps.p[cu->i].len <= off) cu->base += ps.p[cu->i++].len;

@@ -50,6 +50,7 @@ static const char *const names[] = {
     [HVD_AR_AUTO] = "auto",
     [HVD_AR_RING] = "ring",
     [HVD_AR_RECURSIVE_DOUBLING] = "recursive_doubling",
+    [HVD_AR_RABENSEIFNER] = "rabenseifner",
     [HVD_AR_SHM] = "shm",
 };
 
@@ -61,7 +62,8 @@ int hvd__allreduce_algo_parse(const char *text, hvd_ar_algo *out) {
   const char *name = hvd__params[HVD_P_ALLREDUCE_ALGORITHM].name;
   for (size_t i = 0; i < HVD__ARRAY_LEN(names); i++)
     if (strcasecmp(text, names[i]) == 0) return *out = (hvd_ar_algo)i, 0;
-  return hvd__err(HVD_E_ENV, "%s='%s': expected auto, ring, recursive_doubling or shm", name,
+  return hvd__err(HVD_E_ENV,
+                  "%s='%s': expected auto, ring, recursive_doubling, rabenseifner or shm", name,
                   text);
 }
 
@@ -75,26 +77,57 @@ static double cost_ring(int n, double s) {
   return 2 * m * ALPHA_NS + 2 * m / n * s * BETA_NS + m / n * s * GAMMA_NS;
 }
 
+static int log2_of(int p) {
+  int k = 0;
+  while ((1 << k) < p) k++;
+  return k;
+}
+
+/* Recursive doubling and Rabenseifner among the largest power of two
+ * p <= n, with the extra ranks folded in: two more messages of the whole
+ * vector and one more reduction. */
 static double cost_rd(int n, double s) {
-  int p = hvd__pow2_floor(n), rounds = 0, extra = p != n;
-  while ((1 << rounds) < p) rounds++;
-  double msgs = rounds + 2 * extra, reductions = rounds + extra;
+  int p = hvd__pow2_floor(n), extra = p != n;
+  double msgs = log2_of(p) + 2 * extra, reductions = log2_of(p) + extra;
   return msgs * ALPHA_NS + msgs * s * BETA_NS + reductions * s * GAMMA_NS;
+}
+
+static double cost_rab(int n, double s) {
+  int p = hvd__pow2_floor(n), extra = p != n;
+  double part = (double)(p - 1) / p;
+  double msgs = 2 * log2_of(p) + 2 * extra;
+  return msgs * ALPHA_NS + (2 * part + 2 * extra) * s * BETA_NS + (part + extra) * s * GAMMA_NS;
+}
+
+/* For large S: the ring or Rabenseifner, whichever costs less per byte
+ * (then per message).  Rabenseifner sends the ring's bytes in fewer
+ * messages when n is a power of two; otherwise its folding costs two full
+ * vectors and the ring wins.  At n = 2 they are the same exchange: the
+ * ring, which streams. */
+static hvd_ar_algo large_algo(int n) {
+  double ring = cost_ring(n, 1) - cost_ring(n, 0), rab = cost_rab(n, 1) - cost_rab(n, 0);
+  if (rab < ring - 1e-9 || (rab <= ring + 1e-9 && cost_rab(n, 0) < cost_ring(n, 0)))
+    return HVD_AR_RABENSEIFNER;
+  return HVD_AR_RING;
+}
+
+static double cost_large(int n, double s) {
+  return large_algo(n) == HVD_AR_RABENSEIFNER ? cost_rab(n, s) : cost_ring(n, s);
 }
 
 size_t hvd__allreduce_crossover(int n) {
   if (n < 2) return 0;
-  /* Both costs are linear in S: solve cost_rd(S) = cost_ring(S). */
-  double a_rd = cost_rd(n, 0), a_ring = cost_ring(n, 0);
-  double b_rd = cost_rd(n, 1) - a_rd, b_ring = cost_ring(n, 1) - a_ring;
-  if (a_rd >= a_ring) return 0;
-  if (b_rd <= b_ring) return SIZE_MAX;
-  return (size_t)((a_ring - a_rd) / (b_rd - b_ring));
+  /* All costs are linear in S: solve cost_rd(S) = cost_large(S). */
+  double a_rd = cost_rd(n, 0), a_l = cost_large(n, 0);
+  double b_rd = cost_rd(n, 1) - a_rd, b_l = cost_large(n, 1) - a_l;
+  if (a_rd >= a_l) return 0;
+  if (b_rd <= b_l) return SIZE_MAX;
+  return (size_t)((a_l - a_rd) / (b_rd - b_l));
 }
 
 hvd_ar_algo hvd__allreduce_choose(hvd_ar_algo setting, int n, size_t bytes) {
   if (setting != HVD_AR_AUTO && setting != HVD_AR_SHM) return setting;
-  return bytes < hvd__allreduce_crossover(n) ? HVD_AR_RECURSIVE_DOUBLING : HVD_AR_RING;
+  return bytes < hvd__allreduce_crossover(n) ? HVD_AR_RECURSIVE_DOUBLING : large_algo(n);
 }
 
 /* On shared memory, auto: the shm allreduce, except between two ranks

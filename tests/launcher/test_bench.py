@@ -49,7 +49,7 @@ def test_human_table(hvdrun, bench):
     assert "busbw_GBps" in out.stdout
 
 
-@pytest.mark.parametrize("algorithm", ["auto", "ring", "recursive_doubling", "shm"])
+@pytest.mark.parametrize("algorithm", ["auto", "ring", "recursive_doubling", "rabenseifner", "shm"])
 @pytest.mark.parametrize("direct", [False, True])
 def test_algorithm(hvdrun, bench, algorithm, direct):
     # Each run checks every output, so a wrong algorithm fails here.
@@ -64,7 +64,7 @@ def test_algorithm(hvdrun, bench, algorithm, direct):
 
 @pytest.mark.parametrize("args,message", [
     (["--transport", "ib"], "--transport 'ib': expected shm or tcp"),
-    (["--algorithm", "tree"], "--algorithm 'tree': expected auto, ring, recursive_doubling or shm"),
+    (["--algorithm", "tree"], "--algorithm 'tree': expected auto, ring, recursive_doubling, rabenseifner or shm"),
     (["--op", "gather"], "--op 'gather'"),
     (["--max-bytes", "12Q"], "bad size '12Q'"),
     (["--min-bytes", "1M", "--max-bytes", "1K"], "larger than --max-bytes"),

@@ -3,7 +3,8 @@
  * result and the same bits on every rank.
  *
  * tests.cmake runs this program once per value of
- * HOROVOD_ALLREDUCE_ALGORITHM (auto, ring, recursive_doubling, shm) at job
+ * HOROVOD_ALLREDUCE_ALGORITHM (auto, ring, recursive_doubling, rabenseifner,
+ * shm) at job
  * sizes 1 to 8, powers of two and not.  Three parts:
  *
  *   - every dtype x op at 0, 1, 7, 1000 and 100003 elements against

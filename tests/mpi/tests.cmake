@@ -3,7 +3,7 @@
 hvd_add_mpi_test(test_collectives 1 2 3 4 8)
 # Each allreduce algorithm (HOROVOD_ALLREDUCE_ALGORITHM), powers of two
 # and not: the reference result, the same bits on every rank, fused = alone.
-foreach(algo auto ring recursive_doubling shm)
+foreach(algo auto ring recursive_doubling rabenseifner shm)
   foreach(np 1 2 3 4 5 8)
     set(t mpi.test_algorithms.${algo}.np${np})
     add_test(NAME ${t} COMMAND $<TARGET_FILE:hvdrun> -np ${np} $<TARGET_FILE:test_algorithms>)

@@ -24,6 +24,7 @@ static void test_parse(void **state) {
               {"ring", HVD_AR_RING},
               {"recursive_doubling", HVD_AR_RECURSIVE_DOUBLING},
               {"shm", HVD_AR_SHM},
+              {"Rabenseifner", HVD_AR_RABENSEIFNER},
               {"RING", HVD_AR_RING},
               {"Recursive_Doubling", HVD_AR_RECURSIVE_DOUBLING}};
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
@@ -38,7 +39,7 @@ static void test_parse(void **state) {
     hvd_ar_algo a;
     assert_int_equal(hvd__allreduce_algo_parse(bad[i], &a), HVD_E_ENV);
     assert_non_null(strstr(hvd_last_error(), "HOROVOD_ALLREDUCE_ALGORITHM"));
-    assert_non_null(strstr(hvd_last_error(), "auto, ring, recursive_doubling or shm"));
+    assert_non_null(strstr(hvd_last_error(), "auto, ring, recursive_doubling, rabenseifner or shm"));
   }
 }
 
@@ -63,7 +64,7 @@ static void test_init_refuses_unknown(void **state) {
   setenv("HOROVOD_ALLREDUCE_ALGORITHM", "tree", 1);
   assert_int_equal(hvd_init(), HVD_E_ENV);
   assert_non_null(strstr(hvd_last_error(), "HOROVOD_ALLREDUCE_ALGORITHM='tree'"));
-  assert_non_null(strstr(hvd_last_error(), "auto, ring, recursive_doubling or shm"));
+  assert_non_null(strstr(hvd_last_error(), "auto, ring, recursive_doubling, rabenseifner or shm"));
   assert_int_equal(hvd_is_initialized(), 0);
   unsetenv("HOROVOD_ALLREDUCE_ALGORITHM");
 }
@@ -74,17 +75,19 @@ static void test_crossovers(void **state) {
   static const struct {
     int n;
     size_t kib10; /* tenths of a KiB as printed, 1K = 1000 */
-  } table[] = {{2, 2000}, {3, 55}, {4, 640}, {5, 150}, {6, 230},
-               {7, 320},  {8, 750}, {16, 1070}, {32, 1640}};
+  } table[] = {{2, 2000}, {3, 55}, {4, 320}, {5, 150}, {6, 230},
+               {7, 320},  {8, 205}, {16, 165}, {32, 144}};
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
     size_t got = hvd__allreduce_crossover(table[i].n), want = table[i].kib10 * 100;
     assert_in_range(got, want - want / 20, want + want / 20);
   }
   assert_int_equal(hvd__allreduce_crossover(1), 0);
-  /* Powers of two from 4: the crossover grows with n (at 2 both move the
-   * same bytes and only the reduction differs, hence its high one). */
-  for (int n = 4; n < 1024; n *= 2)
-    assert_true(hvd__allreduce_crossover(2 * n) > hvd__allreduce_crossover(n));
+}
+
+/* Above the crossover: Rabenseifner where n is a power of two from 4
+ * (the ring's bytes in fewer messages), else the ring. */
+static hvd_ar_algo large_for(int n) {
+  return n >= 4 && (n & (n - 1)) == 0 ? HVD_AR_RABENSEIFNER : HVD_AR_RING;
 }
 
 static void test_choose(void **state) {
@@ -95,12 +98,13 @@ static void test_choose(void **state) {
     assert_int_equal(hvd__allreduce_choose(HVD_AR_AUTO, n, 0), HVD_AR_RECURSIVE_DOUBLING);
     assert_int_equal(hvd__allreduce_choose(HVD_AR_AUTO, n, 8), HVD_AR_RECURSIVE_DOUBLING);
     assert_int_equal(hvd__allreduce_choose(HVD_AR_AUTO, n, x - 1), HVD_AR_RECURSIVE_DOUBLING);
-    assert_int_equal(hvd__allreduce_choose(HVD_AR_AUTO, n, x), HVD_AR_RING);
-    assert_int_equal(hvd__allreduce_choose(HVD_AR_AUTO, n, 256u << 20), HVD_AR_RING);
+    assert_int_equal(hvd__allreduce_choose(HVD_AR_AUTO, n, x), large_for(n));
+    assert_int_equal(hvd__allreduce_choose(HVD_AR_AUTO, n, 256u << 20), large_for(n));
     /* A forced algorithm holds at every size. */
     assert_int_equal(hvd__allreduce_choose(HVD_AR_RING, n, 8), HVD_AR_RING);
     assert_int_equal(hvd__allreduce_choose(HVD_AR_RECURSIVE_DOUBLING, n, 256u << 20),
                      HVD_AR_RECURSIVE_DOUBLING);
+    assert_int_equal(hvd__allreduce_choose(HVD_AR_RABENSEIFNER, n, 8), HVD_AR_RABENSEIFNER);
   }
 }
 
@@ -142,7 +146,8 @@ static void test_choose_shm(void **state) {
   assert_int_equal(algo_for(&shm_like, HVD_AR_AUTO, 4, members, 8), HVD_AR_RECURSIVE_DOUBLING);
   assert_int_equal(algo_for(&tcp_like, HVD_AR_AUTO, 4, NULL, 8), HVD_AR_RECURSIVE_DOUBLING);
   assert_int_equal(algo_for(&tcp_like, HVD_AR_SHM, 4, NULL, 8), HVD_AR_RECURSIVE_DOUBLING);
-  assert_int_equal(algo_for(&tcp_like, HVD_AR_SHM, 4, NULL, 1 << 20), HVD_AR_RING);
+  assert_int_equal(algo_for(&tcp_like, HVD_AR_SHM, 4, NULL, 1 << 20), HVD_AR_RABENSEIFNER);
+  assert_int_equal(algo_for(&tcp_like, HVD_AR_SHM, 3, NULL, 1 << 20), HVD_AR_RING);
 }
 
 int main(void) {

@@ -7,7 +7,9 @@
  * chunks.  Checked: results against sums computed here, the same bits on
  * every rank, allgather blocks larger than a window (the ring takes
  * over), ranks that call different collectives (a mismatch naming the
- * other rank) and a rank that never comes (a timeout naming it).
+ * other rank) and a rank that never comes (a timeout naming it).  The
+ * transport also carries the other algorithms: Rabenseifner's must give
+ * recursive doubling's bits.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -208,6 +210,51 @@ static void test_allgather_too_big(void **state) {
   check_allgather(4); /* rank 3's 4501 bytes go round the ring */
 }
 
+/* ---- Rabenseifner = recursive doubling, bit for bit ---- */
+
+#define RANDOM_COUNT 1001
+
+typedef struct {
+  float v[2][MAX_RANKS][RANDOM_COUNT]; /* [algorithm][rank] */
+} two_runs;
+
+/* Floats whose sum depends on the order of addition. */
+static float random_value(int r, size_t i) {
+  uint32_t x = (uint32_t)(r * 2654435761u) ^ (uint32_t)(i * 40503u + 17u);
+  x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
+  return (float)(int32_t)x / 3.0e5f;
+}
+
+static int reduce_both_ways(hvd_comm *c, int r, void *arg) {
+  two_runs *runs = arg;
+  static const hvd_ar_algo algos[2] = {HVD_AR_RECURSIVE_DOUBLING, HVD_AR_RABENSEIFNER};
+  for (int a = 0; a < 2; a++) {
+    float *v = runs->v[a][r];
+    for (size_t i = 0; i < RANDOM_COUNT; i++) v[i] = random_value(r, i);
+    c->allreduce_algo = algos[a];
+    HVD__CHECK(hvd__allreduce(c, v, v, RANDOM_COUNT, HVD_FLOAT32, HVD_AVERAGE));
+  }
+  return 0;
+}
+
+static void test_rabenseifner_is_recursive_doubling(void **state) {
+  (void)state;
+  for (int n = 2; n <= MAX_RANKS; n++) {
+    job j;
+    thread_arg t[MAX_RANKS];
+    two_runs *runs = calloc(1, sizeof *runs);
+    job_start(&j, n, 10000);
+    run_ranks(&j, reduce_both_ways, runs, -1, t);
+    for (int r = 0; r < n; r++) {
+      assert_int_equal(t[r].rc, 0);
+      assert_memory_equal(runs->v[0][r], runs->v[1][r], sizeof runs->v[0][r]);
+      assert_memory_equal(runs->v[1][r], runs->v[1][0], sizeof runs->v[1][r]);
+    }
+    job_end(&j);
+    free(runs);
+  }
+}
+
 /* ---- failures ---- */
 
 /* Rank 1 allreduces twice as many elements as the others. */
@@ -251,6 +298,7 @@ int main(void) {
       cmocka_unit_test(test_allreduce_3),
       cmocka_unit_test(test_allgather_fits),
       cmocka_unit_test(test_allgather_too_big),
+      cmocka_unit_test(test_rabenseifner_is_recursive_doubling),
       cmocka_unit_test(test_mismatch_names_the_rank),
       cmocka_unit_test(test_absent_rank_times_out),
   };
