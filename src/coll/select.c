@@ -4,24 +4,30 @@
  *
  * The alpha-beta-gamma model: a message costs ALPHA plus BETA per byte,
  * reducing costs GAMMA per byte.  With n ranks, S bytes, p the largest
- * power of two <= n, L = log2(p) and e = 1 when n is not a power of two:
+ * power of two <= n, L = log2(p), q = (p-1)/p and e = 1 when n is not a
+ * power of two:
  *
  *   ring                 2(n-1) ALPHA + 2(n-1)/n S BETA + (n-1)/n S GAMMA
  *   recursive doubling   (L + 2e) ALPHA + (L + 2e) S BETA + (L + e) S GAMMA
+ *   Rabenseifner         (2L + 2e) ALPHA + (2q + 2e) S BETA + (q + e) S GAMMA
  *
- * (recursive doubling's extra ranks first hand their vector to a partner
- * inside the power of two and get the result back: two more messages of
- * S bytes and one more reduction on the critical path.)  The ring sends
- * the fewest bytes and recursive doubling the fewest messages, so "auto"
- * picks recursive doubling while it is cheaper: below a crossover size
- * that grows with n.  The constants were fitted to hvd-bench --direct on
- * loopback TCP (2 cores): one exchange of 8 bytes takes ~10 us at np 2,
- * and the measured crossovers were ~200 KB at np 2 and 32-64 KB at np 4.
- * With them the crossovers (hvd__allreduce_crossover; tests/unit/
- * test_select.c checks this table) are, in bytes:
+ * (the extra ranks of a non-power of two first hand their vector to a
+ * partner inside the power of two and get the result back: two more
+ * messages of S bytes and one more reduction on the critical path.)
+ * Recursive doubling sends the fewest messages, the ring and Rabenseifner
+ * the fewest bytes; Rabenseifner in fewer messages than the ring when n is
+ * a power of two, while its folding makes it the dearest otherwise.  So
+ * "auto" picks recursive doubling below a crossover size, and above it
+ * Rabenseifner at powers of two from 4 and the ring elsewhere (at n = 2
+ * the two are the same exchange; the ring streams it).  The constants
+ * were fitted to hvd-bench --direct on loopback TCP (2 cores): one
+ * exchange of 8 bytes takes ~10 us at np 2, and the measured crossovers
+ * were ~200 KB at np 2 and 32-64 KB at np 4.  With them the crossovers
+ * (hvd__allreduce_crossover; tests/unit/test_select.c checks this table)
+ * are, in bytes:
  *
  *   n      2      3      4      5      6      7      8     16     32
- *   S   200K   5.5K    64K    15K    23K    32K    75K   107K   164K
+ *   S   200K   5.5K    32K    15K    23K    32K    20K    16K    14K
  *
  * Non-powers of two pay two extra full-size messages, hence their low
  * crossovers.  On a real network (alpha higher relative to beta) the
