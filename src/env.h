@@ -33,9 +33,10 @@
   X(CACHE_CAPACITY, "HOROVOD_CACHE_CAPACITY", INT, "1024", 0, 1 << 20,                    \
     "Entries of the response cache (tensors negotiated with one bit); 0 disables it")     \
   X(ALLREDUCE_ALGORITHM, "HOROVOD_ALLREDUCE_ALGORITHM", STR, "auto", 0, 0,                \
-    "Allreduce algorithm: auto (on one host the shm allreduce; over TCP recursive "       \
-    "doubling for small tensors, the ring for large ones), ring, recursive_doubling or "  \
-    "shm; rank 0's setting applies to every rank")                                        \
+    "Allreduce algorithm: auto (on one host the shm-window allreduce; over TCP by a cost " \
+    "model: recursive doubling for small tensors, Rabenseifner or the ring for large "    \
+    "ones), ring, recursive_doubling, rabenseifner or shm; rank 0's setting applies to "  \
+    "every rank")                                                                         \
   X(SHM_DISABLE, "HOROVOD_SHM_DISABLE", BOOL, "0", 0, 1,                                  \
     "Use TCP between the ranks even when all of them run on one host (where they use "    \
     "shared memory by default)")                                                          \
