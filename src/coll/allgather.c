@@ -1,10 +1,15 @@
 /*
- * allgather.c -- ring allgather of blocks of different sizes.
+ * allgather.c -- allgather of blocks of different sizes, by Bruck's
+ * algorithm.
  *
- * Counts are exchanged first, so every rank can size the result and
- * knows exactly how many bytes each frame must carry.  Then at step
- * s = 0..n-2 rank r passes block (r-s) mod n to its right neighbour and
- * receives block (r-s-1) mod n from its left one, straight into place.
+ * Counts are gathered first, so every rank can size the result and knows
+ * exactly how many bytes each frame must carry.  Then in round k, with
+ * d = 2^k, rank r, which holds blocks r .. r+d-1 (mod n), sends them to
+ * rank r - d and receives blocks r+d .. r+2d-1 from rank r + d, straight
+ * into place (the last round only what is missing).  ceil(log2 n) rounds
+ * where the ring takes n - 1, for the same bytes: each rank receives every
+ * block but its own once.  The counts travel the same way, 8 bytes a
+ * block.
  *
  * On shared memory (hvd__shm_usable) the counts go through the windows
  * instead, with the blocks themselves when every one fits a window: one
@@ -17,6 +22,43 @@
 #include "coll.h"
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
+
+/* Blocks first .. first+m-1 (mod n) of buf, laid out back to back in rank
+ * order (off/len in bytes): one piece, or two where they wrap. */
+static hvd_pieces run_of(char *buf, const size_t *off, const size_t *len, int n, int first,
+                         int m, hvd_piece *room) {
+  int k = 0;
+  while (m > 0) {
+    int take = first + m <= n ? m : n - first;
+    size_t end = off[first + take - 1] + len[first + take - 1];
+    room[k++] = (hvd_piece){buf ? buf + off[first] : NULL, end - off[first]};
+    m -= take;
+    first = 0;
+  }
+  return (hvd_pieces){room, k};
+}
+
+/* Bruck's rounds over buf, which holds this rank's block in place. */
+static int bruck(hvd_comm *c, uint32_t tag, char *buf, const size_t *off, const size_t *len) {
+  int n = c->size, r = c->rank;
+  for (int d = 1; d < n; d *= 2) {
+    int m = d < n - d ? d : n - d;
+    hvd_piece sp[2], rp[2];
+    hvd_pieces s = run_of(buf, off, len, n, r, m, sp);
+    hvd_pieces got = run_of(buf, off, len, n, (r + d) % n, m, rp);
+    HVD__CHECK(hvd__stream_pieces(c, tag, mod(r - d, n), s, (r + d) % n, got, NULL));
+  }
+  return 0;
+}
+
+/* Every rank's count into counts[], 8 bytes a block. */
+static int gather_counts(hvd_comm *c, uint32_t tag, uint64_t *counts, size_t *off, size_t *len) {
+  for (int i = 0; i < c->size; i++) {
+    off[i] = (size_t)i * sizeof *counts;
+    len[i] = sizeof *counts;
+  }
+  return bruck(c, tag, (char *)counts, off, len);
+}
 
 static int place(hvd_comm *c, const uint64_t *counts, size_t esize, size_t *offsets,
                  char **out) {
@@ -64,33 +106,29 @@ static int shm_gather(hvd_comm *c, uint32_t tag, const void *sbuf, size_t count,
 static int allgather_body(hvd_comm *c, uint32_t tag, const void *sbuf, size_t count,
                           size_t esize, uint64_t *counts, size_t *offsets, char **out) {
   int n = c->size, r = c->rank, done = 0;
-  uint64_t *mine = counts + n; /* the caller allocated 2n */
-  for (int i = 0; i < n; i++) mine[i] = count;
+  size_t *off = offsets + n, *len = offsets + 2 * n; /* the caller allocated 3n */
   counts[r] = count;
   if (n > 1 && hvd__shm_usable(c)) {
     HVD__CHECK(shm_gather(c, tag, sbuf, count, esize, counts, offsets, out, &done));
     if (done) return 0;
   } else if (n > 1) {
-    HVD__CHECK(hvd__exchange_counts(c, tag, mine, counts));
+    HVD__CHECK(gather_counts(c, tag, counts, off, len));
   }
   HVD__CHECK(place(c, counts, esize, offsets, out));
   if (count) memcpy(*out + offsets[r] * esize, sbuf, count * esize);
-  for (int s = 0; s < n - 1; s++) {
-    int sb = mod(r - s, n), rb = mod(r - s - 1, n);
-    HVD__CHECK(hvd__stream(c, tag, (r + 1) % n, *out ? *out + offsets[sb] * esize : NULL,
-                           (size_t)counts[sb] * esize, (r - 1 + n) % n,
-                           *out ? *out + offsets[rb] * esize : NULL, (size_t)counts[rb] * esize,
-                           NULL));
+  for (int i = 0; i < n; i++) {
+    off[i] = offsets[i] * esize;
+    len[i] = (size_t)counts[i] * esize;
   }
-  return 0;
+  return n > 1 ? bruck(c, tag, *out, off, len) : 0;
 }
 
 int hvd__allgather(hvd_comm *c, const void *sbuf, size_t count, size_t esize, void **rbuf,
                    size_t *counts) {
   uint32_t tag;
   HVD__CHECK(hvd__comm_begin(c, &tag));
-  uint64_t *all = calloc(2 * (size_t)c->size, sizeof *all);
-  size_t *offsets = calloc((size_t)c->size, sizeof *offsets);
+  uint64_t *all = calloc((size_t)c->size, sizeof *all);
+  size_t *offsets = calloc(3 * (size_t)c->size, sizeof *offsets);
   char *out = NULL;
   int rc = (all && offsets) ? allgather_body(c, tag, sbuf, count, esize, all, offsets, &out)
                             : hvd__err(HVD_E_NOMEM, "allocating %d counts", c->size);
