@@ -12,7 +12,7 @@
  *                  or Rabenseifner                        2(n-1)/n * S
  *                  or through shared-memory windows       S in, S out (one host)
  *   reducescatter  ring reduce-scatter                     (n-1)/n * S
- *   allgatherv     ring                                    S_total - S_own
+ *   allgatherv     Bruck, ceil(log2 n) rounds              S_total - S_own received
  *   broadcast      pipelined chain from the root           S
  *   alltoallv      pairwise exchange, n-1 steps            S - S_self
  *   barrier        dissemination, ceil(log2 n) rounds      0 (headers only)
