@@ -44,10 +44,12 @@
 
 /* Idle rounds with a pause instruction, then with sched_yield, then sleep.
  * With a core for every rank a peer is running and will answer soon:
- * spinning long (~0.5 ms) costs nothing and saves a futex wake-up, the
- * whole price of a small collective.  With more ranks than cores the
- * peer we wait for needs our core: spin briefly and give it up. */
-#define SPIN_PAUSES_OWN_CORE 20000
+ * spinning a while (2000 pauses, ~40 us here) saves a futex wake-up, the
+ * whole price of a small collective.  Not longer: the engine's thread
+ * spins beside the user's threads, which compute.  With more ranks than
+ * cores the peer we wait for needs our core: spin briefly and give it
+ * up. */
+#define SPIN_PAUSES_OWN_CORE 2000
 #define SPIN_PAUSES_SHARED 256
 #define SPIN_YIELDS 16
 #define WAIT_SLICE_MS 50    /* longest sleep between liveness checks */
