@@ -64,7 +64,7 @@ typedef struct {
 static const flag flags[] = {
     {F_NP, "-np", "--num-proc", "N", NULL, OWN, "number of processes (ranks) to start, 1..4096"},
     {F_HOSTS, "-H", "--hosts", "HOSTS", NULL, OWN,
-     "comma-separated host:slots list; only this machine for now"},
+     "comma-separated host:slots list, each entry a host; only this machine for now"},
     {F_HOSTFILE, NULL, "--hostfile", "FILE", NULL, OWN, "file with one 'host slots=N' per line"},
     {F_ENV, NULL, "--start-timeout", "SECONDS", "HOROVOD_START_TIMEOUT", SECONDS(1),
      "how long hvd_init() waits for all ranks, default 30"},
