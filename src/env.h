@@ -35,6 +35,10 @@
   X(ALLREDUCE_ALGORITHM, "HOROVOD_ALLREDUCE_ALGORITHM", STR, "auto", 0, 0,                \
     "Allreduce algorithm: auto (recursive doubling for small tensors, the ring for "      \
     "large ones), ring or recursive_doubling; rank 0's setting applies to every rank")    \
+  X(HIERARCHICAL_ALLREDUCE, "HOROVOD_HIERARCHICAL_ALLREDUCE", BOOL, "0", 0, 1,            \
+    "Allreduce in three steps: reduce-scatter within each host, allreduce across hosts "  \
+    "among the ranks of one local rank, allgather within each host; used when the job "   \
+    "spans several hosts of the same size; rank 0's setting applies to every rank")       \
   X(SHM_DISABLE, "HOROVOD_SHM_DISABLE", BOOL, "0", 0, 1,                                  \
     "Use TCP between the ranks even when all of them run on one host (where they use "    \
     "shared memory by default)")                                                          \

@@ -45,6 +45,7 @@ static const char *const names[] = {
     [HVD_AR_AUTO] = "auto",
     [HVD_AR_RING] = "ring",
     [HVD_AR_RECURSIVE_DOUBLING] = "recursive_doubling",
+    [HVD_AR_HIERARCHICAL] = "hierarchical",
 };
 
 const char *hvd__allreduce_algo_name(hvd_ar_algo a) {
@@ -53,7 +54,8 @@ const char *hvd__allreduce_algo_name(hvd_ar_algo a) {
 
 int hvd__allreduce_algo_parse(const char *text, hvd_ar_algo *out) {
   const char *name = hvd__params[HVD_P_ALLREDUCE_ALGORITHM].name;
-  for (size_t i = 0; i < HVD__ARRAY_LEN(names); i++)
+  /* Not "hierarchical": HOROVOD_HIERARCHICAL_ALLREDUCE switches it on. */
+  for (int i = 0; i < HVD_AR_HIERARCHICAL; i++)
     if (strcasecmp(text, names[i]) == 0) return *out = (hvd_ar_algo)i, 0;
   return hvd__err(HVD_E_ENV, "%s='%s': expected auto, ring or recursive_doubling", name, text);
 }

@@ -125,6 +125,7 @@ ENGINE_FLAGS = [
      "d/" * 300 + "t.json"),
     (["--timeline-mark-cycles"], "HOROVOD_TIMELINE_MARK_CYCLES", "1"),
     (["--no-stall-check"], "HOROVOD_STALL_CHECK_DISABLE", "1"),
+    (["--hierarchical-allreduce"], "HOROVOD_HIERARCHICAL_ALLREDUCE", "1"),
     (["--stall-check-warning-time-seconds", "5"], "HOROVOD_STALL_CHECK_TIME_SECONDS", "5"),
     (["--stall-check-shutdown-time-seconds", "0"], "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0"),
     (["--stall-check-shutdown-time-seconds", "86400"], "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
