@@ -55,15 +55,20 @@ static int check_params(void) {
 static int init_locked(void) {
   hvd_transport *xport = NULL;
   hvd_ar_algo algo;
+  int hierarchical;
   if (ctx.initialized)
     return hvd__err(HVD_E_ALREADY_INITIALIZED, "already initialized (call hvd_shutdown() first)");
   HVD__CHECK(check_params());
   HVD__CHECK(hvd__allreduce_algo_env(&algo));
+  HVD__CHECK(hvd__param_bool(HVD_P_HIERARCHICAL_ALLREDUCE, &hierarchical));
   HVD__CHECK(hvd__job_from_env(&ctx.job));
   hvd__log_set_rank(ctx.job.rank);
   HVD__CHECK(hvd__bootstrap(&ctx.job, &xport));
   int rc = hvd__comm_init(&ctx.comm, ctx.job.rank, ctx.job.size, xport);
   ctx.comm.allreduce_algo = (int)algo; /* the engine makes rank 0's win */
+  ctx.comm.hierarchical = hierarchical;  /* likewise; then builds the hierarchy */
+  ctx.comm.place = (hvd_place){ctx.job.local_rank, ctx.job.local_size, ctx.job.cross_rank,
+                               ctx.job.cross_size};
   if (rc == 0) rc = hvd__engine_start(&ctx.comm, &ctx.engine);
   if (rc < 0) {
     hvd__comm_destroy(&ctx.comm);
@@ -81,6 +86,14 @@ const char *hvd__transport_name(void) {
   const char *name = ctx.initialized && ctx.comm.xport ? ctx.comm.xport->ops->name : "none";
   pthread_mutex_unlock(&ctx.lock);
   return name;
+}
+
+int hvd__hier_counts(uint32_t *local, uint32_t *cross) {
+  pthread_mutex_lock(&ctx.lock);
+  int on = ctx.initialized && ctx.comm.local;
+  if (on) *local = ctx.comm.local->seq, *cross = ctx.comm.cross->seq;
+  pthread_mutex_unlock(&ctx.lock);
+  return on ? 0 : -1;
 }
 
 int hvd_init(void) {

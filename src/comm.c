@@ -38,7 +38,16 @@ int hvd__comm_init_subset(hvd_comm *c, const hvd_comm *parent, const int *ranks,
   return 0;
 }
 
+/* Destroys and frees a sub-communicator; NULL is fine. */
+static void sub_free(hvd_comm *sub) {
+  if (!sub) return;
+  hvd__comm_destroy(sub);
+  free(sub);
+}
+
 void hvd__comm_destroy(hvd_comm *c) {
+  sub_free(c->local);
+  sub_free(c->cross);
   if (c->xport && c->owns_xport) c->xport->ops->destroy(c->xport);
   free(c->scratch);
   free(c->staging);

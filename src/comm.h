@@ -26,7 +26,14 @@
  * buffer stays small, large enough that per-frame costs vanish. */
 #define HVD_CHUNK_BYTES (256u * 1024u)
 
+/* Where a rank sits among the job's hosts: HOROVOD_LOCAL_* and
+ * HOROVOD_CROSS_* (local: the ranks on its host; cross: the ranks with its
+ * local rank, one per host). */
 typedef struct {
+  int local_rank, local_size, cross_rank, cross_size;
+} hvd_place;
+
+typedef struct hvd_comm {
   int rank, size;       /* within this communicator */
   int *members;         /* members[i]: transport rank of rank i; NULL: the identity */
   hvd_transport *xport; /* NULL when the job has one rank */
@@ -34,6 +41,12 @@ typedef struct {
   uint32_t seq;         /* collectives started; the frame tag */
   uint64_t shm_chunks;  /* chunks through the shm windows: picks the window */
   int allreduce_algo;   /* hvd_ar_algo (coll/coll.h); 0: auto.  Equal on every rank */
+  int hierarchical;     /* HOROVOD_HIERARCHICAL_ALLREDUCE.  Equal on every rank */
+  hvd_place place;      /* the global communicator's: this rank's host layout */
+  /* The hierarchical allreduce's sub-communicators (coll/hierarchical.c):
+   * this host's ranks by local rank, and this local rank's ranks by host.
+   * Owned; NULL unless the global communicator reduces hierarchically. */
+  struct hvd_comm *local, *cross;
   void *scratch;        /* HVD_CHUNK_BYTES, for receiving before reducing */
   void *staging;        /* HVD_CHUNK_BYTES, for sending a chunk gathered from pieces */
   int broken;
@@ -43,9 +56,9 @@ typedef struct {
 /* The global communicator; takes ownership of xport (NULL for size 1). */
 int hvd__comm_init(hvd_comm *c, int rank, int size, hvd_transport *xport);
 
-/* A communicator over `n` transport ranks (sorted, distinct) sharing
- * parent's transport and settings; `me` is this process's transport rank, which must
- * be one of them. */
+/* A communicator over `n` distinct transport ranks sharing parent's
+ * transport and allreduce setting (not its hierarchy); ranks[i] becomes
+ * rank i.  `me` is this process's transport rank, which must be one of them. */
 int hvd__comm_init_subset(hvd_comm *c, const hvd_comm *parent, const int *ranks, int n, int me);
 void hvd__comm_destroy(hvd_comm *c);
 

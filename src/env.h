@@ -37,6 +37,10 @@
     "model: recursive doubling for small tensors, Rabenseifner or the ring for large "    \
     "ones), ring, recursive_doubling, rabenseifner or shm; rank 0's setting applies to "  \
     "every rank")                                                                         \
+  X(HIERARCHICAL_ALLREDUCE, "HOROVOD_HIERARCHICAL_ALLREDUCE", BOOL, "0", 0, 1,            \
+    "Allreduce in three steps: reduce-scatter within each host, allreduce across hosts "  \
+    "among the ranks of one local rank, allgather within each host; used when the job "   \
+    "spans several hosts of the same size; rank 0's setting applies to every rank")       \
   X(SHM_DISABLE, "HOROVOD_SHM_DISABLE", BOOL, "0", 0, 1,                                  \
     "Use TCP between the ranks even when all of them run on one host (where they use "    \
     "shared memory by default)")                                                          \

@@ -25,6 +25,8 @@
  *
  * On shared memory (one host) the shm allreduce (shm_allreduce.c) runs
  * instead, for every size.
+ * The hierarchical allreduce (hierarchical.c) runs the same two phases
+ * over its sub-communicators, on groups of these segments.
  *
  * Which algorithm reduces a tensor is decided by the tensor's own size
  * (the engine groups a fused response by it), never by the fused total:
@@ -39,21 +41,21 @@
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
-/* Leaves segment `rank` reduced over all ranks (averaged if asked). */
-static int reduce_scatter_phase(hvd_comm *c, uint32_t tag, const hvd_pieces *segs,
-                                hvd_dtype dtype, hvd_op op) {
+int hvd__ring_reduce_scatter(hvd_comm *c, uint32_t tag, const hvd_pieces *segs,
+                             hvd_dtype dtype, hvd_op op, int divisor) {
   int n = c->size, r = c->rank, right = (r + 1) % n, left = (r - 1 + n) % n;
   hvd_recv_mode mode = {1, dtype, op, 0};
   for (int s = 0; s < n - 1; s++)
     HVD__CHECK(hvd__stream_pieces(c, tag, right, segs[mod(r - s - 1, n)], left,
                                   segs[mod(r - s - 2, n)], &mode));
-  if (op == HVD_AVERAGE)
+  if (op == HVD_AVERAGE && divisor > 0)
     for (int i = 0; i < segs[r].n; i++)
-      hvd__reduce_average(segs[r].p[i].ptr, segs[r].p[i].len / hvd_dtype_size(dtype), dtype, n);
+      hvd__reduce_average(segs[r].p[i].ptr, segs[r].p[i].len / hvd_dtype_size(dtype), dtype,
+                          divisor);
   return 0;
 }
 
-static int allgather_phase(hvd_comm *c, uint32_t tag, const hvd_pieces *segs) {
+int hvd__ring_allgather(hvd_comm *c, uint32_t tag, const hvd_pieces *segs) {
   int n = c->size, r = c->rank, right = (r + 1) % n, left = (r - 1 + n) % n;
   for (int s = 0; s < n - 1; s++)
     HVD__CHECK(hvd__stream_pieces(c, tag, right, segs[mod(r - s, n)], left,
@@ -61,10 +63,7 @@ static int allgather_phase(hvd_comm *c, uint32_t tag, const hvd_pieces *segs) {
   return 0;
 }
 
-/* The segments back to back as one vector, for every algorithm but the
- * ring (they are element-wise and do not care how the vector is laid
- * out). */
-static int flatten(const hvd_pieces *segs, int n, hvd_piece **flat, hvd_pieces *all) {
+int hvd__pieces_concat(const hvd_pieces *segs, int n, hvd_piece **flat, hvd_pieces *all) {
   int k = 0;
   for (int s = 0; s < n; s++) k += segs[s].n;
   *flat = malloc((size_t)(k ? k : 1) * sizeof **flat);
@@ -87,16 +86,17 @@ static int run_flat(hvd_comm *c, uint32_t tag, hvd_ar_algo algo, hvd_pieces all,
 
 static int run_algo(hvd_comm *c, uint32_t tag, hvd_ar_algo algo, const hvd_pieces *segs,
                     hvd_dtype dtype, hvd_op op) {
+  if (algo == HVD_AR_HIERARCHICAL) return hvd__hierarchical(c, tag, segs, dtype, op);
   if (algo != HVD_AR_RING) {
     hvd_piece *flat = NULL;
     hvd_pieces all;
-    int rc = flatten(segs, c->size, &flat, &all);
+    int rc = hvd__pieces_concat(segs, c->size, &flat, &all);
     if (rc == 0) rc = run_flat(c, tag, algo, all, dtype, op);
     free(flat);
     return rc;
   }
-  int rc = reduce_scatter_phase(c, tag, segs, dtype, op);
-  return rc == 0 ? allgather_phase(c, tag, segs) : rc;
+  int rc = hvd__ring_reduce_scatter(c, tag, segs, dtype, op, c->size);
+  return rc == 0 ? hvd__ring_allgather(c, tag, segs) : rc;
 }
 
 int hvd__allreduce_pieces(hvd_comm *c, hvd_ar_algo algo, const hvd_pieces *segs,
@@ -152,7 +152,7 @@ static int reducescatter_body(hvd_comm *c, uint32_t tag, const void *sbuf, void 
   hvd_piece *pieces = NULL;
   hvd_pieces *segs = NULL;
   int rc = split_pieces(work, count, esize, c->size, &pieces, &segs);
-  if (rc == 0) rc = reduce_scatter_phase(c, tag, segs, dtype, op);
+  if (rc == 0) rc = hvd__ring_reduce_scatter(c, tag, segs, dtype, op, c->size);
   if (rc == 0 && pieces[c->rank].len) memcpy(rbuf, pieces[c->rank].ptr, pieces[c->rank].len);
   free(pieces);
   free(segs);

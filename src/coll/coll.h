@@ -11,6 +11,8 @@
  *                  or recursive doubling (small S)        log2(n) * S
  *                  or Rabenseifner                        2(n-1)/n * S
  *                  or through shared-memory windows       S in, S out (one host)
+ *                  or hierarchical, L ranks x C hosts     2(n-1)/n * S, of which
+ *                                                         2(C-1)/(CL) * S across hosts
  *   reducescatter  ring reduce-scatter                     (n-1)/n * S
  *   allgatherv     Bruck, ceil(log2 n) rounds              S_total - S_own received
  *   broadcast      pipelined chain from the root           S
@@ -26,14 +28,18 @@
 #include "../comm.h"
 
 /* The allreduce algorithms (select.c).  A communicator's setting
- * (c->allreduce_algo) may be AUTO; the algorithm that runs never is. */
+ * (c->allreduce_algo) may be AUTO; the algorithm that runs never is.
+ * HIERARCHICAL is never a setting: it runs on the global communicator
+ * when HOROVOD_HIERARCHICAL_ALLREDUCE built its hierarchy
+ * (hierarchical.c), whatever the setting says. */
 typedef enum {
   HVD_AR_AUTO,
   HVD_AR_RING,
   HVD_AR_RECURSIVE_DOUBLING,
   HVD_AR_RABENSEIFNER, /* recursive halving, then doubling (rabenseifner.c) */
-  HVD_AR_SHM, /* over shared-memory windows (shm_allreduce.c) */
-  HVD_AR_N    /* how many: the engine runs each algorithm's group in turn */
+  HVD_AR_SHM,          /* over shared-memory windows (shm_allreduce.c) */
+  HVD_AR_HIERARCHICAL, /* within hosts, across, within (hierarchical.c); not a setting */
+  HVD_AR_N             /* how many: the engine runs each algorithm's group in turn */
 } hvd_ar_algo;
 
 /* "auto", "ring", "recursive_doubling", "shm" (any case) -> the value; an
@@ -50,8 +56,9 @@ const char *hvd__allreduce_algo_name(hvd_ar_algo a);
 hvd_ar_algo hvd__allreduce_choose(hvd_ar_algo setting, int n, size_t bytes);
 size_t hvd__allreduce_crossover(int n);
 
-/* What c runs for an allreduce of `bytes`: the shm allreduce for every
- * size where c can run it and the setting is auto or shm, else
+/* What c runs for an allreduce of `bytes`: hierarchical for every size
+ * when c has the sub-communicators; else the shm allreduce where c can run
+ * it and the setting is auto or shm (select.c); else
  * hvd__allreduce_choose (shm where it cannot run counts as auto). */
 hvd_ar_algo hvd__allreduce_algo(const hvd_comm *c, size_t bytes);
 
@@ -187,6 +194,46 @@ int hvd__shm_allreduce(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtyp
  * recursive doubling, the ring's bytes.  Inside a collective begun with
  * `tag`; AVERAGE divided. */
 int hvd__rabenseifner(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op);
+
+/* The ring's two phases over c's c->size segments, inside a collective
+ * already begun with `tag` (allreduce.c).  The reduce-scatter leaves
+ * segment c->rank reduced over c's ranks and, for AVERAGE with
+ * divisor > 0, divided by divisor; the allgather then copies each rank's
+ * segment to every rank.  A segment may be any list of pieces, e.g.
+ * several segments of a larger partition (hierarchical.c). */
+int hvd__ring_reduce_scatter(hvd_comm *c, uint32_t tag, const hvd_pieces *segs,
+                             hvd_dtype dtype, hvd_op op, int divisor);
+int hvd__ring_allgather(hvd_comm *c, uint32_t tag, const hvd_pieces *segs);
+
+/* segs[0..n) back to back as one list: *flat (malloc()ed, to free) holds
+ * their pieces in order and *all points at it.  Recursive doubling is
+ * element-wise and does not care how the vector is laid out; the
+ * hierarchical allreduce takes runs of it as groups of segments. */
+int hvd__pieces_concat(const hvd_pieces *segs, int n, hvd_piece **flat, hvd_pieces *all);
+
+/* ---- hierarchical.c ---- */
+
+/* With c->hierarchical, checks that every rank's c->place agrees with
+ * the others' (HVD_E_ENV naming a rank, what it has and what was
+ * expected) and, when the job is several hosts of the same number of
+ * ranks (more than one), builds c->local and c->cross; otherwise leaves
+ * c flat (uneven hosts: with a warning).  A collective over c; every rank
+ * reaches the same verdict. */
+int hvd__hier_setup(hvd_comm *c);
+
+/* The checks hvd__hier_setup makes of every rank's place (all[r] for
+ * rank r of n), as a pure function: 0 or HVD_E_ENV. */
+int hvd__hier_check(const hvd_place *all, int n);
+
+/* Allreduce of c->size segments through c->local and c->cross, inside a
+ * collective already begun with `tag`; AVERAGE divided. */
+int hvd__hierarchical(hvd_comm *c, uint32_t tag, const hvd_pieces *segs, hvd_dtype dtype,
+                      hvd_op op);
+
+/* For tests: the collectives c->local and c->cross have run (their
+ * sequence numbers), or -1 when the global communicator is flat.  Defined
+ * in api.c; call it while no collective runs. */
+int hvd__hier_counts(uint32_t *local, uint32_t *cross);
 
 /* Recursive doubling over the whole vector `all` (recursive_doubling.c),
  * inside a collective already begun with `tag`; AVERAGE divided. */

@@ -58,6 +58,7 @@ static const char *const names[] = {
     [HVD_AR_RECURSIVE_DOUBLING] = "recursive_doubling",
     [HVD_AR_RABENSEIFNER] = "rabenseifner",
     [HVD_AR_SHM] = "shm",
+    [HVD_AR_HIERARCHICAL] = "hierarchical",
 };
 
 const char *hvd__allreduce_algo_name(hvd_ar_algo a) {
@@ -66,7 +67,8 @@ const char *hvd__allreduce_algo_name(hvd_ar_algo a) {
 
 int hvd__allreduce_algo_parse(const char *text, hvd_ar_algo *out) {
   const char *name = hvd__params[HVD_P_ALLREDUCE_ALGORITHM].name;
-  for (size_t i = 0; i < HVD__ARRAY_LEN(names); i++)
+  /* Not "hierarchical": HOROVOD_HIERARCHICAL_ALLREDUCE switches it on. */
+  for (int i = 0; i < HVD_AR_HIERARCHICAL; i++)
     if (strcasecmp(text, names[i]) == 0) return *out = (hvd_ar_algo)i, 0;
   return hvd__err(HVD_E_ENV,
                   "%s='%s': expected auto, ring, recursive_doubling, rabenseifner or shm", name,
@@ -155,6 +157,7 @@ static hvd_ar_algo choose_shm(int n, size_t bytes) {
 
 hvd_ar_algo hvd__allreduce_algo(const hvd_comm *c, size_t bytes) {
   hvd_ar_algo setting = (hvd_ar_algo)c->allreduce_algo;
+  if (c->local) return HVD_AR_HIERARCHICAL;
   if (setting == HVD_AR_AUTO && hvd__shm_usable(c)) return choose_shm(c->size, bytes);
   if (setting == HVD_AR_SHM && hvd__shm_usable(c)) return HVD_AR_SHM;
   return hvd__allreduce_choose(setting, c->size, bytes);

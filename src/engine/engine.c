@@ -300,14 +300,15 @@ static int read_config(hvd_engine *e) {
 }
 
 /* Ranks must agree on what shapes decisions: rank 0's settings win.  The
- * allreduce algorithm is one of them: ranks that ran different algorithms
- * would exchange frames neither expects. */
+ * allreduce algorithm and the hierarchical switch are among them: ranks
+ * that ran different algorithms would exchange frames neither expects. */
 static int agree_on_config(hvd_engine *e) {
-  uint64_t v[3] = {(uint64_t)e->fusion_threshold, hvd__cache_capacity(e->cache),
-                   (uint64_t)e->global->allreduce_algo};
+  uint64_t v[4] = {(uint64_t)e->fusion_threshold, hvd__cache_capacity(e->cache),
+                   (uint64_t)e->global->allreduce_algo, (uint64_t)e->global->hierarchical};
   HVD__CHECK(hvd__broadcast(e->global, v, sizeof v, 0));
   e->fusion_threshold = (size_t)v[0];
   e->global->allreduce_algo = (int)v[2];
+  e->global->hierarchical = v[3] != 0;
   if (v[1] != hvd__cache_capacity(e->cache)) {
     hvd__cache_destroy(e->cache);
     e->cache = NULL;
@@ -353,6 +354,7 @@ int hvd__engine_start(hvd_comm *global, hvd_engine **out) {
   e->join_cycle = calloc((size_t)e->size, sizeof *e->join_cycle);
   int rc = (e->joined && e->join_cycle) ? read_config(e) : hvd__err(HVD_E_NOMEM, "engine");
   if (rc == 0) rc = agree_on_config(e);
+  if (rc == 0) rc = hvd__hier_setup(global); /* after agreeing on the switch */
   if (rc == 0 && pthread_create(&e->thread, NULL, engine_main, e) != 0)
     rc = hvd__err(HVD_E_SYSTEM, "starting the engine thread");
   if (rc < 0) {

@@ -12,7 +12,9 @@
  * is reduced exactly as it would be alone: fused and unfused results are
  * bitwise equal.  For the same reason each tensor's algorithm (ring or
  * recursive doubling) follows from its own size: a fused response runs
- * one collective per algorithm among its tensors.  The tensors stay where
+ * one collective per algorithm among its tensors.  The hierarchical
+ * allreduce, when on, takes every tensor of the global communicator and
+ * the same segments.  The tensors stay where
  * they are; the engine's buffer only holds a joined rank's zeros and
  * scratch for the other kinds.
  */

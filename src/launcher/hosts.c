@@ -4,7 +4,10 @@
  * hvdrun starts every rank on this machine for now.  -H and --hostfile
  * are accepted in horovodrun's syntax so job scripts keep working, and a
  * host that is not this machine is refused plainly rather than silently
- * run here instead.
+ * run here instead.  Each entry is a host of its own, even when two name
+ * this machine ("localhost:2,127.0.0.1:2" is two hosts of two ranks), so
+ * that a job can emulate several hosts: the ranks' HOROVOD_LOCAL_* and
+ * HOROVOD_CROSS_* values follow the list (place.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,8 +17,16 @@
 #include <unistd.h>
 
 #include "options.h"
+#include "place.h"
 
 #define SLOTS_MAX 1000000L
+
+/* The hosts' slots, in the order given. */
+typedef struct {
+  long *slots;
+  int n, cap;
+  long total;
+} host_list;
 
 static int host_is_local(const char *name) {
   char self[256];
@@ -27,9 +38,24 @@ static int host_is_local(const char *name) {
   return strcasecmp(name, self) == 0;
 }
 
-/* Adds host's slots (NULL: one) to *total.  `where` names the source in
+static int append(host_list *l, long n) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 8;
+    long *p = realloc(l->slots, (size_t)cap * sizeof *p);
+    if (!p) {
+      fprintf(stderr, "hvdrun: out of memory\n");
+      return -1;
+    }
+    l->slots = p, l->cap = cap;
+  }
+  l->slots[l->n++] = n;
+  l->total += n;
+  return 0;
+}
+
+/* Adds a host with its slots (NULL: one).  `where` names the source in
  * messages ("-H", "hosts.txt:3"). */
-static int add_host(const char *host, const char *slots, const char *where, long *total) {
+static int add_host(const char *host, const char *slots, const char *where, host_list *l) {
   long n = 1;
   if (host[0] == '\0') {
     fprintf(stderr, "hvdrun: %s: empty host name\n", where);
@@ -47,12 +73,11 @@ static int add_host(const char *host, const char *slots, const char *where, long
             where, host, slots, SLOTS_MAX);
     return -1;
   }
-  *total += n;
-  return 0;
+  return append(l, n);
 }
 
 /* One -H item: "host", "host:N", "[v6addr]:N", or a bare "::1". */
-static int add_item(char *item, long *total) {
+static int add_item(char *item, host_list *l) {
   char *host = item, *slots = NULL;
   if (item[0] == '[') {
     char *close = strchr(item, ']');
@@ -70,10 +95,10 @@ static int add_item(char *item, long *total) {
       slots = colon + 1;
     }
   }
-  return add_host(host, slots, "-H", total);
+  return add_host(host, slots, "-H", l);
 }
 
-static int parse_list(const char *list, long *total) {
+static int parse_list(const char *list, host_list *l) {
   char *copy = strdup(list), *save = NULL;
   if (!copy) {
     fprintf(stderr, "hvdrun: out of memory\n");
@@ -85,13 +110,13 @@ static int parse_list(const char *list, long *total) {
     rc = -1;
   }
   for (char *item = strtok_r(copy, ",", &save); rc == 0 && item; item = strtok_r(NULL, ",", &save))
-    rc = add_item(item, total);
+    rc = add_item(item, l);
   free(copy);
   return rc;
 }
 
 /* One hostfile line: "host" or "host slots=N"; '#' starts a comment. */
-static int parse_line(char *line, const char *where, long *total) {
+static int parse_line(char *line, const char *where, host_list *l) {
   char *save = NULL, *hash = strchr(line, '#');
   if (hash) *hash = '\0';
   char *host = strtok_r(line, " \t\r\n", &save);
@@ -101,10 +126,10 @@ static int parse_line(char *line, const char *where, long *total) {
     fprintf(stderr, "hvdrun: %s: expected 'host slots=N'\n", where);
     return -1;
   }
-  return add_host(host, slots ? slots + 6 : NULL, where, total);
+  return add_host(host, slots ? slots + 6 : NULL, where, l);
 }
 
-static int parse_file(const char *path, long *total) {
+static int parse_file(const char *path, host_list *l) {
   FILE *f = fopen(path, "r");
   if (!f) {
     fprintf(stderr, "hvdrun: cannot open hostfile '%s': %s\n", path, strerror(errno));
@@ -115,21 +140,38 @@ static int parse_file(const char *path, long *total) {
   int rc = 0;
   for (long no = 1; rc == 0 && getline(&line, &cap, f) >= 0; no++) {
     snprintf(where, sizeof where, "%s:%ld", path, no);
-    rc = parse_line(line, where, total);
+    rc = parse_line(line, where, l);
   }
   free(line);
   fclose(f);
   return rc;
 }
 
-int hosts_check(const hvdrun_options *o) {
-  long total = 0;
-  if (!o->hosts && !o->hostfile) return 0;
-  if (o->hosts ? parse_list(o->hosts, &total) : parse_file(o->hostfile, &total)) return -1;
-  if (total < o->np) {
+/* The hosts -H or --hostfile name; neither is one host with np slots. */
+static int load(const hvdrun_options *o, host_list *l) {
+  if (!o->hosts && !o->hostfile) return append(l, o->np);
+  if (o->hosts ? parse_list(o->hosts, l) : parse_file(o->hostfile, l)) return -1;
+  if (l->total < o->np) {
     fprintf(stderr, "hvdrun: -np %d needs %d slots, but %s gives only %ld\n", o->np, o->np,
-            o->hosts ? "-H" : o->hostfile, total);
+            o->hosts ? "-H" : o->hostfile, l->total);
     return -1;
   }
   return 0;
+}
+
+int hosts_place(const hvdrun_options *o, rank_place **places) {
+  host_list l = {NULL, 0, 0, 0};
+  *places = calloc((size_t)o->np, sizeof **places);
+  int rc = *places ? load(o, &l) : -1;
+  if (rc == 0 && place_ranks(l.slots, l.n, o->np, *places) < 0) {
+    fprintf(stderr, "hvdrun: out of memory placing %d ranks\n", o->np);
+    rc = -1;
+  }
+  if (!*places) fprintf(stderr, "hvdrun: out of memory\n");
+  free(l.slots);
+  if (rc < 0) {
+    free(*places);
+    *places = NULL;
+  }
+  return rc;
 }

@@ -6,9 +6,10 @@
  * starts N copies of prog as the ranks of one hvd job, with horovodrun's
  * flags and environment, serves their rendezvous, forwards their output
  * and tears the job down when one fails.  options.c reads the command
- * line, hosts.c checks the hosts, job.c runs the rest.
+ * line, hosts.c reads the hosts and places the ranks, job.c runs the rest.
  */
 #include <fcntl.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "job.h"
@@ -32,6 +33,9 @@ int main(int argc, char **argv) {
     case OPTIONS_USAGE: return HVDRUN_EXIT_USAGE;
     case OPTIONS_RUN: break;
   }
-  if (hosts_check(&o) < 0) return HVDRUN_EXIT_USAGE;
-  return job_run(&o);
+  rank_place *places;
+  if (hosts_place(&o, &places) < 0) return HVDRUN_EXIT_USAGE;
+  int rc = job_run(&o, places);
+  free(places);
+  return rc;
 }

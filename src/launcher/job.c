@@ -55,6 +55,7 @@ enum { SLOT_SIGNALS = -1, SLOT_STDOUT = -2, SLOT_STDERR = -3 };
 
 typedef struct {
   const hvdrun_options *opt;
+  const rank_place *places;
   proc *procs;
   int started; /* procs[0..started) were spawned */
   int running; /* spawned and not reaped yet */
@@ -305,7 +306,7 @@ static int start_rendezvous(job *j, rank_env *env) {
   hvd__shm_name(&key, j->shm_name, sizeof j->shm_name);
   say(j, 0, "rendezvous listening on 127.0.0.1:%d", port);
   gethostname(hostname, sizeof hostname - 1);
-  rank_env_job ej = {j->opt, port, secret, hostname};
+  rank_env_job ej = {j->opt, j->places, port, secret, hostname};
   if (rank_env_init(env, &ej) < 0) {
     say(j, 1, "out of memory building the ranks' environment");
     return -1;
@@ -327,10 +328,11 @@ static void start_ranks(job *j, rank_env *env) {
   }
 }
 
-static int job_init(job *j, const hvdrun_options *o) {
+static int job_init(job *j, const hvdrun_options *o, const rank_place *places) {
   rank_env env;
   memset(j, 0, sizeof *j);
   j->opt = o;
+  j->places = places;
   j->exit_code = -1;
   j->sig_fd = -1;
   j->phase_end = HVD__NEVER;
@@ -405,9 +407,9 @@ static int job_finish(job *j) {
   return j->exit_code < 0 ? 0 : j->exit_code;
 }
 
-int job_run(const hvdrun_options *o) {
+int job_run(const hvdrun_options *o, const rank_place *places) {
   job j;
-  if (job_init(&j, o) < 0) {
+  if (job_init(&j, o, places) < 0) {
     j.exit_code = 1;
     return job_finish(&j);
   }

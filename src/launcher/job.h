@@ -15,7 +15,7 @@
 /* Runs the job; returns hvdrun's exit status: 0 when every rank exited
  * with 0, else the first failing rank's code (128+signal if it was
  * killed, 127 if it could not be run), or 128+signal when hvdrun itself
- * was interrupted. */
-int job_run(const hvdrun_options *o);
+ * was interrupted.  places[r] says where rank r runs (hosts_place()). */
+int job_run(const hvdrun_options *o, const rank_place *places);
 
 #endif /* HVDRUN_JOB_H */

@@ -64,7 +64,7 @@ typedef struct {
 static const flag flags[] = {
     {F_NP, "-np", "--num-proc", "N", NULL, OWN, "number of processes (ranks) to start, 1..4096"},
     {F_HOSTS, "-H", "--hosts", "HOSTS", NULL, OWN,
-     "comma-separated host:slots list; only this machine for now"},
+     "comma-separated host:slots list, each entry a host; only this machine for now"},
     {F_HOSTFILE, NULL, "--hostfile", "FILE", NULL, OWN, "file with one 'host slots=N' per line"},
     {F_ENV, NULL, "--start-timeout", "SECONDS", "HOROVOD_START_TIMEOUT", SECONDS(1),
      "how long hvd_init() waits for all ranks, default 30"},
@@ -78,6 +78,8 @@ static const flag flags[] = {
      RANGE(0, 1048576, 1048576), "fuse allreduces of up to MB megabytes; 0: no fusion"},
     {F_ENV, NULL, "--cycle-time-ms", "MS", "HOROVOD_CYCLE_TIME", DECIMAL(0, 10000),
      "pause between negotiation cycles, like 2.5"},
+    {F_ENV, NULL, "--hierarchical-allreduce", NULL, "HOROVOD_HIERARCHICAL_ALLREDUCE", SWITCH,
+     "allreduce within each host, across hosts, then within again"},
     {F_ENV, NULL, "--cache-capacity", "N", "HOROVOD_CACHE_CAPACITY", RANGE(0, 1048576, 1),
      "response cache entries; 0: no cache"},
     {F_ENV, NULL, "--timeline-filename", "PATH", "HOROVOD_TIMELINE", PATH,

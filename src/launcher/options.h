@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "place.h"
+
 #define HVDRUN_MAX_NP 4096
 
 /* Exit status for a usage error (bad flag, bad value, unusable hosts). */
@@ -52,9 +54,10 @@ const char *options_env(const hvdrun_options *o, const char *name);
 
 /* ---- hosts.c ---- */
 
-/* Checks -H / --hostfile (whichever o names; neither means
- * localhost:np): every host must be this machine, and the slots must
- * cover np.  Prints the error and returns -1 on failure. */
-int hosts_check(const hvdrun_options *o);
+/* Reads -H / --hostfile (whichever o names; neither means localhost:np):
+ * every host must be this machine, and the slots must cover np.  Then
+ * places the ranks host by host (place.h): *places gets np entries, to
+ * free().  Prints the error and returns -1 on failure. */
+int hosts_place(const hvdrun_options *o, rank_place **places);
 
 #endif /* HVDRUN_OPTIONS_H */

@@ -3,8 +3,9 @@
  *
  * The parent's environment is copied minus every variable hvdrun sets,
  * so a stale HOROVOD_RANK from an enclosing job can never leak through.
- * Only HOROVOD_RANK and HOROVOD_LOCAL_RANK differ between ranks: they sit
- * in two reserved slots that rank_env_for() rewrites before each fork.
+ * HOROVOD_RANK and the four variables of the rank's place (local and
+ * cross rank and size, which differ between hosts) sit in reserved slots
+ * that rank_env_for() rewrites before each fork.
  */
 #include "rank_env.h"
 
@@ -39,15 +40,16 @@ static void add_int(var_list *l, const char *name, int value) {
   add(l, name, text);
 }
 
-/* Everything hvdrun sets; the rank slots hold placeholders for now. */
+/* The per-rank variables, in the order of their slots. */
+static const char *const per_rank[RANK_ENV_PER_RANK] = {
+    "HOROVOD_RANK", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
+    "HOROVOD_CROSS_SIZE"};
+
+/* Everything hvdrun sets, the per-rank variables first with placeholders. */
 static void job_vars(var_list *l, const rank_env_job *job) {
   const hvdrun_options *o = job->opt;
-  add(l, "HOROVOD_RANK", "0");
-  add(l, "HOROVOD_LOCAL_RANK", "0");
+  for (int i = 0; i < RANK_ENV_PER_RANK; i++) add(l, per_rank[i], "0");
   add_int(l, "HOROVOD_SIZE", o->np);
-  add_int(l, "HOROVOD_LOCAL_SIZE", o->np);
-  add(l, "HOROVOD_CROSS_RANK", "0");
-  add(l, "HOROVOD_CROSS_SIZE", "1");
   add(l, "HOROVOD_HOSTNAME", job->hostname);
   add(l, "HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1");
   add_int(l, "HOROVOD_GLOO_RENDEZVOUS_PORT", job->port);
@@ -81,13 +83,12 @@ int rank_env_init(rank_env *e, const rank_env_job *job) {
     if (!(e->vars[e->n] = strdup(*v))) goto free_vars;
     e->n++;
   }
-  e->rank_slot = e->n;
-  e->local_rank_slot = e->n + 1;
+  e->places = job->places;
+  for (int i = 0; i < RANK_ENV_PER_RANK; i++) e->slot[i] = e->n + (size_t)i;
   for (size_t i = 0; i < l.n; i++) e->vars[e->n++] = l.set[i];
-  /* l.set[0] and [1] only held the two names' places (and kept them out of
-   * the inherited copy); rank_env_for() fills the slots per rank. */
-  free(l.set[0]);
-  free(l.set[1]);
+  /* The first l.set entries only held the per-rank names' places (and kept
+   * them out of the inherited copy); rank_env_for() fills the slots. */
+  for (int i = 0; i < RANK_ENV_PER_RANK; i++) free(l.set[i]);
   rank_env_for(e, 0);
   return 0;
 free_vars:
@@ -97,17 +98,26 @@ free_vars:
 }
 
 char **rank_env_for(rank_env *e, int rank) {
-  snprintf(e->rank_var, sizeof e->rank_var, "HOROVOD_RANK=%d", rank);
-  snprintf(e->local_rank_var, sizeof e->local_rank_var, "HOROVOD_LOCAL_RANK=%d", rank);
-  e->vars[e->rank_slot] = e->rank_var;
-  e->vars[e->local_rank_slot] = e->local_rank_var;
+  const rank_place *p = &e->places[rank];
+  int value[RANK_ENV_PER_RANK] = {rank, p->local_rank, p->local_size, p->cross_rank,
+                                  p->cross_size};
+  for (int i = 0; i < RANK_ENV_PER_RANK; i++) {
+    snprintf(e->var[i], sizeof e->var[i], "%s=%d", per_rank[i], value[i]);
+    e->vars[e->slot[i]] = e->var[i];
+  }
   return e->vars;
+}
+
+static int is_per_rank(const rank_env *e, const char *s) {
+  for (int i = 0; i < RANK_ENV_PER_RANK; i++)
+    if (s == e->var[i]) return 1;
+  return 0;
 }
 
 void rank_env_free(rank_env *e) {
   if (!e->vars) return;
   for (size_t i = 0; i < e->n; i++)
-    if (e->vars[i] != e->rank_var && e->vars[i] != e->local_rank_var) free(e->vars[i]);
+    if (!is_per_rank(e, e->vars[i])) free(e->vars[i]);
   free(e->vars);
   memset(e, 0, sizeof *e);
 }

@@ -14,16 +14,21 @@
 /* What is the same for every rank. */
 typedef struct {
   const hvdrun_options *opt;
+  const rank_place *places; /* opt->np entries: where each rank runs */
   int port;             /* the rendezvous port on 127.0.0.1 */
   const char *secret;   /* base64 */
   const char *hostname; /* this machine's name */
 } rank_env_job;
 
+/* The variables that differ between ranks: HOROVOD_RANK and the place's. */
+#define RANK_ENV_PER_RANK 5
+
 typedef struct {
-  char **vars; /* NULL-terminated; owns its strings but the two below */
+  char **vars; /* NULL-terminated; owns its strings but the per-rank ones */
   size_t n;
-  size_t rank_slot, local_rank_slot;
-  char rank_var[40], local_rank_var[48];
+  const rank_place *places;
+  size_t slot[RANK_ENV_PER_RANK];       /* where in vars the per-rank ones sit */
+  char var[RANK_ENV_PER_RANK][48];     /* "HOROVOD_LOCAL_RANK=3" */
 } rank_env;
 
 /* Builds the job-wide part from environ.  0, or -1 (out of memory). */

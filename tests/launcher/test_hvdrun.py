@@ -125,6 +125,7 @@ ENGINE_FLAGS = [
      "d/" * 300 + "t.json"),
     (["--timeline-mark-cycles"], "HOROVOD_TIMELINE_MARK_CYCLES", "1"),
     (["--no-stall-check"], "HOROVOD_STALL_CHECK_DISABLE", "1"),
+    (["--hierarchical-allreduce"], "HOROVOD_HIERARCHICAL_ALLREDUCE", "1"),
     (["--stall-check-warning-time-seconds", "5"], "HOROVOD_STALL_CHECK_TIME_SECONDS", "5"),
     (["--stall-check-shutdown-time-seconds", "0"], "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0"),
     (["--stall-check-shutdown-time-seconds", "86400"], "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
@@ -447,6 +448,31 @@ def test_too_few_slots(hvdrun):
 def test_local_hosts_are_accepted(hvdrun, hosts):
     p = run(hvdrun, ["-np", "4", "-H", hosts, "true"])
     assert p.returncode == 0, p.stderr
+
+
+# Each -H entry is a host, even when several name this machine: the ranks
+# are placed host by host, and only the first np slots are used.
+@pytest.mark.parametrize("hosts,np,want", [
+    ("localhost:2,127.0.0.1:2", 4, ["0 2 0 2", "1 2 0 2", "0 2 1 2", "1 2 1 2"]),
+    ("localhost:3,127.0.0.1:1", 4, ["0 3 0 2", "1 3 0 1", "2 3 0 1", "0 1 1 2"]),
+    ("localhost:2,127.0.0.1:4,localhost:2", 3, ["0 2 0 2", "1 2 0 1", "0 1 1 2"]),
+    ("localhost:8", 3, ["0 3 0 1", "1 3 0 1", "2 3 0 1"]),
+])
+def test_hosts_place_the_ranks(hvdrun, hosts, np, want):
+    p = sh(hvdrun, np, 'echo "$HOROVOD_LOCAL_RANK $HOROVOD_LOCAL_SIZE $HOROVOD_CROSS_RANK '
+                       '$HOROVOD_CROSS_SIZE $HOROVOD_SIZE"', extra=["-H", hosts])
+    assert p.returncode == 0, p.stderr
+    assert by_rank(p.stdout) == {r: [w + " %d" % np] for r, w in enumerate(want)}
+
+
+def test_hostfile_places_the_ranks(hvdrun, tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost slots=1\n127.0.0.1 slots=2\n")
+    p = run(hvdrun, ["--hostfile", str(hostfile), "-np", "3", "sh", "-c",
+                     'echo "$HOROVOD_LOCAL_RANK $HOROVOD_LOCAL_SIZE $HOROVOD_CROSS_RANK '
+                     '$HOROVOD_CROSS_SIZE"'])
+    assert p.returncode == 0, p.stderr
+    assert by_rank(p.stdout) == {0: ["0 1 0 2"], 1: ["0 2 1 2"], 2: ["1 2 0 1"]}
 
 
 def test_hostfile_with_enough_slots(hvdrun, tmp_path):

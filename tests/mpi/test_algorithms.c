@@ -4,8 +4,8 @@
  *
  * tests.cmake runs this program once per value of
  * HOROVOD_ALLREDUCE_ALGORITHM (auto, ring, recursive_doubling, rabenseifner,
- * shm) at job
- * sizes 1 to 8, powers of two and not.  Three parts:
+ * shm) at job sizes 1 to 8, powers of two and not, and with
+ * HOROVOD_HIERARCHICAL_ALLREDUCE=1 on emulated hosts.  Three parts:
  *
  *   - every dtype x op at 0, 1, 7, 1000 and 100003 elements against
  *     reference.h's order-independent references (bitwise);
@@ -160,7 +160,9 @@ int main(void) {
   CALL(hvd_init());
   rank = hvd_rank();
   size = hvd_size();
-  const char *algo = getenv("HOROVOD_ALLREDUCE_ALGORITHM");
+  const char *algo = getenv("HOROVOD_ALLREDUCE_ALGORITHM"),
+             *hier = getenv("HOROVOD_HIERARCHICAL_ALLREDUCE");
+  if (hier && strcmp(hier, "1") == 0) algo = "hierarchical";
   test_reference();
   test_same_bits();
   test_fused_equals_alone();

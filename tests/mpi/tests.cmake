@@ -11,6 +11,35 @@ foreach(algo auto ring recursive_doubling rabenseifner shm)
       ENVIRONMENT "${HVD_TEST_ENV};HOROVOD_ALLREDUCE_ALGORITHM=${algo}")
   endforeach()
 endforeach()
+# The hierarchical allreduce (HOROVOD_HIERARCHICAL_ALLREDUCE=1) on hosts
+# emulated by hvdrun -H: every -H entry is a host, so LxC below is L ranks
+# on each of C hosts.  The reference results, the same bits everywhere and
+# fused = alone (test_algorithms, test_fusion); that it really runs, that
+# uneven hosts fall back to the flat allreduce and that ranks whose
+# layouts disagree fail hvd_init (test_hierarchical).
+function(hvd_add_hier_test name np hosts prog)
+  set(t mpi.${name})
+  add_test(NAME ${t} COMMAND $<TARGET_FILE:hvdrun> -np ${np} -H ${hosts} $<TARGET_FILE:${prog}>
+           ${ARGN})
+  set_tests_properties(${t} PROPERTIES TIMEOUT 300
+    ENVIRONMENT "${HVD_TEST_ENV};HOROVOD_HIERARCHICAL_ALLREDUCE=1")
+endfunction()
+hvd_add_hier_test(test_algorithms.hierarchical.2x2 4 localhost:2,127.0.0.1:2 test_algorithms)
+hvd_add_hier_test(test_algorithms.hierarchical.3x2 6 localhost:3,127.0.0.1:3 test_algorithms)
+hvd_add_hier_test(test_algorithms.hierarchical.2x3 6 localhost:2,127.0.0.1:2,localhost:2
+                  test_algorithms)
+hvd_add_hier_test(test_fusion.hierarchical.2x2 4 localhost:2,127.0.0.1:2 test_fusion)
+hvd_add_hier_test(test_hierarchical.2x2 4 localhost:2,127.0.0.1:2 test_hierarchical hier)
+hvd_add_hier_test(test_hierarchical.2x3 6 localhost:2,127.0.0.1:2,localhost:2
+                  test_hierarchical hier)
+hvd_add_hier_test(test_hierarchical.uneven 3 localhost:2,127.0.0.1:1 test_hierarchical flat)
+hvd_add_hier_test(test_hierarchical.mismatch 4 localhost:2,127.0.0.1:2 test_hierarchical
+                  mismatch)
+# Without the switch, emulated hosts reduce flat.
+add_test(NAME mpi.test_hierarchical.off COMMAND $<TARGET_FILE:hvdrun> -np 4
+         -H localhost:2,127.0.0.1:2 $<TARGET_FILE:test_hierarchical> flat)
+set_tests_properties(mpi.test_hierarchical.off PROPERTIES TIMEOUT 300
+  ENVIRONMENT "${HVD_TEST_ENV}")
 hvd_add_mpi_test(test_api_errors 1 2)
 hvd_add_mpi_test(test_mismatch 2 3)
 # A process started without hvdrun is a job of size 1.
