@@ -19,9 +19,9 @@
  * own values are read from its buffer while it reduces, and the result
  * goes straight back there, so its slice never goes through the window
  * on the way in or out.  Each byte is copied in once and out once and read
- * once by its reducer: fewer bytes moved than the ring's 2(n - 1) steps
- * through the byte rings, and one sync per chunk instead of 2(n - 1)
- * messages.  Three windows are what lets one sync do: when a rank copies
+ * once by its reducer: from 3 ranks on fewer bytes moved than the ring's
+ * 2(n - 1) steps through the byte rings (at 2 the same), and one sync per
+ * chunk instead of 2(n - 1) messages.  Three windows are what lets one sync do: when a rank copies
  * chunk c + 1 in, the window's last contents (chunk c - 2) were read by
  * the other ranks before they reached the previous sync, which it has
  * passed.
