@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "../env.h"
+#include "../transport/frame.h"
 #include "coll.h"
 
 /* ---- the layout every rank read from its environment ---- */
@@ -143,24 +144,18 @@ int hvd__hier_check(const hvd_place *all, int n) {
 
 /* ---- building the sub-communicators ---- */
 
-static void put_u32le(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static int get_i32le(const unsigned char *p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-  return (int)(int32_t)v;
-}
-
 #define PLACE_BYTES 16
 
-/* Every rank's place, in rank order (*all malloc()ed). */
+/* Every rank's place, in rank order (*all malloc()ed), in the wire codec
+ * of transport/frame.h. */
 static int exchange(hvd_comm *c, hvd_place **all) {
-  unsigned char mine[PLACE_BYTES], *got = NULL;
+  uint8_t mine[PLACE_BYTES], *got = NULL;
   const hvd_place *p = &c->place;
-  int v[4] = {p->local_rank, p->local_size, p->cross_rank, p->cross_size};
-  for (int i = 0; i < 4; i++) put_u32le(mine + 4 * i, (uint32_t)v[i]);
+  hvd_writer w = {.buf = mine, .cap = sizeof mine};
+  hvd__put_u32(&w, (uint32_t)p->local_rank);
+  hvd__put_u32(&w, (uint32_t)p->local_size);
+  hvd__put_u32(&w, (uint32_t)p->cross_rank);
+  hvd__put_u32(&w, (uint32_t)p->cross_size);
   size_t *counts = calloc((size_t)c->size, sizeof *counts);
   *all = calloc((size_t)c->size, sizeof **all);
   int rc = counts && *all ? hvd__allgather(c, mine, sizeof mine, 1, (void **)&got, counts)
@@ -171,8 +166,10 @@ static int exchange(hvd_comm *c, hvd_place **all) {
                     counts[r], PLACE_BYTES);
       break;
     }
-    const unsigned char *q = got + (size_t)r * PLACE_BYTES;
-    (*all)[r] = (hvd_place){get_i32le(q), get_i32le(q + 4), get_i32le(q + 8), get_i32le(q + 12)};
+    hvd_reader rd = {.buf = got + (size_t)r * PLACE_BYTES, .len = PLACE_BYTES};
+    int v[4];
+    for (int i = 0; i < 4; i++) v[i] = (int)(int32_t)hvd__get_u32(&rd);
+    (*all)[r] = (hvd_place){v[0], v[1], v[2], v[3]};
   }
   free(got);
   free(counts);
