@@ -190,6 +190,16 @@ int hvd__shm_sync(hvd_comm *c, const hvd_sync_stamp *mine);
  * divided. */
 int hvd__shm_allreduce(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op);
 
+/* Folding a non-power of two into recursive doubling and Rabenseifner
+ * (recursive_doubling.c), p the largest power of two <= c->size: rank
+ * r >= p hands its vector to r - p and gets the result back (*sat_out =
+ * 1: it is done); a rank r with r + p < n reduces r + p's vector into its own,
+ * its own on the left, before the rounds, and fold_out sends it the
+ * result after them. */
+int hvd__fold_in(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op, int p,
+                 int *sat_out);
+int hvd__fold_out(hvd_comm *c, uint32_t tag, hvd_pieces all, int p);
+
 /* Rabenseifner's allreduce over `all` (rabenseifner.c): the same bits as
  * recursive doubling, the ring's bytes.  Inside a collective begun with
  * `tag`; AVERAGE divided. */

@@ -78,13 +78,9 @@ static int rounds(job *j, int p, hvd_dtype dtype, hvd_op op) {
 }
 
 int hvd__rabenseifner(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op) {
-  int n = c->size, r = c->rank, p = hvd__pow2_floor(n);
-  hvd_recv_mode mine_first = {1, dtype, op, 0};
-  if (r >= p) { /* folded in: hand the vector over, get the result back */
-    HVD__CHECK(hvd__stream_pieces(c, tag, r - p, all, -1, all, NULL));
-    return hvd__stream_pieces(c, tag, -1, all, r - p, all, NULL);
-  }
-  if (r + p < n) HVD__CHECK(hvd__stream_pieces(c, tag, -1, all, r + p, all, &mine_first));
+  int p = hvd__pow2_floor(c->size), sat_out;
+  HVD__CHECK(hvd__fold_in(c, tag, all, dtype, op, p, &sat_out));
+  if (sat_out) return 0; /* it got the result, divided by its partner */
   job j = {c, tag, all, hvd_dtype_size(dtype), malloc(sizeof(hvd_piece) * (size_t)(all.n + 1)),
            malloc(sizeof(hvd_piece) * (size_t)(all.n + 1))};
   int rc = j.send && j.recv ? rounds(&j, p, dtype, op)
@@ -92,6 +88,5 @@ int hvd__rabenseifner(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype
   free(j.send);
   free(j.recv);
   HVD__CHECK(rc);
-  if (r + p < n) HVD__CHECK(hvd__stream_pieces(c, tag, r + p, all, -1, all, NULL));
-  return 0;
+  return hvd__fold_out(c, tag, all, p);
 }

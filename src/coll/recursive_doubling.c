@@ -27,22 +27,34 @@
 #include "../reduce.h"
 #include "coll.h"
 
-int hvd__recursive_doubling(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype,
-                            hvd_op op) {
-  int n = c->size, r = c->rank, p = hvd__pow2_floor(n);
-  hvd_recv_mode mine_first = {1, dtype, op, 0}, theirs_first = {1, dtype, op, 1};
+int hvd__fold_in(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op, int p,
+                int *sat_out) {
+  int n = c->size, r = c->rank;
+  hvd_recv_mode mine_first = {1, dtype, op, 0};
+  *sat_out = r >= p;
   if (r >= p) {
     HVD__CHECK(hvd__stream_pieces(c, tag, r - p, all, -1, all, NULL));
-    HVD__CHECK(hvd__stream_pieces(c, tag, -1, all, r - p, all, NULL));
-  } else {
-    if (r + p < n) HVD__CHECK(hvd__stream_pieces(c, tag, -1, all, r + p, all, &mine_first));
-    for (int mask = 1; mask < p; mask <<= 1) {
-      int peer = r ^ mask;
-      HVD__CHECK(hvd__stream_pieces(c, tag, peer, all, peer, all,
-                                    peer < r ? &theirs_first : &mine_first));
-    }
-    if (r + p < n) HVD__CHECK(hvd__stream_pieces(c, tag, r + p, all, -1, all, NULL));
+    return hvd__stream_pieces(c, tag, -1, all, r - p, all, NULL);
   }
+  return r + p < n ? hvd__stream_pieces(c, tag, -1, all, r + p, all, &mine_first) : 0;
+}
+
+int hvd__fold_out(hvd_comm *c, uint32_t tag, hvd_pieces all, int p) {
+  int r = c->rank;
+  return r + p < c->size ? hvd__stream_pieces(c, tag, r + p, all, -1, all, NULL) : 0;
+}
+
+int hvd__recursive_doubling(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype,
+                            hvd_op op) {
+  int n = c->size, r = c->rank, p = hvd__pow2_floor(n), sat_out;
+  hvd_recv_mode mine_first = {1, dtype, op, 0}, theirs_first = {1, dtype, op, 1};
+  HVD__CHECK(hvd__fold_in(c, tag, all, dtype, op, p, &sat_out));
+  for (int mask = 1; !sat_out && mask < p; mask <<= 1) {
+    int peer = r ^ mask;
+    HVD__CHECK(hvd__stream_pieces(c, tag, peer, all, peer, all,
+                                  peer < r ? &theirs_first : &mine_first));
+  }
+  if (!sat_out) HVD__CHECK(hvd__fold_out(c, tag, all, p));
   if (op == HVD_AVERAGE)
     for (int i = 0; i < all.n; i++)
       hvd__reduce_average(all.p[i].ptr, all.p[i].len / hvd_dtype_size(dtype), dtype, n);
