@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Installs the Debian packages hvd needs that this machine lacks; does
-# nothing when they are all there.  Usage: scripts/deps.sh [build|test|bench]
+# nothing (and prints nothing) when they are all there.
+# Usage: scripts/deps.sh [build|test|bench]
+# It prints one line saying what it installs; apt-get's own output goes to
+# a log file under ${TMPDIR:-/tmp} that the line names, and is printed in
+# full only when apt-get fails.
 set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config libssl-dev libopenblas-dev zlib1g-dev
             dataset-fashion-mnist python3-dev)
+# openssh-server, openssh-client, iproute2: the multi-host tests.
 test_pkgs=(libcmocka-dev python3 python3-pytest procps python3-torch python3-torchvision
-           python3-numpy)
+           python3-numpy openssh-server openssh-client iproute2)
 
 bench_pkgs=(openmpi-bin libopenmpi-dev gnuplot-nox python3)
 
 want=("${build_pkgs[@]}")
 case "${1:-build}" in
+  build) ;;
   test) want+=("${test_pkgs[@]}") ;;
   bench) want+=("${bench_pkgs[@]}") ;;
+  *) echo "usage: scripts/deps.sh [build|test|bench]" >&2; exit 2 ;;
 esac
 
 missing=()
@@ -24,9 +31,22 @@ for p in "${want[@]}"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-echo "deps: installing ${missing[*]}" >&2
+log=$(mktemp "${TMPDIR:-/tmp}/hvd-deps.XXXXXX.log")
+echo "deps: installing ${missing[*]} (apt-get output in $log)" >&2
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+apt_opts=(-q -o Dpkg::Use-Pty=0 -o Dpkg::Progress-Fancy=0)
+rc=0
+{
+  $sudo apt-get "${apt_opts[@]}" update &&
+  $sudo apt-get "${apt_opts[@]}" install -y --no-install-recommends "${missing[@]}"
+} </dev/null >"$log" 2>&1 || rc=$?
+if [ "$rc" -ne 0 ]; then
+  {
+    echo "deps: apt-get failed (exit $rc); its output, from $log:"
+    cat "$log"
+    echo "deps: apt-get failed (exit $rc) installing ${missing[*]}; output above and in $log"
+  } >&2
+  exit "$rc"
+fi

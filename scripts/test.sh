@@ -1,24 +1,57 @@
 #!/usr/bin/env bash
-# Runs every test: the whole suite in a release build, again under
-# AddressSanitizer + UndefinedBehaviorSanitizer, and the multi-threaded
-# unit tests under ThreadSanitizer.  Installs what it needs.
+# Runs every test: first the README's two commands in the README's order
+# from a fresh clone of the committed HEAD (tests/readme_order.sh), then
+# the whole suite in a release build, again under AddressSanitizer +
+# UndefinedBehaviorSanitizer, and the multi-threaded unit tests under
+# ThreadSanitizer.  Installs what it needs.
+#
+# Every suite sets the options it depends on explicitly, whatever its build
+# directory cached before (scripts/train.sh configures build/ with
+# HVD_BUILD_TESTS=OFF), and a suite that finds no tests fails.
+#
+# HVD_TEST_ONLY=list: configure the release suite in build/, list its tests
+# (ctest -N) and stop; nothing is built or run.  tests/readme_order.sh uses it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh test
 
 jobs=$(nproc)
+# configure_suite BUILD_DIR [CMAKE ARGS...]
+configure_suite() {
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DHVD_BUILD_TESTS=ON "$@" >/dev/null
+}
 # run_suite BUILD_DIR "CMAKE ARGS" [CTEST ARGS...]
 run_suite() {
   local dir=$1 cmake_args=$2
   shift 2
   # shellcheck disable=SC2086
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release $cmake_args >/dev/null
+  configure_suite "$dir" $cmake_args
   cmake --build "$dir" -j "$jobs"
-  (cd "$dir" && ctest --output-on-failure --timeout 900 "$@")
+  (cd "$dir" && ctest --no-tests=error --output-on-failure --timeout 900 "$@")
 }
 
+case "${HVD_TEST_ONLY:-}" in
+  "") ;;
+  list)
+    echo "== release build: the suite's tests (HVD_TEST_ONLY=list) =="
+    configure_suite build -DHVD_SANITIZE=
+    listing=$(cd build && ctest -N)
+    echo "$listing"
+    # ctest -N does not honour --no-tests=error: check the count here.
+    if ! grep -Eq '^Total Tests: [1-9]' <<<"$listing"; then
+      echo "test.sh: the release suite has no tests" >&2
+      exit 1
+    fi
+    exit 0 ;;
+  *) echo "test.sh: unknown HVD_TEST_ONLY='$HVD_TEST_ONLY' (known: list)" >&2; exit 2 ;;
+esac
+
+echo "== the README's two commands, in order, from a fresh clone of HEAD =="
+tests/readme_order.sh
 echo "== release build =="
-run_suite build ""
+run_suite build "-DHVD_SANITIZE="
 echo "== ASan + UBSan build =="
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_suite build-asan "-DHVD_SANITIZE=address,undefined"
