@@ -38,6 +38,12 @@ int hvd__comm_init_subset(hvd_comm *c, const hvd_comm *parent, const int *ranks,
   return 0;
 }
 
+int hvd__comm_init_over(hvd_comm *c, const hvd_comm *parent, hvd_transport *xport) {
+  HVD__CHECK(comm_alloc(c, xport->rank, xport->size, xport));
+  c->allreduce_algo = parent->allreduce_algo;
+  return 0;
+}
+
 /* Destroys and frees a sub-communicator; NULL is fine. */
 static void sub_free(hvd_comm *sub) {
   if (!sub) return;

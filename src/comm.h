@@ -60,6 +60,10 @@ int hvd__comm_init(hvd_comm *c, int rank, int size, hvd_transport *xport);
  * transport and allreduce setting (not its hierarchy); ranks[i] becomes
  * rank i.  `me` is this process's transport rank, which must be one of them. */
 int hvd__comm_init_subset(hvd_comm *c, const hvd_comm *parent, const int *ranks, int n, int me);
+/* A communicator over every rank of `xport`, numbered as it numbers them,
+ * with parent's allreduce setting; xport stays its owner's (a host's
+ * shared memory inside the job's transport: transport.h's host op). */
+int hvd__comm_init_over(hvd_comm *c, const hvd_comm *parent, hvd_transport *xport);
 void hvd__comm_destroy(hvd_comm *c);
 
 /* sendrecv between ranks of this communicator (-1 skips a half). */

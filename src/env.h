@@ -42,8 +42,13 @@
     "among the ranks of one local rank, allgather within each host; used when the job "   \
     "spans several hosts of the same size; rank 0's setting applies to every rank")       \
   X(SHM_DISABLE, "HOROVOD_SHM_DISABLE", BOOL, "0", 0, 1,                                  \
-    "Use TCP between the ranks even when all of them run on one host (where they use "    \
-    "shared memory by default)")                                                          \
+    "Use TCP between the ranks of a host too (by default they use shared memory among "  \
+    "themselves and TCP to other hosts); set on any rank of a host, it applies to that "  \
+    "host")                                                                               \
+  X(GLOO_IFACE, "HOROVOD_GLOO_IFACE", STR, "", 0, 0,                                     \
+    "Network interface the rank listens on for its peers (a comma-separated list: the "  \
+    "first that exists on the rank's host); unset: the one whose route reaches hvdrun's " \
+    "rendezvous")                                                                        \
   X(STALL_CHECK_DISABLE, "HOROVOD_STALL_CHECK_DISABLE", BOOL, "0", 0, 1,                  \
     "Turn off the stall inspector (warnings and shutdown)")                               \
   X(STALL_CHECK_TIME_SECONDS, "HOROVOD_STALL_CHECK_TIME_SECONDS", INT, "60", 1, 86400,    \

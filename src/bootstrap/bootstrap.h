@@ -14,11 +14,19 @@
 
 typedef struct {
   int rank, size, local_rank, local_size, cross_rank, cross_size;
-  char hostname[HVD_HOSTNAME_MAX];
+  char hostname[HVD_HOSTNAME_MAX]; /* the launcher's name for this host */
+  char host_id[HVD_HOST_ID_MAX];   /* where this process really runs */
 } hvd_job;
 
 /* Fills job from the environment.  HVD_E_ENV naming the variable when a
- * value is malformed, out of range or inconsistent with the others. */
+ * value is malformed, out of range or inconsistent with the others.
+ *
+ * hostname is HOROVOD_HOSTNAME, the launcher's name for the host (the
+ * host's own name without it): ranks with the same one were placed on one
+ * host.  host_id is what the kernel says, "nodename/boot-id": two
+ * processes with the same one share memory.  The boot id alone would not
+ * do: network namespaces (hosts emulated on one machine) share it and
+ * /dev/shm, and only their UTS name differs. */
 int hvd__job_from_env(hvd_job *job);
 
 /* Joins the job: *xport is NULL for a job of size 1, else a connected,

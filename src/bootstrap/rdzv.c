@@ -18,11 +18,12 @@
 
 /* ---- validation shared by encoders and decoders ---- */
 
-/* A hostname is 1..HVD_HOSTNAME_MAX-1 visible ASCII characters: it is
- * printed in error messages, so no control bytes or spaces get through. */
-static int hostname_ok(const char *s) {
-  size_t n = strnlen(s, HVD_HOSTNAME_MAX);
-  if (n == 0 || n >= HVD_HOSTNAME_MAX) return 0;
+/* A name is 1..cap-1 visible ASCII characters (0.. when it may be
+ * empty): it is printed in error messages, so no control bytes or spaces
+ * get through. */
+static int name_ok(const char *s, size_t cap, int may_be_empty) {
+  size_t n = strnlen(s, cap);
+  if ((n == 0 && !may_be_empty) || n >= cap) return 0;
   for (size_t i = 0; i < n; i++)
     if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f) return 0;
   return 1;
@@ -36,15 +37,18 @@ static int addr_ok(const char *s) {
   return inet_pton(AF_INET, s, bin) == 1 || inet_pton(AF_INET6, s, bin) == 1;
 }
 
-/* Checks one entry; `code` is what a failure returns (HVD_E_INVALID for
- * what we are about to send, HVD_E_PROTOCOL for what we received). */
-static int entry_check(const hvd_rdzv_entry *e, int code, const char *what) {
-  if (e->size < 1) return hvd__err(code, "%s: job size 0", what);
-  if (e->rank >= e->size)
-    return hvd__err(code, "%s: rank %u is not below the job size %u", what, e->rank,
-                    e->size);
-  if (!hostname_ok(e->hostname))
+/* The fields of an entry's body, and where they are placed; `code` is
+ * what a failure returns (HVD_E_INVALID for what we are about to send,
+ * HVD_E_PROTOCOL for what we received). */
+static int body_check(const hvd_rdzv_entry *e, int code, const char *what) {
+  if (!name_ok(e->hostname, sizeof e->hostname, 0))
     return hvd__err(code, "%s: rank %u: hostname is empty, too long or not printable", what,
+                    e->rank);
+  if (!name_ok(e->host_id, sizeof e->host_id, 0))
+    return hvd__err(code, "%s: rank %u: host id is empty, too long or not printable", what,
+                    e->rank);
+  if (!name_ok(e->iface, sizeof e->iface, 1))
+    return hvd__err(code, "%s: rank %u: interface name is too long or not printable", what,
                     e->rank);
   if (!addr_ok(e->listen.addr))
     return hvd__err(code, "%s: rank %u: address '%.*s' is not a numeric IPv4/IPv6 address",
@@ -52,7 +56,19 @@ static int entry_check(const hvd_rdzv_entry *e, int code, const char *what) {
   if (e->listen.port < 1 || e->listen.port > 65535)
     return hvd__err(code, "%s: rank %u: port %d is not in 1..65535", what, e->rank,
                     e->listen.port);
+  if (e->local_size < 1 || e->local_size > e->size || e->local_rank >= e->local_size)
+    return hvd__err(code, "%s: rank %u: local rank %u of %u does not fit a job of %u", what,
+                    e->rank, e->local_rank, e->local_size, e->size);
+  if (e->shm > 1) return hvd__err(code, "%s: rank %u: shm flag %u", what, e->rank, e->shm);
   return 0;
+}
+
+static int entry_check(const hvd_rdzv_entry *e, int code, const char *what) {
+  if (e->size < 1) return hvd__err(code, "%s: job size 0", what);
+  if (e->rank >= e->size)
+    return hvd__err(code, "%s: rank %u is not below the job size %u", what, e->rank,
+                    e->size);
+  return body_check(e, code, what);
 }
 
 /* The error a decoder returns when the reader ran out or a string field
@@ -81,16 +97,45 @@ static int writer_result(const hvd_writer *w, const char *what) {
   return (int)w->len;
 }
 
-/* ---- REGISTER: u32 rank, u32 size, str hostname, str addr, u16 port ---- */
+/* ---- an entry's body: what REGISTER and TABLE both carry ---- */
+
+static void put_body(hvd_writer *w, const hvd_rdzv_entry *e) {
+  hvd__put_str(w, e->hostname);
+  hvd__put_str(w, e->host_id);
+  hvd__put_str(w, e->iface);
+  hvd__put_str(w, e->listen.addr);
+  hvd__put_u16(w, (uint16_t)e->listen.port);
+  hvd__put_u32(w, e->local_rank);
+  hvd__put_u32(w, e->local_size);
+  hvd__put_u8(w, e->shm);
+}
+
+/* Reads the body into e, naming the first field that does not decode. */
+static int get_body(hvd_reader *r, hvd_rdzv_entry *e, const char *what) {
+  hvd__get_str(r, e->hostname, sizeof e->hostname);
+  if (r->failed) return field_error(what, "hostname");
+  hvd__get_str(r, e->host_id, sizeof e->host_id);
+  if (r->failed) return field_error(what, "host_id");
+  hvd__get_str(r, e->iface, sizeof e->iface);
+  if (r->failed) return field_error(what, "iface");
+  hvd__get_str(r, e->listen.addr, sizeof e->listen.addr);
+  if (r->failed) return field_error(what, "addr");
+  e->listen.port = hvd__get_u16(r);
+  e->local_rank = hvd__get_u32(r);
+  e->local_size = hvd__get_u32(r);
+  e->shm = hvd__get_u8(r);
+  if (r->failed) return field_error(what, "port/local rank/local size/shm");
+  return 0;
+}
+
+/* ---- REGISTER: u32 rank, u32 size, body ---- */
 
 int hvd__rdzv_encode_register(const hvd_rdzv_entry *e, uint8_t *buf, size_t cap) {
   HVD__CHECK(entry_check(e, HVD_E_INVALID, "rendezvous REGISTER"));
   hvd_writer w = {buf, cap, 0, 0};
   hvd__put_u32(&w, e->rank);
   hvd__put_u32(&w, e->size);
-  hvd__put_str(&w, e->hostname);
-  hvd__put_str(&w, e->listen.addr);
-  hvd__put_u16(&w, (uint16_t)e->listen.port);
+  put_body(&w, e);
   return writer_result(&w, "rendezvous REGISTER");
 }
 
@@ -102,17 +147,12 @@ int hvd__rdzv_decode_register(const uint8_t *buf, size_t len, hvd_rdzv_entry *e)
   e->rank = hvd__get_u32(&r);
   e->size = hvd__get_u32(&r);
   if (r.failed) return field_error(what, "rank/size");
-  hvd__get_str(&r, e->hostname, sizeof e->hostname);
-  if (r.failed) return field_error(what, "hostname");
-  hvd__get_str(&r, e->listen.addr, sizeof e->listen.addr);
-  if (r.failed) return field_error(what, "addr");
-  e->listen.port = hvd__get_u16(&r);
-  if (r.failed) return field_error(what, "port");
+  HVD__CHECK(get_body(&r, e, what));
   HVD__CHECK(check_done(&r, what));
   return entry_check(e, HVD_E_PROTOCOL, what);
 }
 
-/* ---- TABLE: u32 size, then per rank: str addr, u16 port, str hostname ---- */
+/* ---- TABLE: u32 size, then every rank's body in rank order ---- */
 
 int hvd__rdzv_encode_table(const hvd_rdzv_entry *entries, uint32_t size, uint8_t *buf,
                            size_t cap) {
@@ -124,9 +164,7 @@ int hvd__rdzv_encode_table(const hvd_rdzv_entry *entries, uint32_t size, uint8_t
       return hvd__err(HVD_E_INVALID, "rendezvous TABLE: slot %u holds rank %u of %u", r,
                       e->rank, e->size);
     HVD__CHECK(entry_check(e, HVD_E_INVALID, "rendezvous TABLE"));
-    hvd__put_str(&w, e->listen.addr);
-    hvd__put_u16(&w, (uint16_t)e->listen.port);
-    hvd__put_str(&w, e->hostname);
+    put_body(&w, e);
   }
   return writer_result(&w, "rendezvous TABLE");
 }
@@ -145,10 +183,7 @@ int hvd__rdzv_decode_table(const uint8_t *buf, size_t len, uint32_t size,
     memset(e, 0, sizeof *e);
     e->rank = i;
     e->size = size;
-    hvd__get_str(&r, e->listen.addr, sizeof e->listen.addr);
-    e->listen.port = hvd__get_u16(&r);
-    hvd__get_str(&r, e->hostname, sizeof e->hostname);
-    if (r.failed) return field_error(what, "entry");
+    HVD__CHECK(get_body(&r, e, what));
     HVD__CHECK(entry_check(e, HVD_E_PROTOCOL, what));
   }
   return check_done(&r, what);

@@ -7,16 +7,22 @@
  *   1. connects and authenticates (auth.h, purpose "rdzv", connector id =
  *      its rank, acceptor id = HVD_RDZV_SERVER_ID);
  *   2. sends one REGISTER frame (frame.h, tag 0):
- *        u32 rank, u32 size, str hostname, str addr, u16 port
- *      where addr:port is where the rank listens for its peers;
+ *        u32 rank, u32 size, then the entry's body:
+ *        str hostname, str host_id, str iface, str addr, u16 port,
+ *        u32 local_rank, u32 local_size, u8 shm
+ *      where addr:port is where the rank listens for its peers (on
+ *      interface iface), hostname the launcher's name for its host,
+ *      host_id where it really runs, and shm whether it wants shared
+ *      memory with the other ranks of its host;
  *   3. receives, once every rank has registered, one TABLE frame:
- *        u32 size, then for each rank r in order: str addr, u16 port, str hostname
+ *        u32 size, then for each rank r in order the body of r's entry,
  *      or one ERROR frame: str reason (bad rank, wrong size, duplicate rank).
  *
  * The server closes the connection after the reply.  Both sides validate
  * everything they decode: ranks in range, size equal to the job's, ports in
- * 1..65535, addresses numeric (inet_pton), strings bounded and without NUL,
- * no trailing bytes, payload no larger than HVD_FRAME_CONTROL_MAX.
+ * 1..65535, addresses numeric (inet_pton), local rank below local size
+ * below the job size, shm 0 or 1, names bounded, printable and without
+ * NUL, no trailing bytes, payload no larger than HVD_FRAME_CONTROL_MAX.
  */
 #ifndef HVD_RDZV_H
 #define HVD_RDZV_H
@@ -32,15 +38,24 @@
 #define HVD_RDZV_SERVER_ID 0xFFFFFFFFu
 #define HVD_RDZV_PURPOSE "rdzv"
 #define HVD_HOSTNAME_MAX 256
-/* The largest REGISTER payload: two u32, two strings at their limits, a u16. */
-#define HVD_RDZV_REGISTER_MAX \
-  (4 + 4 + 2 + (HVD_HOSTNAME_MAX - 1) + 2 + (HVD_NET_ADDR_MAX - 1) + 2)
+/* "nodename/boot-id": a host name (at most 64 bytes on Linux) and 36. */
+#define HVD_HOST_ID_MAX 128
+#define HVD_IFACE_NAME_MAX 16 /* IF_NAMESIZE */
+/* The largest entry body and REGISTER payload, every string at its limit. */
+#define HVD_RDZV_BODY_MAX                                                        \
+  (2 + (HVD_HOSTNAME_MAX - 1) + 2 + (HVD_HOST_ID_MAX - 1) + 2 +                  \
+   (HVD_IFACE_NAME_MAX - 1) + 2 + (HVD_NET_ADDR_MAX - 1) + 2 + 4 + 4 + 1)
+#define HVD_RDZV_REGISTER_MAX (4 + 4 + HVD_RDZV_BODY_MAX)
 
 /* One rank's registration. */
 typedef struct {
   uint32_t rank, size;
-  char hostname[HVD_HOSTNAME_MAX];
+  char hostname[HVD_HOSTNAME_MAX];   /* the launcher's name of its host */
+  char host_id[HVD_HOST_ID_MAX];     /* where it really runs (bootstrap.h) */
+  char iface[HVD_IFACE_NAME_MAX];    /* the interface it listens on, for logs */
   hvd_peer_addr listen;
+  uint32_t local_rank, local_size;   /* as its launcher placed it */
+  uint8_t shm;                       /* wants shared memory with its host's ranks */
 } hvd_rdzv_entry;
 
 /* Payload codecs shared by the client (libhvd) and the server (hvdrun).

@@ -183,6 +183,21 @@ static int sub_new(hvd_comm *c, const int *ranks, int k, hvd_comm **out) {
   return hvd__comm_init_subset(*out, c, ranks, k, c->rank);
 }
 
+/* The host's sub-communicator over ranks[0..L): straight over the host's
+ * shared memory when the job's transport has it for exactly these ranks
+ * in this order (hosts the launcher placed), else over the job's
+ * transport like any subset. */
+static int local_new(hvd_comm *c, const int *ranks, int L) {
+  const int *members = NULL;
+  hvd_transport *host = c->xport->ops->host ? c->xport->ops->host(c->xport, &members) : NULL;
+  if (!host || host->size != L || memcmp(members, ranks, (size_t)L * sizeof *ranks) != 0)
+    return sub_new(c, ranks, L, &c->local);
+  c->local = calloc(1, sizeof *c->local);
+  if (!c->local) return hvd__err(HVD_E_NOMEM, "allocating a sub-communicator");
+  hvd__log(HVD_LOG_DEBUG, "hierarchical allreduce: within the host over %s", host->ops->name);
+  return hvd__comm_init_over(c->local, c, host);
+}
+
 /* Hosts of L ranks each: by[l * C + h] is the rank of local rank l on host
  * (cross rank) h, a bijection hvd__hier_check has made sure of. */
 static int build(hvd_comm *c, const hvd_place *all, int L) {
@@ -191,7 +206,7 @@ static int build(hvd_comm *c, const hvd_place *all, int L) {
   int rc = by && ranks ? 0 : hvd__err(HVD_E_NOMEM, "allocating the layout of %d ranks", n);
   for (int r = 0; rc == 0 && r < n; r++) by[all[r].local_rank * C + all[r].cross_rank] = r;
   for (int i = 0; rc == 0 && i < L; i++) ranks[i] = by[i * C + h];
-  if (rc == 0) rc = sub_new(c, ranks, L, &c->local);
+  if (rc == 0) rc = local_new(c, ranks, L);
   for (int i = 0; rc == 0 && i < C; i++) ranks[i] = by[l * C + i];
   if (rc == 0) rc = sub_new(c, ranks, C, &c->cross);
   free(by);

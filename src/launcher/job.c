@@ -303,7 +303,7 @@ static int start_rendezvous(job *j, rank_env *env) {
     say(j, 1, "cannot start the rendezvous: %s", hvd_last_error());
     return -1;
   }
-  hvd__shm_name(&key, j->shm_name, sizeof j->shm_name);
+  hvd__shm_name(&key, 0, j->shm_name, sizeof j->shm_name);
   say(j, 0, "rendezvous listening on 127.0.0.1:%d", port);
   gethostname(hostname, sizeof hostname - 1);
   rank_env_job ej = {j->opt, j->places, port, secret, hostname};

@@ -180,7 +180,7 @@ static void sweep(rdzv_server *s) {
 /* ---- the round: everyone registered ---- */
 
 static blob *table_frame(rdzv_server *s) {
-  size_t cap = 4 + (size_t)s->size * (2 + HVD_NET_ADDR_MAX + 2 + 2 + HVD_HOSTNAME_MAX);
+  size_t cap = 4 + (size_t)s->size * HVD_RDZV_BODY_MAX;
   if (cap > HVD_FRAME_CONTROL_MAX) cap = HVD_FRAME_CONTROL_MAX;
   blob *b = frame_new(HVD_FRAME_RDZV_TABLE, cap);
   if (!b) return NULL;
@@ -289,8 +289,8 @@ static void on_register(rdzv_server *s, conn *c) {
   s->nwaiting++;
   c->state = C_WAITING;
   c->deadline = HVD__NEVER; /* the rank's own start timeout bounds the wait */
-  say(s, "rank %u registered (listens on %s:%d, host %s); %u of %u", e.rank, e.listen.addr,
-      e.listen.port, e.hostname, s->nwaiting, s->size);
+  say(s, "rank %u registered (host %s, listens on %s:%d via %s); %u of %u", e.rank, e.hostname,
+      e.listen.addr, e.listen.port, e.iface[0] ? e.iface : "?", s->nwaiting, s->size);
   if (s->nwaiting == s->size) complete_round(s);
 }
 

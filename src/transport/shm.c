@@ -23,6 +23,11 @@
  * to the first rank that is dead, not waiting in the transport, or has
  * not run for STALE_MS: a stopped process, or one stuck outside hvd.
  *
+ * Ranks here are the segment's (0..size-1).  When the segment holds only
+ * some of a job's ranks (those of one host, under hybrid.c), `names` maps
+ * them to the job's ranks, and every message names those: a user knows
+ * rank 5, not "the second rank on this host".
+ *
  * A transport is driven by one thread at a time.
  */
 #include <errno.h>
@@ -65,6 +70,7 @@ typedef struct {
   seg_rank *ranks;
   hvd_ring **out, **in; /* out[p]: ring to p; in[p]: ring from p */
   pid_t *pids;         /* read once after setup */
+  int *names;          /* the job's rank of each rank here; NULL: the same */
   int timeout_ms;
   uint32_t reports_seen;
   uint64_t syncs;      /* syncs this rank has reached */
@@ -125,6 +131,11 @@ static const hvd_transport_ops shm_ops = {.name = "shm",
                                           .destroy = shm_destroy,
                                           .window = shm_window,
                                           .sync = shm_sync};
+
+/* The job's number of rank r (r may be -1: no rank). */
+static int job_rank(const shm_transport *t, int r) {
+  return t->names && r >= 0 && r < t->base.size ? t->names[r] : r;
+}
 
 static int fail(shm_transport *t, int rc) {
   if (!t->broken) {
@@ -288,7 +299,7 @@ static int silent(const shm_transport *t, int x, uint64_t now) {
  * on itself (ranks waiting on each other: then `start`).  "3 -> 1 -> 7"
  * into chain. */
 static int follow(const shm_transport *t, int start, char *chain, size_t cap) {
-  size_t len = (size_t)snprintf(chain, cap, "%d", start);
+  size_t len = (size_t)snprintf(chain, cap, "%d", job_rank(t, start));
   uint64_t now = now_ms();
   unsigned char *seen = calloc((size_t)t->base.size, 1);
   int x = start;
@@ -302,7 +313,7 @@ static int follow(const shm_transport *t, int start, char *chain, size_t cap) {
     }
     seen[x] = 1;
     x = next;
-    if (len < cap) len += (size_t)snprintf(chain + len, cap - len, " -> %d", x);
+    if (len < cap) len += (size_t)snprintf(chain + len, cap - len, " -> %d", job_rank(t, x));
   }
   free(seen);
   return x;
@@ -318,12 +329,13 @@ static void blame(shm_transport *t, int start, verdict *v) {
 /* "rank 3 aborted: ..." and the like, for the verdict on `start` that
  * `reporter` told us about (reporter -1: we found it ourselves). */
 static int conclude(shm_transport *t, int rc, int start, const verdict *v, const char *detail) {
+  int me = job_rank(t, t->base.rank), who = job_rank(t, v->rank);
   if (v->aborted)
     return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s (waits: %d -> %s)",
-                                 v->rank, v->why, t->base.rank, v->chain), v->rank);
+                                 who, v->why, me, v->chain), v->rank);
   if (v->rank == start) return fail_lost(t, hvd__err(rc, "%s", detail), start);
   return fail_lost(t, hvd__err(rc, "rank %d stopped responding (waits: %d -> %s); here: %s",
-                               v->rank, t->base.rank, v->chain, detail), v->rank);
+                               who, me, v->chain, detail), v->rank);
 }
 
 /* Some rank wrote a record.  Prefer the ranks this one waits on. */
@@ -337,7 +349,8 @@ static int peer_aborted(shm_transport *t, const waiter *w) {
     if (x != t->base.rank && record(t, x, &lost, NULL, 0)) p = x;
   if (p < 0) return 0; /* our own record */
   record(t, p, &lost, why, sizeof why);
-  if (lost < 0) return fail(t, hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s", p, why));
+  if (lost < 0)
+    return fail(t, hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s", job_rank(t, p), why));
   verdict v;
   if (lost == t->base.rank) {
     /* It gave up on us while we wait on somebody else (a peer's record
@@ -345,24 +358,26 @@ static int peer_aborted(shm_transport *t, const waiter *w) {
      * the rank to blame is further down our own chain of waits. */
     int q = w->peer(t, w, 0);
     if (q < 0)
-      return fail(t, hvd__err(HVD_E_PEER_LOST, "rank %d gave up on this rank: %s", p, why));
+      return fail(t, hvd__err(HVD_E_PEER_LOST, "rank %d gave up on this rank: %s",
+                              job_rank(t, p), why));
     snprintf(detail, sizeof detail, "rank %d is not responding (this rank waited on it when "
-             "rank %d gave up on this rank: %s)", q, p, why);
+             "rank %d gave up on this rank: %s)", job_rank(t, q), job_rank(t, p), why);
     announce(t, q, detail);
     blame(t, q, &v);
     return conclude(t, HVD_E_TIMEOUT, q, &v, detail);
   }
   announce(t, lost, why); /* pass it on, as tcp.c does */
   blame(t, lost, &v);
-  snprintf(detail, sizeof detail, "rank %d lost (reported by rank %d: %s)", lost, p, why);
+  snprintf(detail, sizeof detail, "rank %d lost (reported by rank %d: %s)", job_rank(t, lost),
+           job_rank(t, p), why);
   return conclude(t, HVD_E_PEER_LOST, lost, &v, detail);
 }
 
 /* A peer's process is gone. */
 static int peer_dead(shm_transport *t, int peer) {
   char detail[128];
-  snprintf(detail, sizeof detail, "rank %d lost: its process (pid %d) exited", peer,
-           (int)t->pids[peer]);
+  snprintf(detail, sizeof detail, "rank %d lost: its process (pid %d) exited",
+           job_rank(t, peer), (int)t->pids[peer]);
   announce(t, peer, detail);
   return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "%s", detail), peer);
 }
@@ -381,12 +396,13 @@ static int exchange_timed_out(shm_transport *t, const exchange *x, uint32_t tag)
   int n = 0;
   const half *s = &x->s, *r = &x->r;
   if (!half_done(r))
-    snprintf(what[n++], sizeof what[0], "rank %d %s (%zu of %zu bytes received)", r->peer,
+    snprintf(what[n++], sizeof what[0], "rank %d %s (%zu of %zu bytes received)",
+             job_rank(t, r->peer),
              r->m.done ? "stopped sending" : "sent nothing",
              hvd__ring_msg_payload_done(&r->m), r->m.len);
   if (!half_done(s))
     snprintf(what[n++], sizeof what[0], "rank %d is not receiving (%zu of %zu bytes sent)",
-             s->peer, hvd__ring_msg_payload_done(&s->m), s->m.len);
+             job_rank(t, s->peer), hvd__ring_msg_payload_done(&s->m), s->m.len);
   snprintf(mine, sizeof mine, "timed out after %g s without progress at collective #%u: %s%s%s",
            t->timeout_ms / 1000.0, tag, what[0], n > 1 ? "; " : "", n > 1 ? what[1] : "");
   return stuck(t, exchange_peer(t, &x->w, 0), mine);
@@ -398,7 +414,7 @@ static int gate_timed_out(shm_transport *t, const gate *g, uint32_t tag) {
   snprintf(mine, sizeof mine,
            "timed out after %g s at collective #%u: rank %d did not reach the shared-memory "
            "barrier",
-           t->timeout_ms / 1000.0, tag, late);
+           t->timeout_ms / 1000.0, tag, job_rank(t, late));
   return stuck(t, late, mine);
 }
 
@@ -406,7 +422,7 @@ static int gate_timed_out(shm_transport *t, const gate *g, uint32_t tag) {
 
 static int corrupt(shm_transport *t, int from, int to) {
   return fail(t, hvd__err(HVD_E_PROTOCOL, "the shared ring from rank %d to rank %d is corrupt",
-                          from, to));
+                          job_rank(t, from), job_rank(t, to)));
 }
 
 static int check_header(shm_transport *t, half *h, uint32_t tag) {
@@ -414,17 +430,18 @@ static int check_header(shm_transport *t, half *h, uint32_t tag) {
   uint64_t got_len;
   h->checked = 1;
   if (hvd__ring_msg_header(&h->m, &got_tag, &got_len) < 0)
-    return fail(t, hvd__err(HVD_E_PROTOCOL, "rank %d sent a malformed message", h->peer));
+    return fail(t, hvd__err(HVD_E_PROTOCOL, "rank %d sent a malformed message",
+                            job_rank(t, h->peer)));
   if (got_tag != tag)
     return fail(t, hvd__err(HVD_E_MISMATCH,
                             "rank %d is at collective #%u, this rank at #%u (collectives "
                             "called in a different order?)",
-                            h->peer, got_tag, tag));
+                            job_rank(t, h->peer), got_tag, tag));
   if (got_len != h->m.len)
     return fail(t, hvd__err(HVD_E_MISMATCH,
                             "rank %d sent %llu bytes for collective #%u, this rank expected "
                             "%zu bytes (do all ranks pass the same count and dtype?)",
-                            h->peer, (unsigned long long)got_len, tag, h->m.len));
+                            job_rank(t, h->peer), (unsigned long long)got_len, tag, h->m.len));
   return 0;
 }
 
@@ -535,7 +552,7 @@ static int compare_stamps(shm_transport *t, uint64_t k, const hvd_sync_stamp *mi
                               theirs.bytes == mine->bytes))
       continue;
     *odd = theirs;
-    *odd_rank = r;
+    *odd_rank = job_rank(t, r);
     return 1;
   }
   return 0;
@@ -589,6 +606,7 @@ static void shm_destroy(hvd_transport *base) {
   free(t->out);
   free(t->in);
   free(t->pids);
+  free(t->names);
   free(t);
 }
 
@@ -601,22 +619,25 @@ static int cpus(void) {
 }
 
 int hvd__shm_transport_new(seg_hdr *seg, int size, size_t cap, int rank, int timeout_ms,
-                           hvd_transport **out) {
+                           const int *names, hvd_transport **out) {
   shm_transport *t = calloc(1, sizeof *t);
   if (t) {
     t->out = calloc((size_t)size, sizeof *t->out);
     t->in = calloc((size_t)size, sizeof *t->in);
     t->pids = calloc((size_t)size, sizeof *t->pids);
+    t->names = names ? malloc((size_t)size * sizeof *t->names) : NULL;
   }
-  if (!t || !t->out || !t->in || !t->pids) {
-    if (t) free(t->out), free(t->in), free(t->pids);
+  if (!t || !t->out || !t->in || !t->pids || (names && !t->names)) {
+    if (t) free(t->out), free(t->in), free(t->pids), free(t->names);
     free(t);
     return hvd__err(HVD_E_NOMEM, "shm transport: out of memory for %d ranks", size);
   }
+  if (names) memcpy(t->names, names, (size_t)size * sizeof *t->names);
   t->base.ops = &shm_ops;
   t->base.rank = rank;
   t->base.size = size;
   t->base.window_bytes = seg_window_bytes(cap);
+  t->base.in_flight = cap - HVD_RING_MSG_HDR_LEN;
   t->seg = seg;
   t->seg_bytes = seg_bytes((size_t)size, cap);
   t->cap = cap;

@@ -2,35 +2,39 @@
  * shm.h -- the shared-memory transport, for jobs whose ranks share a host.
  *
  * One segment holds a byte ring (shm_ring.h) for every ordered pair of
- * ranks, each rank's futex word and pid, and each rank's abort record.
- * Rank 0 creates it under a name derived from the job's secret, every
- * rank maps it, and rank 0 unlinks it as soon as all have: from then on
- * nothing is left behind whatever happens.  hvdrun removes the name too
- * when the job ends, for a job that died before the unlink.
+ * the group's ranks, each rank's futex word and pid, and each rank's
+ * abort record.  The group's leader creates it under a name derived from
+ * the job's secret, every rank maps it, and the leader unlinks it as soon
+ * as all have: from then on nothing is left behind whatever happens.
+ * hvdrun removes the names too when the job ends, for a job that died
+ * before the unlink.
  */
 #ifndef HVD_SHM_H
 #define HVD_SHM_H
 
 #include "transport.h"
 
-#define HVD_SHM_NAME_MAX 32
+#define HVD_SHM_NAME_MAX 48
 
-/* The job's segment name ("/hvd-" and 16 hex digits): different for every
- * job, the same in every rank and in hvdrun. */
-void hvd__shm_name(const hvd_secret *key, char *out, size_t cap);
+/* The segment name of a group whose leader is the job's rank `leader`
+ * ("/hvd-", 16 hex digits of the secret's hash, "-leader"): different for
+ * every job and group, the same in every rank and in hvdrun. */
+void hvd__shm_name(const hvd_secret *key, int leader, char *out, size_t cap);
 
 typedef struct {
-  int want;       /* this rank wants shared memory (all local, not disabled) */
-  hvd_secret key; /* names the segment */
-  int timeout_ms; /* no-progress deadline for each sendrecv */
+  const int *members; /* the job's ranks of the group; members[0] leads */
+  int n;              /* ranks in the group, at least 2 */
+  int me;             /* this rank's index in members */
+  hvd_secret key;     /* names the segment */
+  int timeout_ms;     /* no-progress deadline for each sendrecv */
 } hvd_shm_config;
 
-/* Agrees with the other ranks over `tcp` (already connected) whether to
- * use shared memory, and if so builds it.  Takes ownership of tcp: *out is
- * the shared-memory transport (tcp destroyed), or tcp itself when the job
- * keeps TCP (nobody wants shared memory, or a rank could not map the
- * segment: a warning says why).  Ranks that disagree fail with
- * HVD_E_ENV; on any error tcp is aborted and destroyed. */
+/* Sets up shared memory among a group of ranks that share a host, talking
+ * over `tcp` (connected to every rank of the job; only the group's ranks
+ * take part).  *out is the shared-memory transport, numbered in the
+ * group's order but naming the job's ranks in its messages, or NULL when
+ * the group keeps TCP (a rank could not create or map the segment: a
+ * warning says why).  tcp stays the caller's.  An error means tcp failed. */
 int hvd__shm_setup(const hvd_shm_config *cfg, hvd_transport *tcp, hvd_transport **out);
 
 #endif /* HVD_SHM_H */

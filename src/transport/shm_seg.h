@@ -102,9 +102,10 @@ void hvd__shm_seg_init(seg_hdr *h, int size, size_t cap);
 
 /* The shared-memory transport over a mapped segment of `size` ranks and
  * rings of `cap` bytes, validated (shm.c); takes ownership of the mapping
- * on success. */
+ * on success.  names[i] (copied; NULL: i) is the job's rank of rank i,
+ * which messages use. */
 struct hvd_transport;
 int hvd__shm_transport_new(seg_hdr *seg, int size, size_t cap, int rank, int timeout_ms,
-                           struct hvd_transport **out);
+                           const int *names, struct hvd_transport **out);
 
 #endif /* HVD_SHM_SEG_H */

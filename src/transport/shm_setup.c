@@ -1,18 +1,22 @@
 /*
- * shm_setup.c -- agreeing on shared memory and setting up its segment
- * (shm.h).
+ * shm_setup.c -- setting up the shared memory of a group of ranks on one
+ * host (shm.h).
  *
- * Over the job's TCP mesh, all small messages to and from rank 0:
- *   1. every rank tells rank 0 whether it wants shared memory;
- *   2. rank 0 checks they all agree, creates the segment if so and
- *      answers with the verdict;
- *   3. every rank maps the segment, writes its pid there and says whether
- *      it could;
- *   4. rank 0 unlinks the segment's name (from here on nothing can be left
- *      in /dev/shm) and says "go" if every rank mapped it, or "TCP" if one
- *      could not.
+ * Over the job's TCP mesh, small messages between the group's leader
+ * (its first member) and the others:
+ *   1. the leader creates the segment and tells everyone whether it could;
+ *   2. every member maps it, writes its pid there and says whether it could;
+ *   3. the leader unlinks the segment's name (from here on nothing can be
+ *      left in /dev/shm) and says "go" if every member mapped it, or "TCP"
+ *      if one could not.
+ * Which ranks form a group, and whether they want shared memory at all,
+ * was settled before from what every rank registered (bootstrap.c), so
+ * there is nothing to agree on here but whether it worked.
+ *
  * The segment is created O_EXCL with mode 0600 under a name only this
- * job's secret gives, so no other job, or user, can see it.
+ * job's secret gives, so no other job, or user, can see it; the leader's
+ * rank in the name keeps the groups of a job apart where hosts share one
+ * /dev/shm (hosts emulated by network namespaces do).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,12 +40,10 @@
 #define RING_CAP_MIN (64u << 10)
 #define SEG_BUDGET ((size_t)1 << 30)
 
-enum { VERDICT_TCP, VERDICT_SHM, VERDICT_DISAGREE };
-
-void hvd__shm_name(const hvd_secret *key, char *out, size_t cap) {
+void hvd__shm_name(const hvd_secret *key, int leader, char *out, size_t cap) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a: the secret is random already */
   for (size_t i = 0; i < sizeof key->bytes; i++) h = (h ^ key->bytes[i]) * 1099511628211ull;
-  snprintf(out, cap, "/hvd-%016llx", (unsigned long long)h);
+  snprintf(out, cap, "/hvd-%016llx-%d", (unsigned long long)h, leader);
 }
 
 static size_t ring_cap_for(int size) {
@@ -127,38 +129,26 @@ static int seg_open(const char *name, int size, seg_hdr **out, size_t *cap) {
   return 0;
 }
 
-/* ---- the messages, all to and from rank 0 ---- */
+/* ---- the messages, all to and from the leader ---- */
 
-static int gather(hvd_transport *tcp, uint32_t mine, uint32_t *all) {
-  all[0] = mine;
-  for (int r = 1; r < tcp->size; r++) HVD__CHECK(hvd__recv(tcp, r, &all[r], 4, SETUP_TAG));
+/* Leader: one word from every other member, in member order. */
+static int gather(const hvd_shm_config *cfg, hvd_transport *tcp, uint32_t *all) {
+  for (int i = 1; i < cfg->n; i++)
+    HVD__CHECK(hvd__recv(tcp, cfg->members[i], &all[i], 4, SETUP_TAG));
   return 0;
 }
 
-static int broadcast(hvd_transport *tcp, const uint32_t msg[2]) {
-  for (int r = 1; r < tcp->size; r++) HVD__CHECK(hvd__send(tcp, r, msg, 8, SETUP_TAG));
+static int broadcast(const hvd_shm_config *cfg, hvd_transport *tcp, uint32_t word) {
+  for (int i = 1; i < cfg->n; i++)
+    HVD__CHECK(hvd__send(tcp, cfg->members[i], &word, 4, SETUP_TAG));
   return 0;
 }
 
-/* Rank 0's verdict on everyone's wishes: msg = {verdict, a rank that disagrees}. */
-static int decide(hvd_transport *tcp, int want, uint32_t msg[2], uint32_t *all) {
-  HVD__CHECK(gather(tcp, (uint32_t)want, all));
-  msg[0] = want ? VERDICT_SHM : VERDICT_TCP;
-  msg[1] = 0;
-  for (int r = 1; r < tcp->size; r++)
-    if (all[r] != (uint32_t)want) {
-      msg[0] = VERDICT_DISAGREE;
-      msg[1] = (uint32_t)r;
-    }
-  return 0;
-}
-
-static int disagree(int rank, int want) {
-  return hvd__err(HVD_E_ENV,
-                  "the ranks disagree on the transport: rank %d %s shared memory, rank 0 %s "
-                  "(HOROVOD_SHM_DISABLE and HOROVOD_LOCAL_SIZE must be the same for every "
-                  "rank)",
-                  rank, want ? "does not want" : "wants", want ? "does" : "does not");
+/* Member: a word to the leader and its answer. */
+static int ask_leader(const hvd_shm_config *cfg, hvd_transport *tcp, uint32_t word,
+                      uint32_t *answer) {
+  if (word != UINT32_MAX) HVD__CHECK(hvd__send(tcp, cfg->members[0], &word, 4, SETUP_TAG));
+  return hvd__recv(tcp, cfg->members[0], answer, 4, SETUP_TAG);
 }
 
 typedef struct {
@@ -171,79 +161,76 @@ static void unmap(mapping *m, int size) {
   m->seg = NULL;
 }
 
-/* Rank 0's side.  1: use shared memory (m mapped), 0: keep TCP. */
+static void publish_pid(mapping *m, int index) {
+  atomic_store_explicit(&seg_ranks(m->seg)[index].pid, (int32_t)getpid(), memory_order_release);
+}
+
+/* The leader's side.  1: use shared memory (m mapped), 0: keep TCP. */
 static int lead(const hvd_shm_config *cfg, hvd_transport *tcp, const char *name, mapping *m) {
-  int size = tcp->size, rc;
-  uint32_t msg[2], *all = calloc((size_t)size, sizeof *all);
-  if (!all) return hvd__err(HVD_E_NOMEM, "shm setup: out of memory for %d ranks", size);
-  rc = decide(tcp, cfg->want, msg, all);
-  if (rc == 0 && msg[0] == VERDICT_SHM && seg_create(name, size, &m->seg, &m->cap) < 0) {
-    hvd__log(HVD_LOG_WARNING, "rank 0: no shared memory, using TCP: %s", hvd_last_error());
-    msg[0] = VERDICT_TCP;
+  uint32_t *all = calloc((size_t)cfg->n, sizeof *all), go = 1;
+  if (!all) return hvd__err(HVD_E_NOMEM, "shm setup: out of memory for %d ranks", cfg->n);
+  if (seg_create(name, cfg->n, &m->seg, &m->cap) < 0) {
+    hvd__log(HVD_LOG_WARNING, "rank %d: no shared memory with the ranks of its host, using "
+             "TCP: %s", tcp->rank, hvd_last_error());
+    go = 0;
   }
-  if (rc == 0) rc = broadcast(tcp, msg);
-  if (rc == 0 && msg[0] == VERDICT_DISAGREE) rc = disagree((int)msg[1], cfg->want);
-  if (rc == 0 && msg[0] == VERDICT_SHM) {
-    atomic_store_explicit(&seg_ranks(m->seg)[0].pid, (int32_t)getpid(), memory_order_release);
-    rc = gather(tcp, 1, all);
+  int rc = broadcast(cfg, tcp, go);
+  if (rc == 0 && go) {
+    publish_pid(m, 0);
+    rc = gather(cfg, tcp, all);
     shm_unlink(name); /* everyone mapped it, or gave up: the name has served */
-    msg[0] = 1;
-    for (int r = 1; rc == 0 && r < size; r++)
-      if (all[r] != 1) {
-        hvd__log(HVD_LOG_WARNING, "rank %d could not map the shared memory: using TCP", r);
-        msg[0] = 0;
+    for (int i = 1; rc == 0 && i < cfg->n; i++)
+      if (all[i] != 1) {
+        hvd__log(HVD_LOG_WARNING, "rank %d could not map the shared memory: using TCP",
+                 cfg->members[i]);
+        go = 0;
       }
-    if (rc == 0) rc = broadcast(tcp, msg);
-    if (rc == 0) rc = (int)msg[0];
+    if (rc == 0) rc = broadcast(cfg, tcp, go);
+    if (rc == 0) rc = (int)go;
   }
   if (m->seg) shm_unlink(name); /* also when a message failed on the way */
   free(all);
   return rc;
 }
 
-/* Any other rank's side.  1: use shared memory (m mapped), 0: keep TCP. */
+/* Any other member's side.  1: use shared memory (m mapped), 0: keep TCP. */
 static int follow_lead(const hvd_shm_config *cfg, hvd_transport *tcp, const char *name,
                        mapping *m) {
-  uint32_t want = (uint32_t)cfg->want, msg[2], ok = 1;
-  HVD__CHECK(hvd__send(tcp, 0, &want, 4, SETUP_TAG));
-  HVD__CHECK(hvd__recv(tcp, 0, msg, 8, SETUP_TAG));
-  if (msg[0] == VERDICT_DISAGREE) return disagree((int)msg[1], !cfg->want);
-  if (msg[0] != VERDICT_SHM) return 0;
-  if (seg_open(name, tcp->size, &m->seg, &m->cap) < 0) {
+  uint32_t go, ok = 1;
+  HVD__CHECK(ask_leader(cfg, tcp, UINT32_MAX, &go));
+  if (go != 1) return 0;
+  if (seg_open(name, cfg->n, &m->seg, &m->cap) < 0) {
     hvd__log(HVD_LOG_WARNING, "rank %d: cannot map the shared memory, using TCP: %s",
              tcp->rank, hvd_last_error());
     ok = 0;
   } else {
-    atomic_store_explicit(&seg_ranks(m->seg)[tcp->rank].pid, (int32_t)getpid(),
-                          memory_order_release);
+    publish_pid(m, cfg->me);
   }
-  HVD__CHECK(hvd__send(tcp, 0, &ok, 4, SETUP_TAG));
-  HVD__CHECK(hvd__recv(tcp, 0, msg, 8, SETUP_TAG));
-  return msg[0] == 1 && ok;
+  HVD__CHECK(ask_leader(cfg, tcp, ok, &go));
+  return go == 1 && ok;
 }
 
 int hvd__shm_setup(const hvd_shm_config *cfg, hvd_transport *tcp, hvd_transport **out) {
   char name[HVD_SHM_NAME_MAX];
   mapping m = {NULL, 0};
-  int size = tcp->size;
   *out = NULL;
-  hvd__shm_name(&cfg->key, name, sizeof name);
-  int rc = tcp->rank == 0 ? lead(cfg, tcp, name, &m) : follow_lead(cfg, tcp, name, &m);
-  if (rc == 1) rc = hvd__shm_transport_new(m.seg, size, m.cap, tcp->rank, cfg->timeout_ms, out);
+  if (cfg->n < 2 || cfg->me < 0 || cfg->me >= cfg->n || cfg->members[cfg->me] != tcp->rank)
+    return hvd__err(HVD_E_INVALID, "shm setup: rank %d is not member %d of a group of %d",
+                    tcp->rank, cfg->me, cfg->n);
+  hvd__shm_name(&cfg->key, cfg->members[0], name, sizeof name);
+  int rc = cfg->me == 0 ? lead(cfg, tcp, name, &m) : follow_lead(cfg, tcp, name, &m);
+  if (rc == 1)
+    rc = hvd__shm_transport_new(m.seg, cfg->n, m.cap, cfg->me, cfg->timeout_ms, cfg->members,
+                                out);
   if (rc < 0) {
-    unmap(&m, size);
-    tcp->ops->abort(tcp, -1, hvd_last_error());
-    tcp->ops->destroy(tcp);
+    unmap(&m, cfg->n);
     return hvd__err_prefix(rc, "setting up shared memory");
   }
   if (*out) {
-    hvd__log(HVD_LOG_DEBUG, "rank %d: shm transport (%d ranks, rings of %zu KiB)", tcp->rank,
-             size, m.cap >> 10);
-    tcp->ops->destroy(tcp);
+    hvd__log(HVD_LOG_DEBUG, "rank %d: shared memory with %d ranks of its host (rings of %zu "
+             "KiB)", tcp->rank, cfg->n, m.cap >> 10);
   } else {
-    unmap(&m, size);
-    hvd__log(HVD_LOG_DEBUG, "rank %d: tcp transport", tcp->rank);
-    *out = tcp;
+    unmap(&m, cfg->n);
   }
   return 0;
 }

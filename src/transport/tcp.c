@@ -35,6 +35,11 @@
 #include "transport.h"
 
 #define TCP_PURPOSE "data"
+/* What a send may leave in the socket buffers without the receiver
+ * reading: hvd asks for 4 MiB each way (net.c) and Linux caps that at
+ * net.core.wmem_max, which is 208 KiB by default and more on every tuned
+ * system; a constant, so that every rank sizes messages alike. */
+#define TCP_IN_FLIGHT (128u * 1024u)
 /* How long an accepted connection may take to authenticate.  A real peer
  * answers in microseconds; this only bounds what a silent stranger holds. */
 #define HANDSHAKE_MS 10000
@@ -371,6 +376,24 @@ static int accept_higher(struct tcp_transport *t, const hvd_tcp_config *cfg, uin
   return rc;
 }
 
+/* TCP_IN_FLIGHT is a promise about the kernel's socket buffers (Linux
+ * reports twice what a buffer holds): say so when this kernel breaks it,
+ * because then a job on several hosts can stall (hybrid.c). */
+static void check_buffers(const struct tcp_transport *t) {
+  for (int r = 0; r < t->base.size; r++) {
+    int bytes = 0;
+    socklen_t len = sizeof bytes;
+    if (t->conns[r].fd < 0 ||
+        getsockopt(t->conns[r].fd, SOL_SOCKET, SO_SNDBUF, &bytes, &len) != 0)
+      continue;
+    if ((size_t)bytes < 2 * TCP_IN_FLIGHT)
+      hvd__log(HVD_LOG_WARNING, "rank %d: the kernel gives TCP sockets only %d bytes of send "
+               "buffer (net.core.wmem_max); hvd needs at least %u: raise it", t->base.rank,
+               bytes / 2, TCP_IN_FLIGHT);
+    return;
+  }
+}
+
 static int tcp_alloc(const hvd_tcp_config *cfg, struct tcp_transport **out) {
   struct tcp_transport *t = calloc(1, sizeof *t);
   if (!t) goto fail;
@@ -381,6 +404,7 @@ static int tcp_alloc(const hvd_tcp_config *cfg, struct tcp_transport **out) {
   t->base.ops = &tcp_ops;
   t->base.rank = cfg->rank;
   t->base.size = cfg->size;
+  t->base.in_flight = TCP_IN_FLIGHT;
   t->timeout_ms = cfg->timeout_ms;
   *out = t;
   return 0;
@@ -405,6 +429,7 @@ int hvd__tcp_create(const hvd_tcp_config *cfg, hvd_transport **out) {
   if (rc == 0) rc = accept_higher(t, cfg, start);
   if (rc < 0) goto destroy;
   hvd__net_close(&listen_fd);
+  check_buffers(t);
   hvd__log(HVD_LOG_DEBUG, "rank %d: connected to %d peers in %.1f ms", cfg->rank,
            cfg->size - 1, (double)(hvd__now_ms() - start));
   *out = &t->base;

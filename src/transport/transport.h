@@ -3,8 +3,10 @@
  *
  * A transport is a small struct of functions (as in NCCL): the collectives
  * are written against it and never see a socket.  TCP is the first
- * implementation, shared memory (shm.c, for ranks on one host) the second;
- * MPI may come later behind the same ops.
+ * implementation, shared memory (shm.c, for ranks on one host) the second,
+ * and hybrid.c composes the two for jobs on several hosts (shared memory
+ * within each host, TCP between them); MPI may come later behind the same
+ * ops.
  *
  * Semantics every implementation keeps:
  *   - sendrecv() sends one message to `to` while receiving one message from
@@ -66,12 +68,23 @@ typedef struct {
    * error. */
   int (*sync)(hvd_transport *t, const hvd_sync_stamp *mine, hvd_sync_stamp *odd,
               int *odd_rank);
+
+  /* Optional (hybrid.c): the faster transport this one uses among the
+   * ranks of this rank's host, numbered in its own order; *members gets
+   * the job's rank of each of its ranks.  NULL where there is none.  It
+   * stays owned by t: a communicator may run over it, never free it. */
+  hvd_transport *(*host)(hvd_transport *t, const int **members);
 } hvd_transport_ops;
 
 struct hvd_transport {
   const hvd_transport_ops *ops;
   int rank, size;
   size_t window_bytes; /* of each window; 0 without ops->window */
+  /* Bytes a send may leave for its receiver to read later: a send of at
+   * most this much completes whatever the receiver is doing (the ring's
+   * room; for TCP what any Linux socket buffers).  The same on every rank
+   * of the transport, so both ends of a pair can size messages by it. */
+  size_t in_flight;
 };
 
 /* Where a peer listens. */

@@ -13,12 +13,13 @@ import pytest
 SHM = "/dev/shm"
 
 
-def segment_name(key):
-    """hvd__shm_name(): FNV-1a of the job's 32-byte secret."""
+def segment_name(key, leader=0):
+    """hvd__shm_name(): FNV-1a of the job's 32-byte secret, and the rank
+    that leads the host's group (rank 0 for a job on one host)."""
     h = 1469598103934665603
     for b in base64.b64decode(key):
         h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return "hvd-%016x" % h
+    return "hvd-%016x-%d" % (h, leader)
 
 
 def job_key(stdout):

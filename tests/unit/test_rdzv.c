@@ -38,8 +38,13 @@ static hvd_rdzv_entry entry(uint32_t rank, uint32_t size, const char *addr, int 
   e.rank = rank;
   e.size = size;
   snprintf(e.hostname, sizeof e.hostname, "host-%u.example", rank);
+  snprintf(e.host_id, sizeof e.host_id, "node%u/0b5e7c1d-boot", rank % 3);
+  snprintf(e.iface, sizeof e.iface, "eth%u", rank % 2);
   snprintf(e.listen.addr, sizeof e.listen.addr, "%s", addr);
   e.listen.port = port;
+  e.local_size = size ? size : 1;
+  e.local_rank = size ? rank % size : 0;
+  e.shm = (uint8_t)(rank % 2);
   return e;
 }
 
@@ -52,8 +57,31 @@ static void assert_entry_equal(const hvd_rdzv_entry *a, const hvd_rdzv_entry *b)
   assert_int_equal(a->rank, b->rank);
   assert_int_equal(a->size, b->size);
   assert_string_equal(a->hostname, b->hostname);
+  assert_string_equal(a->host_id, b->host_id);
+  assert_string_equal(a->iface, b->iface);
   assert_string_equal(a->listen.addr, b->listen.addr);
   assert_int_equal(a->listen.port, b->listen.port);
+  assert_int_equal(a->local_rank, b->local_rank);
+  assert_int_equal(a->local_size, b->local_size);
+  assert_int_equal(a->shm, b->shm);
+}
+
+/* The body's fields after the hostname, as raw_register() writes them. */
+#define RAW_ID "id/boot"
+#define RAW_IFACE "eth0"
+
+/* An entry's body, field by field, with the placement and flag given. */
+static void raw_body(hvd_writer *w, const char *host, const char *id, const char *iface,
+                     const char *addr, uint16_t port, uint32_t local_rank, uint32_t local_size,
+                     uint8_t shm) {
+  hvd__put_str(w, host);
+  hvd__put_str(w, id);
+  hvd__put_str(w, iface);
+  hvd__put_str(w, addr);
+  hvd__put_u16(w, port);
+  hvd__put_u32(w, local_rank);
+  hvd__put_u32(w, local_size);
+  hvd__put_u8(w, shm);
 }
 
 /* A REGISTER payload built field by field, to say what encoders refuse. */
@@ -62,9 +90,18 @@ static size_t raw_register(uint8_t *buf, size_t cap, uint32_t rank, uint32_t siz
   hvd_writer w = {buf, cap, 0, 0};
   hvd__put_u32(&w, rank);
   hvd__put_u32(&w, size);
-  hvd__put_str(&w, host);
-  hvd__put_str(&w, addr);
-  hvd__put_u16(&w, port);
+  raw_body(&w, host, RAW_ID, RAW_IFACE, addr, port, 0, size ? size : 1, 1);
+  assert_false(w.failed);
+  return w.len;
+}
+
+/* A REGISTER of rank 0 of 2 with the body's other fields as given. */
+static size_t raw_register_body(uint8_t *buf, size_t cap, const char *id, const char *iface,
+                                uint32_t local_rank, uint32_t local_size, uint8_t shm) {
+  hvd_writer w = {buf, cap, 0, 0};
+  hvd__put_u32(&w, 0);
+  hvd__put_u32(&w, 2);
+  raw_body(&w, "h", id, iface, "127.0.0.1", 80, local_rank, local_size, shm);
   assert_false(w.failed);
   return w.len;
 }
@@ -95,6 +132,10 @@ static void test_register_largest_fits(void **state) {
   hvd_rdzv_entry in = entry(0, 1, "1111:2222:3333:4444:5555:6666:7777:8888", 9), out;
   memset(in.hostname, 'h', HVD_HOSTNAME_MAX - 1);
   in.hostname[HVD_HOSTNAME_MAX - 1] = '\0';
+  memset(in.host_id, 'i', HVD_HOST_ID_MAX - 1);
+  in.host_id[HVD_HOST_ID_MAX - 1] = '\0';
+  memset(in.iface, 'f', HVD_IFACE_NAME_MAX - 1);
+  in.iface[HVD_IFACE_NAME_MAX - 1] = '\0';
   uint8_t buf[HVD_RDZV_REGISTER_MAX];
   int len = hvd__rdzv_encode_register(&in, buf, sizeof buf);
   assert_true(len > 0 && len <= HVD_RDZV_REGISTER_MAX);
@@ -129,6 +170,14 @@ static void test_register_encode_refuses(void **state) {
   e.hostname[0] = '\0';
   assert_int_equal(hvd__rdzv_encode_register(&e, buf, sizeof buf), HVD_E_INVALID);
   e = entry(0, 2, "127.0.0.1", 80);
+  e.local_rank = 2;
+  assert_int_equal(hvd__rdzv_encode_register(&e, buf, sizeof buf), HVD_E_INVALID);
+  assert_error_mentions("local rank 2 of 2");
+  e = entry(0, 2, "127.0.0.1", 80);
+  e.host_id[0] = '\0';
+  assert_int_equal(hvd__rdzv_encode_register(&e, buf, sizeof buf), HVD_E_INVALID);
+  assert_error_mentions("host id");
+  e = entry(0, 2, "127.0.0.1", 80);
   assert_int_equal(hvd__rdzv_encode_register(&e, buf, 10), HVD_E_INVALID); /* too small */
 }
 
@@ -161,6 +210,26 @@ static void test_register_decode_refuses(void **state) {
   n = raw_register(buf, sizeof buf, 0, 2, "h",
                    "1111:2222:3333:4444:5555:6666:7777:8888:9999:aaaa:bbbb:cccc:dddd", 80);
   expect_bad_register(buf, n, "'addr'");
+  /* the rest of the body */
+  n = raw_register_body(buf, sizeof buf, "", RAW_IFACE, 0, 2, 1);
+  expect_bad_register(buf, n, "host id is empty");
+  n = raw_register_body(buf, sizeof buf, "a b", RAW_IFACE, 0, 2, 1);
+  expect_bad_register(buf, n, "host id");
+  n = raw_register_body(buf, sizeof buf, RAW_ID, "eth\n0", 0, 2, 1);
+  expect_bad_register(buf, n, "interface name");
+  n = raw_register_body(buf, sizeof buf, RAW_ID, "0123456789abcdef", 0, 2, 1);
+  expect_bad_register(buf, n, "'iface'");
+  n = raw_register_body(buf, sizeof buf, RAW_ID, "", 0, 2, 1); /* may be empty */
+  hvd_rdzv_entry e;
+  assert_int_equal(hvd__rdzv_decode_register(buf, n, &e), 0);
+  n = raw_register_body(buf, sizeof buf, RAW_ID, RAW_IFACE, 2, 2, 1);
+  expect_bad_register(buf, n, "local rank 2 of 2 does not fit a job of 2");
+  n = raw_register_body(buf, sizeof buf, RAW_ID, RAW_IFACE, 0, 3, 1);
+  expect_bad_register(buf, n, "local rank 0 of 3");
+  n = raw_register_body(buf, sizeof buf, RAW_ID, RAW_IFACE, 0, 0, 1);
+  expect_bad_register(buf, n, "local rank 0 of 0");
+  n = raw_register_body(buf, sizeof buf, RAW_ID, RAW_IFACE, 0, 2, 2);
+  expect_bad_register(buf, n, "shm flag 2");
 }
 
 static void test_register_nul_in_string(void **state) {
@@ -170,7 +239,7 @@ static void test_register_nul_in_string(void **state) {
   buf[4 + 4 + 2 + 1] = '\0'; /* "a\0c" */
   expect_bad_register(buf, n, "'hostname'");
   n = raw_register(buf, sizeof buf, 0, 2, "abc", "127.0.0.1", 80);
-  buf[4 + 4 + 2 + 3 + 2 + 3] = '\0'; /* "127\0..." */
+  buf[4 + 4 + 2 + 3 + 2 + strlen(RAW_ID) + 2 + strlen(RAW_IFACE) + 2 + 3] = '\0'; /* "127\0..." */
   expect_bad_register(buf, n, "'addr'");
 }
 
@@ -254,12 +323,8 @@ static void test_table_bad_entries(void **state) {
   for (size_t i = 0; i < HVD__ARRAY_LEN(cases); i++) {
     hvd_writer w = {buf, sizeof buf, 0, 0};
     hvd__put_u32(&w, 2);
-    hvd__put_str(&w, "127.0.0.1");
-    hvd__put_u16(&w, 1000);
-    hvd__put_str(&w, "ok");
-    hvd__put_str(&w, cases[i].addr);
-    hvd__put_u16(&w, cases[i].port);
-    hvd__put_str(&w, cases[i].host);
+    raw_body(&w, "ok", RAW_ID, RAW_IFACE, "127.0.0.1", 1000, 0, 2, 1);
+    raw_body(&w, cases[i].host, RAW_ID, RAW_IFACE, cases[i].addr, cases[i].port, 1, 2, 0);
     assert_false(w.failed);
     assert_int_equal(hvd__rdzv_decode_table(buf, w.len, 2, out), HVD_E_PROTOCOL);
     assert_error_mentions(cases[i].words);
@@ -296,6 +361,10 @@ static void assert_sane(const hvd_rdzv_entry *e) {
   assert_true(e->size >= 1 && e->rank < e->size);
   assert_true(e->listen.port >= 1 && e->listen.port <= 65535);
   assert_true(strlen(e->hostname) >= 1 && strlen(e->hostname) < HVD_HOSTNAME_MAX);
+  assert_true(strlen(e->host_id) >= 1 && strlen(e->host_id) < HVD_HOST_ID_MAX);
+  assert_true(strlen(e->iface) < HVD_IFACE_NAME_MAX);
+  assert_true(e->local_size >= 1 && e->local_size <= e->size && e->local_rank < e->local_size);
+  assert_true(e->shm <= 1);
 }
 
 static void test_fuzz_random(void **state) {

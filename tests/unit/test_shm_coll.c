@@ -47,7 +47,7 @@ static void job_start(job *j, int n, int timeout_ms) {
     if (r == 0) hvd__shm_seg_init(seg, n, CAP);
     atomic_store(&seg_ranks(seg)[r].pid, (int32_t)getpid());
     hvd_transport *t = NULL;
-    assert_int_equal(hvd__shm_transport_new(seg, n, CAP, r, timeout_ms, &t), 0);
+    assert_int_equal(hvd__shm_transport_new(seg, n, CAP, r, timeout_ms, NULL, &t), 0);
     assert_int_equal(hvd__comm_init(&j->comm[r], r, n, t), 0);
     j->comm[r].allreduce_algo = HVD_AR_SHM;
   }
