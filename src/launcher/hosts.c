@@ -1,14 +1,17 @@
 /*
- * hosts.c -- which machines the job runs on.
+ * hosts.c -- which machines the job runs on (hosts.h).
  *
- * hvdrun starts every rank on this machine for now.  -H and --hostfile
- * are accepted in horovodrun's syntax so job scripts keep working, and a
- * host that is not this machine is refused plainly rather than silently
- * run here instead.  Each entry is a host of its own, even when two name
- * this machine ("localhost:2,127.0.0.1:2" is two hosts of two ranks), so
- * that a job can emulate several hosts: the ranks' HOROVOD_LOCAL_* and
+ * -H and --hostfile take horovodrun's syntax.  A host named twice is one
+ * host whose slots add up, at the place it was first named, as mpirun
+ * reads a machinefile that lists a host once per slot.  Different names
+ * are different hosts even when both are this machine
+ * ("localhost:2,127.0.0.1:2" is two hosts of two ranks), so that a job
+ * can emulate several hosts: the ranks' HOROVOD_LOCAL_* and
  * HOROVOD_CROSS_* values follow the list (place.c).
  */
+#include "hosts.h"
+
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,56 +19,55 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "options.h"
-#include "place.h"
+#include "bootstrap/rdzv.h"
+#include "transport/iface.h"
 
 #define SLOTS_MAX 1000000L
 
-/* The hosts' slots, in the order given. */
-typedef struct {
-  long *slots;
-  int n, cap;
-  long total;
-} host_list;
-
-static int host_is_local(const char *name) {
-  char self[256];
-  if (strcasecmp(name, "localhost") == 0 || strcmp(name, "127.0.0.1") == 0 ||
-      strcmp(name, "::1") == 0)
-    return 1;
-  if (gethostname(self, sizeof self) != 0) return 0;
-  self[sizeof self - 1] = '\0';
-  return strcasecmp(name, self) == 0;
+static int out_of_memory(void) {
+  fprintf(stderr, "hvdrun: out of memory\n");
+  return -1;
 }
 
-static int append(host_list *l, long n) {
-  if (l->n == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 8;
-    long *p = realloc(l->slots, (size_t)cap * sizeof *p);
-    if (!p) {
-      fprintf(stderr, "hvdrun: out of memory\n");
-      return -1;
-    }
-    l->slots = p, l->cap = cap;
+/* A host name hvdrun can pass to ssh as one argument and to the ranks in
+ * HOROVOD_HOSTNAME: printable, no blanks, and not an ssh option. */
+static int name_ok(const char *host) {
+  size_t n = strlen(host);
+  if (n == 0 || n >= HVD_HOSTNAME_MAX || host[0] == '-') return 0;
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)host[i] <= ' ' || (unsigned char)host[i] >= 0x7f) return 0;
+  return 1;
+}
+
+/* Adds slots to the host of that name, or appends a new host. */
+static int merge(host_plan *p, int *cap, const char *host, long slots) {
+  for (int i = 0; i < p->n; i++) {
+    if (strcasecmp(p->hosts[i].name, host) != 0) continue;
+    p->hosts[i].slots += slots;
+    return 0;
   }
-  l->slots[l->n++] = n;
-  l->total += n;
+  if (p->n == *cap) {
+    int grown = *cap ? 2 * *cap : 8;
+    host_spec *h = realloc(p->hosts, (size_t)grown * sizeof *h);
+    if (!h) return out_of_memory();
+    p->hosts = h;
+    *cap = grown;
+  }
+  host_spec *h = &p->hosts[p->n];
+  memset(h, 0, sizeof *h);
+  h->slots = slots;
+  if (!(h->name = strdup(host))) return out_of_memory();
+  p->n++;
   return 0;
 }
 
 /* Adds a host with its slots (NULL: one).  `where` names the source in
  * messages ("-H", "hosts.txt:3"). */
-static int add_host(const char *host, const char *slots, const char *where, host_list *l) {
+static int add_host(const char *host, const char *slots, const char *where, host_plan *p,
+                    int *cap) {
   long n = 1;
-  if (host[0] == '\0') {
-    fprintf(stderr, "hvdrun: %s: empty host name\n", where);
-    return -1;
-  }
-  if (!host_is_local(host)) {
-    fprintf(stderr,
-            "hvdrun: host '%s' is not this machine: launching on other hosts (ssh) is not "
-            "supported yet\n",
-            host);
+  if (!name_ok(host)) {
+    fprintf(stderr, "hvdrun: %s: bad host name '%s'\n", where, host);
     return -1;
   }
   if (slots && options_parse_int(slots, 1, SLOTS_MAX, &n) < 0) {
@@ -73,12 +75,19 @@ static int add_host(const char *host, const char *slots, const char *where, host
             where, host, slots, SLOTS_MAX);
     return -1;
   }
-  return append(l, n);
+  return merge(p, cap, host, n);
 }
 
-/* One -H item: "host", "host:N", "[v6addr]:N", or a bare "::1". */
-static int add_item(char *item, host_list *l) {
-  char *host = item, *slots = NULL;
+static int is_ipv6(const char *s) {
+  struct in6_addr a;
+  return inet_pton(AF_INET6, s, &a) == 1;
+}
+
+/* One -H item: "host", "host:N", "[v6addr]:N" or "[v6addr]", and without
+ * brackets "v6addr:N" where what comes before the last ':' is an IPv6
+ * address, else the whole item is one ("::1", "fd00::3"). */
+static int add_item(char *item, host_plan *p, int *cap) {
+  char *host = item, *slots = NULL, *colon = strrchr(item, ':');
   if (item[0] == '[') {
     char *close = strchr(item, ']');
     if (!close || (close[1] != '\0' && close[1] != ':')) {
@@ -88,35 +97,33 @@ static int add_item(char *item, host_list *l) {
     *close = '\0';
     host = item + 1;
     if (close[1] == ':') slots = close + 2;
-  } else if (!host_is_local(item)) { /* "::1" whole, else split at the last ':' */
-    char *colon = strrchr(item, ':');
-    if (colon) {
-      *colon = '\0';
+  } else if (colon) {
+    int one = colon == strchr(item, ':');
+    *colon = '\0';
+    if (one || is_ipv6(item))
       slots = colon + 1;
-    }
+    else
+      *colon = ':';
   }
-  return add_host(host, slots, "-H", l);
+  return add_host(host, slots, "-H", p, cap);
 }
 
-static int parse_list(const char *list, host_list *l) {
-  char *copy = strdup(list), *save = NULL;
-  if (!copy) {
-    fprintf(stderr, "hvdrun: out of memory\n");
-    return -1;
-  }
-  int rc = 0;
+static int parse_list(const char *list, host_plan *p, int *cap) {
   if (list[0] == '\0' || list[strlen(list) - 1] == ',' || strstr(list, ",,")) {
     fprintf(stderr, "hvdrun: -H: empty host in '%s'\n", list);
-    rc = -1;
+    return -1;
   }
+  char *copy = strdup(list), *save = NULL;
+  if (!copy) return out_of_memory();
+  int rc = 0;
   for (char *item = strtok_r(copy, ",", &save); rc == 0 && item; item = strtok_r(NULL, ",", &save))
-    rc = add_item(item, l);
+    rc = add_item(item, p, cap);
   free(copy);
   return rc;
 }
 
 /* One hostfile line: "host" or "host slots=N"; '#' starts a comment. */
-static int parse_line(char *line, const char *where, host_list *l) {
+static int parse_line(char *line, const char *where, host_plan *p, int *cap) {
   char *save = NULL, *hash = strchr(line, '#');
   if (hash) *hash = '\0';
   char *host = strtok_r(line, " \t\r\n", &save);
@@ -126,52 +133,88 @@ static int parse_line(char *line, const char *where, host_list *l) {
     fprintf(stderr, "hvdrun: %s: expected 'host slots=N'\n", where);
     return -1;
   }
-  return add_host(host, slots ? slots + 6 : NULL, where, l);
+  return add_host(host, slots ? slots + 6 : NULL, where, p, cap);
 }
 
-static int parse_file(const char *path, host_list *l) {
+static int parse_file(const char *path, host_plan *p, int *cap) {
   FILE *f = fopen(path, "r");
   if (!f) {
     fprintf(stderr, "hvdrun: cannot open hostfile '%s': %s\n", path, strerror(errno));
     return -1;
   }
   char *line = NULL, where[512];
-  size_t cap = 0;
+  size_t linecap = 0;
   int rc = 0;
-  for (long no = 1; rc == 0 && getline(&line, &cap, f) >= 0; no++) {
+  for (long no = 1; rc == 0 && getline(&line, &linecap, f) >= 0; no++) {
     snprintf(where, sizeof where, "%s:%ld", path, no);
-    rc = parse_line(line, where, l);
+    rc = parse_line(line, where, p, cap);
   }
   free(line);
   fclose(f);
   return rc;
 }
 
-/* The hosts -H or --hostfile name; neither is one host with np slots. */
-static int load(const hvdrun_options *o, host_list *l) {
-  if (!o->hosts && !o->hostfile) return append(l, o->np);
-  if (o->hosts ? parse_list(o->hosts, l) : parse_file(o->hostfile, l)) return -1;
-  if (l->total < o->np) {
+/* Neither -H nor --hostfile: this machine, by its name, with np slots. */
+static int this_machine(const hvdrun_options *o, host_plan *p, int *cap) {
+  char self[HVD_HOSTNAME_MAX] = "localhost";
+  gethostname(self, sizeof self - 1);
+  if (merge(p, cap, self, o->np) < 0) return -1;
+  p->hosts[0].local = 1;
+  return 0;
+}
+
+static int load(const hvdrun_options *o, host_plan *p) {
+  int cap = 0;
+  if (!o->hosts && !o->hostfile) return this_machine(o, p, &cap);
+  if (o->hosts ? parse_list(o->hosts, p, &cap) : parse_file(o->hostfile, p, &cap)) return -1;
+  long total = 0;
+  for (int i = 0; i < p->n; i++) total += p->hosts[i].slots;
+  if (total < o->np) {
     fprintf(stderr, "hvdrun: -np %d needs %d slots, but %s gives only %ld\n", o->np, o->np,
-            o->hosts ? "-H" : o->hostfile, l->total);
+            o->hosts ? "-H" : o->hostfile, total);
     return -1;
   }
   return 0;
 }
 
-int hosts_place(const hvdrun_options *o, rank_place **places) {
-  host_list l = {NULL, 0, 0, 0};
-  *places = calloc((size_t)o->np, sizeof **places);
-  int rc = *places ? load(o, &l) : -1;
-  if (rc == 0 && place_ranks(l.slots, l.n, o->np, *places) < 0) {
-    fprintf(stderr, "hvdrun: out of memory placing %d ranks\n", o->np);
-    rc = -1;
+/* Places the ranks, drops the hosts that got none, and finds out which
+ * of the rest are this machine. */
+static int place(const hvdrun_options *o, host_plan *p) {
+  long *slots = calloc((size_t)p->n, sizeof *slots);
+  p->places = calloc((size_t)o->np, sizeof *p->places);
+  if (!slots || !p->places) {
+    free(slots);
+    return out_of_memory();
   }
-  if (!*places) fprintf(stderr, "hvdrun: out of memory\n");
-  free(l.slots);
-  if (rc < 0) {
-    free(*places);
-    *places = NULL;
+  for (int i = 0; i < p->n; i++) slots[i] = p->hosts[i].slots;
+  int rc = place_ranks(slots, p->n, o->np, p->places);
+  free(slots);
+  if (rc < 0) return out_of_memory(); /* load() checked the slots */
+  int first = 0, used = 0;
+  for (; used < p->n && first < o->np; used++) {
+    host_spec *h = &p->hosts[used];
+    h->first = first;
+    h->nranks = p->places[first].local_size;
+    first += h->nranks;
+    if (o->hosts || o->hostfile) h->local = hvd__iface_host_is_local(h->name);
   }
-  return rc;
+  for (int i = used; i < p->n; i++) free(p->hosts[i].name);
+  p->n = used;
+  return 0;
+}
+
+int hosts_plan(const hvdrun_options *o, host_plan *p) {
+  memset(p, 0, sizeof *p);
+  if (load(o, p) < 0 || place(o, p) < 0) {
+    hosts_plan_free(p);
+    return -1;
+  }
+  return 0;
+}
+
+void hosts_plan_free(host_plan *p) {
+  for (int i = 0; i < p->n; i++) free(p->hosts[i].name);
+  free(p->hosts);
+  free(p->places);
+  memset(p, 0, sizeof *p);
 }

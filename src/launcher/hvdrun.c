@@ -1,17 +1,28 @@
 /*
  * hvdrun.c -- the launcher's entry point.
  *
- *   hvdrun -np N [-H localhost:N] [options] prog [args...]
+ *   hvdrun -np N [-H host:slots,...] [options] prog [args...]
  *
- * starts N copies of prog as the ranks of one hvd job, with horovodrun's
- * flags and environment, serves their rendezvous, forwards their output
- * and tears the job down when one fails.  options.c reads the command
- * line, hosts.c reads the hosts and places the ranks, job.c runs the rest.
+ * starts N copies of prog as the ranks of one hvd job, on this machine
+ * and over ssh on others, with horovodrun's flags and environment,
+ * serves their rendezvous, forwards their output and tears the job down
+ * when one fails.  options.c reads the command line, hosts.c reads the
+ * hosts and places the ranks, addrs.c chooses where the rendezvous
+ * listens, job.c runs the rest.
+ *
+ *   hvdrun --agent
+ *
+ * is hvdrun on another host, started by ssh: it takes its part of the
+ * job from its stdin (agent.c).  Not for people.
  */
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "addrs.h"
+#include "agent.h"
+#include "hosts.h"
 #include "job.h"
 #include "options.h"
 
@@ -27,15 +38,22 @@ static void guard_stdio(void) {
 
 int main(int argc, char **argv) {
   hvdrun_options o;
+  host_plan hosts;
+  rdzv_addrs addrs;
   guard_stdio();
+  if (argc == 2 && strcmp(argv[1], "--agent") == 0) return agent_main();
   switch (options_parse(argc, argv, &o)) {
     case OPTIONS_DONE: return 0;
     case OPTIONS_USAGE: return HVDRUN_EXIT_USAGE;
     case OPTIONS_RUN: break;
   }
-  rank_place *places;
-  if (hosts_place(&o, &places) < 0) return HVDRUN_EXIT_USAGE;
-  int rc = job_run(&o, places);
-  free(places);
+  if (hosts_plan(&o, &hosts) < 0) return HVDRUN_EXIT_USAGE;
+  if (addrs_plan(&o, &hosts, &addrs) < 0) {
+    hosts_plan_free(&hosts);
+    return HVDRUN_EXIT_USAGE;
+  }
+  int rc = job_run(&o, &hosts, &addrs);
+  addrs_free(&addrs);
+  hosts_plan_free(&hosts);
   return rc;
 }

@@ -2,10 +2,11 @@
  * job.c -- hvdrun's event loop and the job's life (job.h).
  *
  * Everything happens in one thread around one poll(): the self-pipe of
- * signals (SIGCHLD, SIGINT, SIGTERM, SIGHUP), every rank's stdout, stderr
- * and exec-status pipes, and the rendezvous server's sockets.  Every
- * timed step has a deadline that becomes poll()'s timeout, so hvdrun
- * never waits on anything without one.
+ * signals (SIGCHLD, SIGINT, SIGTERM, SIGHUP), hvdrun's stdout and stderr
+ * while lines wait for them, the descriptors of every host's backend
+ * (launch.h: a local rank's pipes, an ssh session's), and the rendezvous
+ * server's sockets.  Every timed step has a deadline that becomes poll()'s
+ * timeout, so hvdrun never waits on anything without one.
  *
  * The job moves through phases, only ever forward:
  *
@@ -14,12 +15,15 @@
  *           holds their output pipes: give it LINGER_MS
  *   GRACE   a rank failed: the others get GRACE_MS to notice the lost
  *           peer and print their own errors
- *   TERM    SIGTERM sent to every rank's process group
+ *   TERM    SIGTERM sent to every rank's process group, on every host
  *   KILL    SIGKILL sent; what is left of the output is drained
+ *   CLOSE   the agents on other hosts are told the job is over (their
+ *           stdin closes) and get CLOSE_MS to finish and go
  *   DONE    stop waiting
  *
- * The job is over when every rank is reaped and every pipe is at end of
- * file, or at DONE, whichever comes first.
+ * The job is over when every rank's exit is known, every output stream
+ * has ended and no backend holds anything more (an ssh session), or at
+ * DONE, whichever comes first.
  */
 #include "job.h"
 
@@ -33,9 +37,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "addrs.h"
 #include "common.h"
-#include "rank_env.h"
-#include "procs.h"
+#include "launch.h"
 #include "rdzv_server.h"
 #include "signals.h"
 #include "transport/shm.h"
@@ -45,31 +49,37 @@
 #define TERM_AFTER_FAILURE_MS 1500
 #define TERM_AFTER_SIGNAL_MS 2000
 #define DRAIN_MS 500
+#define CLOSE_MS 1000
 
-typedef enum { PHASE_RUN, PHASE_LINGER, PHASE_GRACE, PHASE_TERM, PHASE_KILL, PHASE_DONE } phase;
+typedef enum {
+  PHASE_RUN, PHASE_LINGER, PHASE_GRACE, PHASE_TERM, PHASE_KILL, PHASE_CLOSE, PHASE_DONE
+} phase;
 
-/* What a poll slot belongs to: a rank's pipe is rank * 3 + SLOT_OUT/ERR/EXEC;
- * hvdrun's own descriptors are negative. */
-enum { SLOT_OUT, SLOT_ERR, SLOT_EXEC };
-enum { SLOT_SIGNALS = -1, SLOT_STDOUT = -2, SLOT_STDERR = -3 };
+/* hvdrun's own poll slots, before the hosts'. */
+enum { SLOT_SIGNALS, SLOT_STDOUT, SLOT_STDERR, SLOT_FIXED };
 
-typedef struct {
-  const hvdrun_options *opt;
-  const rank_place *places;
-  proc *procs;
-  int started; /* procs[0..started) were spawned */
-  int running; /* spawned and not reaped yet */
+typedef struct launch_job {
+  launch_ctx ctx;
+  const host_plan *plan;
+  const rdzv_addrs *addrs;
+  launch_host *hosts;
+  launch_rank *ranks;
+  int undone; /* ranks whose exit is not known yet */
+  hvd_secret key;
   rdzv_server *rdzv;
+  int port[RDZV_LISTEN_MAX]; /* where it listens on addrs->addr[i] */
   int sig_fd;
   output_sink out, err;
   phase phase;
   uint64_t phase_end;
-  int exit_code; /* -1 until a failure or a signal decides it */
+  int exit_code;   /* -1 until a failure or a signal decides it */
   int interrupted; /* a signal asked hvdrun to stop */
   struct pollfd *fds;
-  int *slot_owner; /* for the ranks' slots: rank * 3 + SLOT_* */
-  size_t fds_cap, nfds, rdzv_first, rdzv_count;
-  char shm_name[HVD_SHM_NAME_MAX]; /* the ranks' segment; "" before the secret */
+  size_t fds_cap, nfds;
+  int fixed[SLOT_FIXED]; /* what fds[i] is, for i < nfixed */
+  size_t nfixed;
+  size_t *host_first, *host_count; /* each host's slice of fds */
+  size_t rdzv_first, rdzv_count;
 } job;
 
 /* Says "hvdrun: ..." on stderr: always, or only under --verbose.  It
@@ -77,19 +87,21 @@ typedef struct {
  * cut. */
 static void say(job *j, int always, const char *fmt, ...) HVD__PRINTF(3, 4);
 static void say(job *j, int always, const char *fmt, ...) {
-  char msg[1024];
+  char msg[2048];
   va_list ap;
-  if (!always && !j->opt->verbose) return;
+  if (!always && !j->ctx.opt->verbose) return;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   output_sink_printf(&j->err, "hvdrun: %s", msg);
 }
 
+static int nhosts(const job *j) { return j->plan->n; }
+
 /* ---- phases ---- */
 
 static void signal_all(job *j, int sig) {
-  for (int r = 0; r < j->started; r++) proc_signal_group(&j->procs[r], sig);
+  for (int h = 0; h < nhosts(j); h++) j->hosts[h].backend->signal(&j->hosts[h], sig);
 }
 
 static void enter(job *j, phase p, int ms) {
@@ -98,20 +110,31 @@ static void enter(job *j, phase p, int ms) {
 }
 
 static void enter_term(job *j, int ms) {
-  if (j->running > 0) say(j, 0, "sending SIGTERM to the %d ranks still running", j->running);
+  if (j->undone > 0) say(j, 0, "sending SIGTERM to the %d ranks still running", j->undone);
   signal_all(j, SIGTERM);
   signal_all(j, SIGCONT); /* a stopped rank acts on SIGTERM only once continued */
   enter(j, PHASE_TERM, ms);
 }
 
 static void enter_kill(job *j) {
-  if (j->running > 0) say(j, 0, "sending SIGKILL to the %d ranks still running", j->running);
+  if (j->undone > 0) say(j, 0, "sending SIGKILL to the %d ranks still running", j->undone);
   signal_all(j, SIGKILL);
   enter(j, PHASE_KILL, DRAIN_MS);
 }
 
-/* A rank failed, or hvdrun could not start one: the first failure sets
- * the exit status and starts the countdown. */
+static int hosts_busy(const job *j) {
+  for (int h = 0; h < nhosts(j); h++)
+    if (j->hosts[h].backend->busy(&j->hosts[h])) return 1;
+  return 0;
+}
+
+static void enter_close(job *j) {
+  for (int h = 0; h < nhosts(j); h++) j->hosts[h].backend->close(&j->hosts[h]);
+  enter(j, PHASE_CLOSE, CLOSE_MS);
+}
+
+/* A rank failed, or a host did: the first failure sets the exit status
+ * and starts the countdown. */
 static void fail(job *j, int code) {
   if (j->phase != PHASE_RUN) return;
   j->exit_code = code;
@@ -123,76 +146,153 @@ static void on_deadline(job *j) {
     case PHASE_LINGER:
     case PHASE_GRACE: enter_term(j, TERM_AFTER_FAILURE_MS); break;
     case PHASE_TERM: enter_kill(j); break;
-    case PHASE_KILL: enter(j, PHASE_DONE, -1); break;
+    case PHASE_KILL:
+      if (hosts_busy(j))
+        enter_close(j);
+      else
+        enter(j, PHASE_DONE, -1);
+      break;
+    case PHASE_CLOSE: enter(j, PHASE_DONE, -1); break;
     default: break;
   }
 }
 
 static int streams_open(const job *j) {
-  for (int r = 0; r < j->started; r++)
-    if (j->procs[r].out.fd >= 0 || j->procs[r].err.fd >= 0) return 1;
+  for (int r = 0; r < j->ctx.opt->np; r++)
+    if (j->ranks[r].out.open || j->ranks[r].err.open) return 1;
   return 0;
 }
 
 static int job_over(const job *j) {
-  return j->phase == PHASE_DONE || (j->running == 0 && !streams_open(j));
+  return j->phase == PHASE_DONE || (j->undone == 0 && !streams_open(j) && !hosts_busy(j));
 }
 
-/* ---- ranks exiting ---- */
+/* ---- what the backends report ---- */
 
-static void report_exit(job *j, const proc *p, int always) {
-  char how[128];
-  const char *prog = j->opt->argv[0];
-  if (p->exec_errno && p->setup_failed)
-    say(j, always, "rank %d: cannot prepare to run '%s': %s", p->rank, prog,
-        strerror(p->exec_errno));
-  else if (p->exec_errno)
-    say(j, always, "cannot run '%s': %s", prog, strerror(p->exec_errno));
-  else {
-    proc_describe_exit(p, how, sizeof how);
-    say(j, always, "rank %d (pid %d) %s", p->rank, (int)p->pid, how);
+/* " on h2" when the job names hosts, else "". */
+static const char *on_host(const job *j, const launch_rank *r, char *buf, size_t cap) {
+  if (!j->ctx.name_hosts) return "";
+  snprintf(buf, cap, " on %s", r->host->spec->name);
+  return buf;
+}
+
+static void report_exit(job *j, const launch_rank *r, int always) {
+  char on[HVD_HOSTNAME_MAX + 8], how[128];
+  const char *prog = j->ctx.opt->argv[0], *where = on_host(j, r, on, sizeof on);
+  proc_exit e = r->exit;
+  switch (e.how) {
+    case PROC_NO_SETUP:
+      say(j, always, "rank %d%s: cannot prepare to run '%s': %s", r->rank, where, prog,
+          strerror(e.value));
+      break;
+    case PROC_NO_EXEC:
+      say(j, always, "cannot run '%s'%s: %s", prog, where, strerror(e.value));
+      break;
+    case PROC_NO_START:
+      say(j, always, "cannot start rank %d%s: %s", r->rank, where, strerror(e.value));
+      break;
+    case PROC_LOST: break; /* its host's failure said so */
+    default:
+      proc_exit_describe(e, how, sizeof how);
+      say(j, always, "rank %d%s (pid %ld) %s", r->rank, where, r->pid, how);
+      break;
   }
 }
 
-/* Forwards what the rank left in its pipes, so its last words come
- * before hvdrun's report.  Bounded: a process it left behind may keep
- * writing. */
-static void drain_some(output_stream *st) {
-  for (int i = 0; i < 16 && st->fd >= 0 && !output_sink_full(st->sink); i++)
-    if (output_stream_read(st) == 0) return;
+void launch_started(launch_rank *r, long pid) {
+  char on[HVD_HOSTNAME_MAX + 8];
+  job *j = r->host->job;
+  r->pid = pid;
+  r->state = RANK_RUNNING;
+  say(j, 0, "started rank %d%s (pid %ld): %s", r->rank, on_host(j, r, on, sizeof on), pid,
+      j->ctx.opt->argv[0]);
 }
 
-static void on_rank_exit(job *j, proc *p) {
-  drain_some(&p->out);
-  drain_some(&p->err);
-  if (proc_succeeded(p)) {
-    report_exit(j, p, 0);
+static void done(job *j, launch_rank *r, proc_exit e) {
+  r->state = RANK_DONE;
+  r->exit = e;
+  j->undone--;
+}
+
+void launch_exited(launch_rank *r, proc_exit e) {
+  job *j = r->host->job;
+  if (r->state == RANK_DONE) return;
+  done(j, r, e);
+  if (proc_exit_ok(e)) {
+    report_exit(j, r, 0);
     return;
   }
-  report_exit(j, p, j->phase == PHASE_RUN); /* the first failure is the news */
-  fail(j, proc_exit_code(p));
+  /* The first failure is the news; and that the program is missing on a
+   * host, once per host. */
+  int news = j->phase == PHASE_RUN || (e.how == PROC_NO_EXEC && !r->host->told_exec);
+  if (e.how == PROC_NO_EXEC) r->host->told_exec = 1;
+  report_exit(j, r, news);
+  fail(j, proc_exit_code(e));
 }
 
-static proc *find_rank(job *j, pid_t pid) {
-  for (int r = 0; r < j->started; r++)
-    if (j->procs[r].pid == pid && !j->procs[r].reaped) return &j->procs[r];
-  return NULL;
-}
-
-static void reap(job *j) {
-  int status;
-  pid_t pid;
-  while ((pid = procs_reap_one(&status)) > 0) {
-    proc *p = find_rank(j, pid);
-    if (!p) continue;
-    p->reaped = 1;
-    p->status = status;
-    j->running--;
-    proc_read_exec_status(p); /* the child wrote any report before it exited */
-    on_rank_exit(j, p);
+/* "; ranks 4-5, 7 did not report an exit" for h's ranks not done. */
+static void lost_ranks(const launch_host *h, char *buf, size_t cap) {
+  char list[512] = "";
+  size_t len = 0;
+  int count = 0, n = h->spec->nranks;
+  for (int i = 0; i < n; i++) {
+    if (h->ranks[i].state == RANK_DONE) continue;
+    int k = i;
+    while (k + 1 < n && h->ranks[k + 1].state != RANK_DONE) k++;
+    if (len < sizeof list)
+      len += (size_t)snprintf(list + len, sizeof list - len, k > i ? "%s%d-%d" : "%s%d",
+                              count ? ", " : "", h->ranks[i].rank, h->ranks[k].rank);
+    count += k - i + 1;
+    i = k;
   }
-  if (j->running == 0 && j->phase == PHASE_RUN && streams_open(j))
-    enter(j, PHASE_LINGER, LINGER_MS);
+  buf[0] = '\0';
+  if (count)
+    snprintf(buf, cap, "; %s %s did not report an exit", count > 1 ? "ranks" : "rank", list);
+}
+
+void launch_host_failed(launch_host *h, int code, int name_lost, const char *fmt, ...) {
+  job *j = h->job;
+  char msg[1536], lost[600] = "";
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (name_lost) lost_ranks(h, lost, sizeof lost);
+  say(j, j->phase < PHASE_TERM, "%s%s", msg, lost);
+  for (int i = 0; i < h->spec->nranks; i++) {
+    launch_rank *r = &h->ranks[i];
+    if (r->state != RANK_DONE) done(j, r, (proc_exit){PROC_LOST, 0});
+    output_stream_end(&r->out);
+    output_stream_end(&r->err);
+  }
+  fail(j, code);
+}
+
+void launch_say(launch_host *h, int always, const char *fmt, ...) {
+  char msg[1536];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  say(h->job, always, "%s", msg);
+}
+
+output_stream *launch_stream(launch_rank *r, int stream) {
+  return stream == PROC_STDOUT ? &r->out : &r->err;
+}
+
+void launch_feed(void *rank, int stream, const char *data, size_t n) {
+  output_stream_feed(launch_stream(rank, stream), data, n);
+}
+
+int launch_output_full(const launch_host *h) {
+  return output_sink_full(h->ctx->out) || output_sink_full(h->ctx->err);
+}
+
+launch_rank *launch_rank_of(launch_host *h, uint32_t rank) {
+  uint32_t first = (uint32_t)h->spec->first;
+  return rank >= first && rank - first < (uint32_t)h->spec->nranks ? &h->ranks[rank - first]
+                                                                    : NULL;
 }
 
 /* ---- signals to hvdrun ---- */
@@ -208,6 +308,14 @@ static void on_stop_signal(job *j, int sig, int count) {
   }
 }
 
+static void reap(job *j) {
+  int status;
+  pid_t pid;
+  while ((pid = procs_reap_one(&status)) > 0)
+    for (int h = 0; h < nhosts(j); h++)
+      if (j->hosts[h].backend->reaped(&j->hosts[h], pid, status)) break;
+}
+
 static void on_signals(job *j) {
   signals_seen seen = {0, 0, 0};
   signals_drain(j->sig_fd, &seen);
@@ -217,66 +325,61 @@ static void on_signals(job *j) {
 
 /* ---- the loop ---- */
 
-static void add_slot(job *j, int fd, short events, int owner) {
-  j->fds[j->nfds] = (struct pollfd){fd, events, 0};
-  j->slot_owner[j->nfds++] = owner;
+static void add_fixed(job *j, int fd, short events, int what) {
+  j->fds[j->nfds++] = (struct pollfd){fd, events, 0};
+  j->fixed[j->nfixed++] = what;
 }
 
-/* A rank's pipe is read only while its sink is not backed up. */
-static void add_stream(job *j, const output_stream *st, int owner) {
-  if (st->fd >= 0 && !output_sink_full(st->sink)) add_slot(j, st->fd, POLLIN, owner);
-}
-
-static void add_sink(job *j, const output_sink *s, int owner) {
-  if (output_sink_wants_write(s)) add_slot(j, s->fd, POLLOUT, owner);
+static void add_sink(job *j, const output_sink *s, int what) {
+  if (output_sink_wants_write(s)) add_fixed(j, s->fd, POLLOUT, what);
 }
 
 static void prepare(job *j, uint64_t now) {
-  j->nfds = 0;
-  add_slot(j, j->sig_fd, POLLIN, SLOT_SIGNALS);
+  j->nfds = j->nfixed = 0;
+  add_fixed(j, j->sig_fd, POLLIN, SLOT_SIGNALS);
   add_sink(j, &j->out, SLOT_STDOUT);
   add_sink(j, &j->err, SLOT_STDERR);
-  for (int r = 0; r < j->started; r++) {
-    proc *p = &j->procs[r];
-    add_stream(j, &p->out, r * 3 + SLOT_OUT);
-    add_stream(j, &p->err, r * 3 + SLOT_ERR);
-    if (p->exec_fd >= 0) add_slot(j, p->exec_fd, POLLIN, r * 3 + SLOT_EXEC);
+  for (int h = 0; h < nhosts(j); h++) {
+    launch_host *host = &j->hosts[h];
+    j->host_first[h] = j->nfds;
+    j->host_count[h] = host->backend->prepare(host, j->fds + j->nfds, now);
+    j->nfds += j->host_count[h];
   }
   j->rdzv_first = j->nfds;
   j->rdzv_count = rdzv_server_prepare(j->rdzv, j->fds + j->nfds, now);
   j->nfds += j->rdzv_count;
 }
 
-static void dispatch_rank(job *j, int owner) {
-  proc *p = &j->procs[owner / 3];
-  switch (owner % 3) {
-    case SLOT_OUT: output_stream_read(&p->out); break;
-    case SLOT_ERR: output_stream_read(&p->err); break;
-    default: proc_read_exec_status(p); break;
-  }
-}
-
 static void dispatch(job *j) {
   int signals = 0;
-  for (size_t i = 0; i < j->rdzv_first; i++) {
+  for (size_t i = 0; i < j->nfixed; i++) {
     if (!j->fds[i].revents) continue;
-    switch (j->slot_owner[i]) {
+    switch (j->fixed[i]) {
       case SLOT_SIGNALS: signals = 1; break;
       case SLOT_STDOUT: output_sink_write(&j->out); break;
-      case SLOT_STDERR: output_sink_write(&j->err); break;
-      default: dispatch_rank(j, j->slot_owner[i]); break;
+      default: output_sink_write(&j->err); break;
     }
   }
+  for (int h = 0; h < nhosts(j); h++)
+    j->hosts[h].backend->dispatch(&j->hosts[h], j->fds + j->host_first[h], j->host_count[h]);
   rdzv_server_dispatch(j->rdzv, j->fds + j->rdzv_first, j->rdzv_count);
   if (signals) on_signals(j); /* last: reaping reads the exec pipes */
+}
+
+static uint64_t next_wake(const job *j) {
+  uint64_t wake = rdzv_server_deadline(j->rdzv);
+  if (j->phase_end < wake) wake = j->phase_end;
+  for (int h = 0; h < nhosts(j); h++) {
+    uint64_t d = j->hosts[h].backend->deadline(&j->hosts[h]);
+    if (d < wake) wake = d;
+  }
+  return wake;
 }
 
 static void turn(job *j) {
   uint64_t now = hvd__now_ms();
   prepare(j, now);
-  uint64_t wake = rdzv_server_deadline(j->rdzv);
-  if (j->phase_end < wake) wake = j->phase_end;
-  int n = poll(j->fds, j->nfds, hvd__ms_left(wake));
+  int n = poll(j->fds, j->nfds, hvd__ms_left(next_wake(j)));
   if (n < 0 && errno != EINTR) {
     say(j, 1, "poll: %s", strerror(errno));
     if (j->exit_code < 0) j->exit_code = 1;
@@ -285,54 +388,124 @@ static void turn(job *j) {
   if (n > 0) dispatch(j);
   now = hvd__now_ms();
   rdzv_server_expire(j->rdzv, now);
+  for (int h = 0; h < nhosts(j); h++) j->hosts[h].backend->expire(&j->hosts[h], now);
   if (now >= j->phase_end) on_deadline(j);
+  if (j->undone == 0 && j->phase == PHASE_RUN && streams_open(j))
+    enter(j, PHASE_LINGER, LINGER_MS);
   output_sink_write(&j->out); /* what this turn queued, as far as it goes now */
   output_sink_write(&j->err);
 }
 
 /* ---- start and finish ---- */
 
-/* The job's secret and the rendezvous server; the ranks' environment. */
-static int start_rendezvous(job *j, rank_env *env) {
-  char hostname[256] = "localhost", secret[128];
-  hvd_secret key;
-  int port;
-  if (hvd__secret_generate(&key) < 0 || hvd__secret_encode(&key, secret, sizeof secret) < 0 ||
-      rdzv_server_start((uint32_t)j->opt->np, &key, &j->err, j->opt->verbose, &j->rdzv,
-                        &port) < 0) {
+/* "10.0.0.1:40123" or "[fd00::1]:40123". */
+static void endpoint(const char *addr, int port, char *buf, size_t cap) {
+  snprintf(buf, cap, strchr(addr, ':') ? "[%s]:%d" : "%s:%d", addr, port);
+}
+
+static void say_listening(job *j) {
+  const rdzv_addrs *a = j->addrs;
+  for (size_t i = 0; i < a->n; i++) {
+    char where[HVD_NET_ADDR_MAX + 16], names[512] = "";
+    size_t len = 0;
+    for (int h = 0; h < nhosts(j) && len < sizeof names; h++)
+      if ((size_t)a->of_host[h] == i)
+        len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "",
+                                j->plan->hosts[h].name);
+    endpoint(a->addr[i], j->port[i], where, sizeof where);
+    say(j, 0, "rendezvous listening on %s (%s) for host%s %s", where, a->iface[i],
+        strchr(names, ',') ? "s" : "", names);
+  }
+}
+
+/* The job's secret and the rendezvous server. */
+static int start_rendezvous(job *j) {
+  const rdzv_addrs *a = j->addrs;
+  if (hvd__secret_generate(&j->key) < 0 ||
+      hvd__secret_encode(&j->key, j->ctx.secret, sizeof j->ctx.secret) < 0 ||
+      rdzv_server_start((uint32_t)j->ctx.opt->np, &j->key, a->list, a->n, &j->err,
+                        j->ctx.opt->verbose, &j->rdzv, j->port) < 0) {
     say(j, 1, "cannot start the rendezvous: %s", hvd_last_error());
     return -1;
   }
-  hvd__shm_name(&key, 0, j->shm_name, sizeof j->shm_name);
-  say(j, 0, "rendezvous listening on 127.0.0.1:%d", port);
-  gethostname(hostname, sizeof hostname - 1);
-  rank_env_job ej = {j->opt, j->places, port, secret, hostname};
-  if (rank_env_init(env, &ej) < 0) {
-    say(j, 1, "out of memory building the ranks' environment");
-    return -1;
+  say_listening(j);
+  return 0;
+}
+
+/* The rank's streams, and with --output-filename their files. */
+static int init_rank(job *j, launch_rank *r) {
+  char prefix[48], path[PATH_MAX];
+  const char *dir = j->ctx.opt->output_dir;
+  snprintf(prefix, sizeof prefix, "[%d]<stdout>:", r->rank);
+  output_stream_init(&r->out, prefix, &j->out);
+  snprintf(prefix, sizeof prefix, "[%d]<stderr>:", r->rank);
+  output_stream_init(&r->err, prefix, &j->err);
+  if (!dir) return 0;
+  snprintf(path, sizeof path, "%s/rank.%d", dir, r->rank);
+  int rc = output_make_dirs(path);
+  if (rc == 0) {
+    snprintf(path, sizeof path, "%s/rank.%d/stdout", dir, r->rank);
+    rc = output_stream_save(&r->out, path);
+  }
+  if (rc == 0) {
+    snprintf(path, sizeof path, "%s/rank.%d/stderr", dir, r->rank);
+    rc = output_stream_save(&r->err, path);
+  }
+  if (rc < 0) say(j, 1, "--output-filename: cannot create '%s': %s", path, strerror(errno));
+  return rc;
+}
+
+/* The hosts and their ranks, nothing started yet. */
+static int init_hosts(job *j) {
+  const host_plan *p = j->plan;
+  size_t slots = SLOT_FIXED;
+  j->ctx.name_hosts = p->n > 1 || !p->hosts[0].local;
+  for (int h = 0; h < p->n; h++) {
+    launch_host *host = &j->hosts[h];
+    const host_spec *spec = &p->hosts[h];
+    host->backend = spec->local ? &launch_local : &launch_ssh;
+    host->ctx = &j->ctx;
+    host->job = j;
+    host->spec = spec;
+    host->ranks = j->ranks + spec->first;
+    slots += host->backend->poll_max(spec->nranks);
+  }
+  for (int h = 0; h < p->n; h++) {
+    launch_host *host = &j->hosts[h];
+    const host_spec *spec = host->spec;
+    for (int i = 0; i < spec->nranks; i++) {
+      launch_rank *r = &host->ranks[i];
+      r->rank = spec->first + i;
+      r->host = host;
+      if (init_rank(j, r) < 0) return -1;
+    }
+  }
+  j->undone = j->ctx.opt->np;
+  j->fds_cap = slots + rdzv_server_poll_max(j->rdzv);
+  j->fds = calloc(j->fds_cap, sizeof *j->fds);
+  return j->fds ? 0 : -1;
+}
+
+/* Every host at once: local ranks fork, ssh sessions begin. */
+static int start_hosts(job *j) {
+  for (int h = 0; h < nhosts(j); h++) {
+    launch_host *host = &j->hosts[h];
+    host->rdzv_addr = j->addrs->addr[j->addrs->of_host[h]];
+    host->rdzv_port = j->port[j->addrs->of_host[h]];
+    if (host->backend->start(host) < 0) return -1;
   }
   return 0;
 }
 
-static void start_ranks(job *j, rank_env *env) {
-  for (int r = 0; r < j->opt->np; r++) {
-    if (proc_spawn(&j->procs[r], r, j->opt->argv, rank_env_for(env, r), &j->out, &j->err)) {
-      say(j, 1, "cannot start rank %d: %s", r, strerror(errno));
-      j->exit_code = 1;
-      enter_term(j, TERM_AFTER_FAILURE_MS);
-      return;
-    }
-    j->started++;
-    j->running++;
-    say(j, 0, "started rank %d (pid %d): %s", r, (int)j->procs[r].pid, j->opt->argv[0]);
-  }
-}
-
-static int job_init(job *j, const hvdrun_options *o, const rank_place *places) {
-  rank_env env;
+static int job_init(job *j, const hvdrun_options *o, const host_plan *plan,
+                    const rdzv_addrs *addrs) {
   memset(j, 0, sizeof *j);
-  j->opt = o;
-  j->places = places;
+  j->ctx.opt = o;
+  j->ctx.places = plan->places;
+  j->ctx.out = &j->out;
+  j->ctx.err = &j->err;
+  j->plan = plan;
+  j->addrs = addrs;
   j->exit_code = -1;
   j->sig_fd = -1;
   j->phase_end = HVD__NEVER;
@@ -340,24 +513,25 @@ static int job_init(job *j, const hvdrun_options *o, const rank_place *places) {
   output_sink_init(&j->err, STDERR_FILENO);
   output_sink_pair(&j->out, &j->err);
   procs_raise_fd_limit();
+  j->hosts = calloc((size_t)plan->n, sizeof *j->hosts);
+  j->ranks = calloc((size_t)o->np, sizeof *j->ranks);
+  j->host_first = calloc((size_t)plan->n, sizeof *j->host_first);
+  j->host_count = calloc((size_t)plan->n, sizeof *j->host_count);
+  if (!j->hosts || !j->ranks || !j->host_first || !j->host_count) {
+    say(j, 1, "out of memory for %d ranks", o->np);
+    return -1;
+  }
   j->sig_fd = signals_install();
   if (j->sig_fd < 0) {
     say(j, 1, "cannot install signal handlers: %s", strerror(errno));
     return -1;
   }
-  if (start_rendezvous(j, &env) < 0) return -1;
-  j->procs = calloc((size_t)o->np, sizeof *j->procs);
-  j->fds_cap = 3 + 3 * (size_t)o->np + rdzv_server_poll_max(j->rdzv);
-  j->fds = calloc(j->fds_cap, sizeof *j->fds);
-  j->slot_owner = calloc(j->fds_cap, sizeof *j->slot_owner);
-  if (!j->procs || !j->fds || !j->slot_owner) {
-    say(j, 1, "out of memory for %d ranks", o->np);
-    rank_env_free(&env);
+  if (start_rendezvous(j) < 0) return -1; /* before the hosts: it sizes the poll set */
+  if (init_hosts(j) < 0) {
+    if (!j->fds) say(j, 1, "out of memory for %d ranks", o->np);
     return -1;
   }
-  start_ranks(j, &env);
-  rank_env_free(&env);
-  return 0;
+  return start_hosts(j);
 }
 
 /* Writes what is left for as long as the reader takes it, as a pipe
@@ -382,34 +556,51 @@ static void drain_sinks(job *j) {
   }
 }
 
+/* Each local host's ranks share a segment named after the host's first
+ * rank, which unlinks it once every rank mapped it; a job that ended
+ * before then would leave it in /dev/shm.  (Agents do the same on theirs.) */
+static void unlink_segments(job *j) {
+  char name[HVD_SHM_NAME_MAX];
+  if (!j->rdzv) return; /* no secret, no segment */
+  for (int h = 0; h < nhosts(j); h++) {
+    if (!j->plan->hosts[h].local) continue;
+    hvd__shm_name(&j->key, j->plan->hosts[h].first, name, sizeof name);
+    shm_unlink(name);
+  }
+}
+
 /* After the loop: give up on what is left, then free everything. */
 static int job_finish(job *j) {
-  if (j->exit_code > 0 && j->phase < PHASE_KILL)
+  char on[HVD_HOSTNAME_MAX + 8];
+  if (j->exit_code > 0 && j->phase < PHASE_KILL && j->hosts)
     signal_all(j, SIGKILL); /* a failed job leaves nothing behind */
-  for (int r = 0; r < j->started; r++) {
-    proc *p = &j->procs[r];
-    if (!p->reaped) say(j, 1, "rank %d (pid %d) did not exit even after SIGKILL", r, (int)p->pid);
-    output_stream_close(&p->out);
-    output_stream_close(&p->err);
-    if (p->exec_fd >= 0) close(p->exec_fd);
+  for (int h = 0; j->hosts && h < nhosts(j); h++)
+    if (j->hosts[h].backend) j->hosts[h].backend->stop(&j->hosts[h]);
+  for (int r = 0; j->ranks && r < j->ctx.opt->np; r++) {
+    launch_rank *k = &j->ranks[r];
+    if (k->state == RANK_RUNNING)
+      say(j, 1, "rank %d%s (pid %ld) did not exit even after SIGKILL", r,
+          on_host(j, k, on, sizeof on), k->pid);
+    output_stream_end(&k->out);
+    output_stream_end(&k->err);
   }
-  /* Rank 0 unlinks the shared memory once every rank mapped it; a job
-   * that ended before then would leave it in /dev/shm. */
-  if (j->shm_name[0]) shm_unlink(j->shm_name);
+  unlink_segments(j);
   drain_sinks(j);
   output_sink_free(&j->out);
   output_sink_free(&j->err);
   rdzv_server_free(j->rdzv);
   if (j->sig_fd >= 0) close(j->sig_fd);
-  free(j->procs);
+  free(j->hosts);
+  free(j->ranks);
   free(j->fds);
-  free(j->slot_owner);
+  free(j->host_first);
+  free(j->host_count);
   return j->exit_code < 0 ? 0 : j->exit_code;
 }
 
-int job_run(const hvdrun_options *o, const rank_place *places) {
+int job_run(const hvdrun_options *o, const host_plan *hosts, const rdzv_addrs *addrs) {
   job j;
-  if (job_init(&j, o, places) < 0) {
+  if (job_init(&j, o, hosts, addrs) < 0) {
     j.exit_code = 1;
     return job_finish(&j);
   }

@@ -18,13 +18,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <net/if.h>
 
 #include "common.h"
 
 #define DIGITS "0123456789"
 
 /* F_ENV: the flag sets the variable its row names; the rest are hvdrun's own. */
-typedef enum { F_ENV, F_NP, F_HOSTS, F_HOSTFILE, F_VERBOSE, F_VERSION, F_HELP } flag_id;
+typedef enum {
+  F_ENV, F_NP, F_HOSTS, F_HOSTFILE, F_SSH_PORT, F_SSH_IDENTITY, F_SSH_COMMAND, F_OUTPUT,
+  F_VERBOSE, F_VERSION, F_HELP
+} flag_id;
 
 /* What an F_ENV flag's value may be. */
 typedef enum {
@@ -34,6 +38,7 @@ typedef enum {
   V_DECIMAL, /* digits with at most one '.', in [min, max] */
   V_PATH,    /* any non-empty text */
   V_LEVEL,   /* a log level name; the variable gets it upper-cased */
+  V_IFACES,  /* interface names separated by commas */
   V_SWITCH   /* no value; the variable gets 1 */
 } value_kind;
 
@@ -49,6 +54,7 @@ typedef struct {
 #define DECIMAL(min, max) {V_DECIMAL, min, max, 0}
 #define PATH {V_PATH, 0, 0, 0}
 #define LEVEL {V_LEVEL, 0, 0, 0}
+#define IFACES {V_IFACES, 0, 0, 0}
 #define SWITCH {V_SWITCH, 0, 0, 0}
 
 typedef struct {
@@ -64,8 +70,18 @@ typedef struct {
 static const flag flags[] = {
     {F_NP, "-np", "--num-proc", "N", NULL, OWN, "number of processes (ranks) to start, 1..4096"},
     {F_HOSTS, "-H", "--hosts", "HOSTS", NULL, OWN,
-     "comma-separated host:slots list, each entry a host; only this machine for now"},
-    {F_HOSTFILE, NULL, "--hostfile", "FILE", NULL, OWN, "file with one 'host slots=N' per line"},
+     "host:slots,... ([v6addr]:slots); a host named twice is one host"},
+    {F_HOSTFILE, NULL, "--hostfile", "FILE", NULL, OWN,
+     "file with one 'host slots=N' (or 'host') per line, '#' comments"},
+    {F_SSH_PORT, "-p", "--ssh-port", "PORT", NULL, OWN, "ssh port of the other hosts, 1..65535"},
+    {F_SSH_IDENTITY, "-i", "--ssh-identity-file", "FILE", NULL, OWN,
+     "the key ssh logs in to the other hosts with"},
+    {F_SSH_COMMAND, NULL, "--ssh-command", "CMD", NULL, OWN,
+     "ssh and its options, split at blanks (no quoting); default ssh"},
+    {F_OUTPUT, NULL, "--output-filename", "DIR", NULL, OWN,
+     "also write rank N's output to DIR/rank.N/stdout and stderr"},
+    {F_ENV, NULL, "--network-interface", "NIC[,NIC...]", "HOROVOD_GLOO_IFACE", IFACES,
+     "NICs of the ranks and the rendezvous: the first that exists"},
     {F_ENV, NULL, "--start-timeout", "SECONDS", "HOROVOD_START_TIMEOUT", SECONDS(1),
      "how long hvd_init() waits for all ranks, default 30"},
     {F_ENV, NULL, "--gloo-timeout-seconds", "SECONDS", "HOROVOD_GLOO_TIMEOUT_SECONDS", SECONDS(1),
@@ -102,7 +118,8 @@ static const flag flags[] = {
 /* Every flag may set a variable, so hvdrun_options.env never fills up. */
 _Static_assert(HVD__ARRAY_LEN(flags) <= HVDRUN_ENV_MAX, "HVDRUN_ENV_MAX is too small");
 
-static const char usage_line[] = "usage: hvdrun -np N [-H localhost:N] [options] prog [args...]";
+static const char usage_line[] =
+    "usage: hvdrun -np N [-H host:slots,...] [options] prog [args...]";
 
 static int has_range(value_kind k) { return k == V_SECONDS || k == V_INT || k == V_DECIMAL; }
 
@@ -132,7 +149,9 @@ static void print_help(void) {
   printf("%s\n\nStarts N copies of prog as the ranks of one hvd job and forwards their\n"
          "output, prefixed [rank]<stdout>: or [rank]<stderr>:.  A flag that names a\n"
          "HOROVOD_* variable sets it for every rank, over hvdrun's own environment;\n"
-         "without the flag, the environment's value passes through.\n\noptions:\n",
+         "without the flag, the environment's value passes through.  Ranks on other\n"
+         "hosts are started over ssh, one session per host, by hvdrun installed at\n"
+         "the same path there.\n\noptions:\n",
          usage_line);
   for (size_t i = 0; i < HVD__ARRAY_LEN(flags); i++) {
     const flag *f = &flags[i];
@@ -249,6 +268,24 @@ static options_result set_level(const char *value, hvdrun_env *e) {
                      value);
 }
 
+/* Names of network interfaces, comma-separated: each 1..IF_NAMESIZE-1
+ * bytes of what an interface name may hold. */
+static options_result set_ifaces(hvdrun_options *o, const char *value, hvdrun_env *e) {
+  const char *p = value;
+  for (;;) {
+    size_t n = strcspn(p, ",");
+    int ok = n > 0 && n < IF_NAMESIZE;
+    for (size_t i = 0; ok && i < n; i++) ok = isgraph((unsigned char)p[i]) && p[i] != '/';
+    if (!ok)
+      return usage_error("--network-interface needs interface names separated by commas, "
+                         "not '%s'", value);
+    if (p[n] == '\0') break;
+    p += n + 1;
+  }
+  o->nics = e->value = value;
+  return OPTIONS_RUN;
+}
+
 /* Checks an F_ENV flag's value as its row says and records what the
  * variable gets. */
 static options_result set_env(hvdrun_options *o, const flag *f, const char *value) {
@@ -259,6 +296,7 @@ static options_result set_env(hvdrun_options *o, const flag *f, const char *valu
     case V_DECIMAL: return set_decimal(f, value, e);
     case V_PATH: return set_path(f, value, e);
     case V_LEVEL: return set_level(value, e);
+    case V_IFACES: return set_ifaces(o, value, e);
     case V_SWITCH: e->value = "1"; return OPTIONS_RUN;
     case V_NONE: break;
   }
@@ -273,6 +311,21 @@ static options_result set_np(hvdrun_options *o, const char *value) {
   return OPTIONS_RUN;
 }
 
+static options_result set_port(hvdrun_options *o, const char *value) {
+  long v;
+  if (options_parse_int(value, 1, 65535, &v) < 0)
+    return usage_error("--ssh-port needs a port number in 1..65535, not '%s'", value);
+  o->ssh_port = (int)v;
+  return OPTIONS_RUN;
+}
+
+static options_result set_nonempty(const flag *f, const char *value, const char **out) {
+  if (!value[0] || !value[strspn(value, " \t")])
+    return usage_error("%s needs a value, not '%s'", f->long_name, value);
+  *out = value;
+  return OPTIONS_RUN;
+}
+
 /* Applies one flag; value is NULL for switches. */
 static options_result apply(hvdrun_options *o, const flag *f, const char *value) {
   switch (f->id) {
@@ -280,6 +333,10 @@ static options_result apply(hvdrun_options *o, const flag *f, const char *value)
     case F_NP: return set_np(o, value);
     case F_HOSTS: o->hosts = value; return OPTIONS_RUN;
     case F_HOSTFILE: o->hostfile = value; return OPTIONS_RUN;
+    case F_SSH_PORT: return set_port(o, value);
+    case F_SSH_IDENTITY: return set_nonempty(f, value, &o->ssh_identity);
+    case F_SSH_COMMAND: return set_nonempty(f, value, &o->ssh_command);
+    case F_OUTPUT: return set_nonempty(f, value, &o->output_dir);
     case F_VERBOSE: o->verbose = 1; return OPTIONS_RUN;
     case F_VERSION: printf("hvdrun (hvd) %s\n", HVD_VERSION_STRING); return OPTIONS_DONE;
     case F_HELP: print_help(); return OPTIONS_DONE;
@@ -293,6 +350,15 @@ static options_result finish(hvdrun_options *o, char **rest) {
   if (!rest[0]) return usage_error("%s", "no program to run");
   if (o->np == 0) return usage_error("%s", "-np N is required");
   if (o->hosts && o->hostfile) return usage_error("%s", "-H and --hostfile exclude each other");
+  /* hvdrun waits as long as the ranks do: for ssh to connect, for an agent to answer. */
+  const char *t = options_env(o, "HOROVOD_START_TIMEOUT");
+  long timeout = 30;
+  if (!t) t = getenv("HOROVOD_START_TIMEOUT");
+  if (t && options_parse_int(t, 1, 86400, &timeout) < 0)
+    return usage_error("HOROVOD_START_TIMEOUT must be a whole number of seconds in 1..86400, "
+                       "not '%s'", t);
+  o->start_timeout = (int)timeout;
+  if (!o->ssh_command) o->ssh_command = "ssh";
   o->argv = rest;
   return OPTIONS_RUN;
 }

@@ -14,9 +14,13 @@
 /* Exit status for a usage error (bad flag, bad value, unusable hosts). */
 #define HVDRUN_EXIT_USAGE 2
 
+/* Exit status when a host could not be reached, its agent failed, or
+ * hvdrun lost contact with it. */
+#define HVDRUN_EXIT_HOST 255
+
 /* Room for one variable per flag (options.c checks that the table fits),
  * so recording a flag's variable cannot fail. */
-#define HVDRUN_ENV_MAX 24
+#define HVDRUN_ENV_MAX 32
 
 /* A HOROVOD_* variable a flag sets for every rank. */
 typedef struct {
@@ -30,6 +34,12 @@ typedef struct {
   const char *hosts;      /* -H value, or NULL */
   const char *hostfile;   /* --hostfile value, or NULL */
   int verbose;            /* --verbose */
+  int ssh_port;           /* -p: 0 for ssh's own choice */
+  const char *ssh_identity; /* -i, or NULL */
+  const char *ssh_command;  /* --ssh-command: words split on blanks, "ssh" by default */
+  const char *output_dir;   /* --output-filename, or NULL */
+  const char *nics;         /* --network-interface, or NULL */
+  int start_timeout;        /* seconds: --start-timeout, HOROVOD_START_TIMEOUT or 30 */
   char **argv;            /* the program and its arguments (NULL-terminated) */
   hvdrun_env env[HVDRUN_ENV_MAX]; /* the variables the flags set, validated */
   size_t n_env;
@@ -51,13 +61,5 @@ int options_parse_int(const char *s, long min, long max, long *out);
 
 /* The value a flag gave variable `name`, or NULL. */
 const char *options_env(const hvdrun_options *o, const char *name);
-
-/* ---- hosts.c ---- */
-
-/* Reads -H / --hostfile (whichever o names; neither means localhost:np):
- * every host must be this machine, and the slots must cover np.  Then
- * places the ranks host by host (place.h): *places gets np entries, to
- * free().  Prints the error and returns -1 on failure. */
-int hosts_place(const hvdrun_options *o, rank_place **places);
 
 #endif /* HVDRUN_OPTIONS_H */

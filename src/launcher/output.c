@@ -2,14 +2,15 @@
  * output.c -- line forwarding from the ranks' pipes to hvdrun's own
  * stdout and stderr (see output.h).
  *
- * A read takes whatever the pipe holds (up to OUTPUT_LINE_MAX).  Whole
- * lines in it are appended, prefixed, to the sink's buffer straight from
- * the read buffer; only an unfinished tail is copied aside, and that copy
+ * Bytes come in as a pipe or a frame delivered them.  Whole lines in
+ * them are appended, prefixed, to the sink's buffer straight from the
+ * caller's buffer; only an unfinished tail is copied aside, and that copy
  * never grows past OUTPUT_LINE_MAX: when it fills, it goes out as a line.
  */
 #include "output.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -21,8 +22,6 @@
 
 /* Past this much waiting in a sink, the ranks' pipes are left unread. */
 #define SINK_HIGH_WATER (1024 * 1024)
-
-static char read_buf[OUTPUT_LINE_MAX];
 
 /* ---- sinks ---- */
 
@@ -45,40 +44,23 @@ void output_sink_pair(output_sink *a, output_sink *b) {
   b->peer = a;
 }
 
-/* Makes room for n more bytes; 0 on success. */
-static int sink_reserve(output_sink *s, size_t n) {
-  if (s->cap - s->len >= n) return 0;
-  if (s->off > 0) { /* what was written makes room at the front */
-    memmove(s->buf, s->buf + s->off, s->len - s->off);
-    s->len -= s->off;
-    s->off = 0;
-    if (s->cap - s->len >= n) return 0;
-  }
-  size_t cap = s->cap ? s->cap : 4096;
-  while (cap - s->len < n) cap *= 2;
-  char *buf = realloc(s->buf, cap);
-  if (!buf) return -1;
-  s->buf = buf;
-  s->cap = cap;
-  return 0;
-}
-
 /* Appends prefix a b and a newline, as one line. */
 static void sink_line(output_sink *s, const char *prefix, const char *a, size_t alen,
                       const char *b, size_t blen) {
   size_t plen = strlen(prefix);
   if (s->broken) return;
-  if (sink_reserve(s, plen + alen + blen + 1) != 0) {
+  if (bytes_reserve(&s->q, plen + alen + blen + 1) != 0) {
     fprintf(stderr, "hvdrun: out of memory: dropping a line of output\n");
     return;
   }
-  memcpy(s->buf + s->len, prefix, plen);
-  s->len += plen;
-  if (alen) memcpy(s->buf + s->len, a, alen);
-  s->len += alen;
-  if (blen) memcpy(s->buf + s->len, b, blen);
-  s->len += blen;
-  s->buf[s->len++] = '\n';
+  bytes *q = &s->q;
+  memcpy(q->buf + q->len, prefix, plen);
+  q->len += plen;
+  if (alen) memcpy(q->buf + q->len, a, alen);
+  q->len += alen;
+  if (blen) memcpy(q->buf + q->len, b, blen);
+  q->len += blen;
+  q->buf[q->len++] = '\n';
 }
 
 void output_sink_printf(output_sink *s, const char *fmt, ...) {
@@ -92,10 +74,10 @@ void output_sink_printf(output_sink *s, const char *fmt, ...) {
 }
 
 int output_sink_wants_write(const output_sink *s) {
-  return s->off < s->len && !s->broken && !(s->peer && s->peer->midline);
+  return bytes_pending(&s->q) && !s->broken && !(s->peer && s->peer->midline);
 }
 
-int output_sink_full(const output_sink *s) { return s->len - s->off >= SINK_HIGH_WATER; }
+int output_sink_full(const output_sink *s) { return bytes_pending(&s->q) >= SINK_HIGH_WATER; }
 
 static int sink_writable(const output_sink *s) {
   struct pollfd p = {s->fd, POLLOUT, 0};
@@ -104,8 +86,9 @@ static int sink_writable(const output_sink *s) {
 
 void output_sink_write(output_sink *s) {
   while (output_sink_wants_write(s) && sink_writable(s)) {
-    size_t n = s->len - s->off < s->chunk ? s->len - s->off : s->chunk;
-    ssize_t w = write(s->fd, s->buf + s->off, n);
+    bytes *q = &s->q;
+    size_t n = bytes_pending(q) < s->chunk ? bytes_pending(q) : s->chunk;
+    ssize_t w = write(s->fd, q->buf + q->off, n);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && errno == EAGAIN) return;
     if (w <= 0) {
@@ -113,34 +96,32 @@ void output_sink_write(output_sink *s) {
       s->midline = 0;
       break;
     }
-    s->off += (size_t)w;
-    s->midline = s->buf[s->off - 1] != '\n';
+    q->off += (size_t)w;
+    s->midline = q->buf[q->off - 1] != '\n';
   }
-  if (s->off == s->len || s->broken) s->off = s->len = 0;
+  if (!bytes_pending(&s->q) || s->broken) s->q.off = s->q.len = 0;
 }
 
-void output_sink_free(output_sink *s) {
-  free(s->buf);
-  s->buf = NULL;
-  s->off = s->len = s->cap = 0;
-}
+void output_sink_free(output_sink *s) { bytes_free(&s->q); }
 
 /* ---- streams ---- */
 
-void output_stream_init(output_stream *st, int fd, int rank, const char *tag,
-                        output_sink *sink) {
+void output_stream_init(output_stream *st, const char *prefix, output_sink *sink) {
   memset(st, 0, sizeof *st);
-  st->fd = fd;
-  st->rank = rank;
-  st->tag = tag;
+  st->open = 1;
+  st->file_fd = -1;
+  snprintf(st->prefix, sizeof st->prefix, "%s", prefix);
   st->sink = sink;
+}
+
+int output_stream_save(output_stream *st, const char *path) {
+  st->file_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  return st->file_fd < 0 ? -1 : 0;
 }
 
 /* Forwards the unfinished line followed by data[0..n) as one line. */
 static void emit(output_stream *st, const char *data, size_t n) {
-  char prefix[48];
-  snprintf(prefix, sizeof prefix, "[%d]<%s>:", st->rank, st->tag);
-  sink_line(st->sink, prefix, st->part, st->part_len, data, n);
+  sink_line(st->sink, st->prefix, st->part, st->part_len, data, n);
   st->part_len = 0;
 }
 
@@ -186,22 +167,65 @@ static void forward(output_stream *st, const char *data, size_t n) {
   keep(st, data, n);
 }
 
-void output_stream_close(output_stream *st) {
+/* A regular file takes everything; a failing one is given up, once said. */
+static void save(output_stream *st, const char *data, size_t n) {
+  while (n > 0 && st->file_fd >= 0) {
+    ssize_t w = write(st->file_fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      output_sink_printf(st->sink, "hvdrun: cannot write the --output-filename file of %s %s",
+                         st->prefix, w < 0 ? strerror(errno) : "no space");
+      close(st->file_fd);
+      st->file_fd = -1;
+      return;
+    }
+    data += w;
+    n -= (size_t)w;
+  }
+}
+
+void output_stream_feed(output_stream *st, const char *data, size_t n) {
+  if (!st->open) return;
+  if (n == 0) {
+    output_stream_end(st);
+    return;
+  }
+  save(st, data, n);
+  forward(st, data, n);
+}
+
+void output_stream_end(output_stream *st) {
+  if (!st->open) return;
   if (st->part_len) emit(st, NULL, 0);
   free(st->part);
   st->part = NULL;
   st->part_cap = 0;
-  if (st->fd >= 0) close(st->fd);
-  st->fd = -1;
+  if (st->file_fd >= 0) close(st->file_fd);
+  st->file_fd = -1;
+  st->open = 0;
 }
 
-size_t output_stream_read(output_stream *st) {
-  ssize_t n = read(st->fd, read_buf, sizeof read_buf);
-  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
-  if (n <= 0) {
-    output_stream_close(st);
-    return 0;
+int output_make_dirs(const char *path) {
+  char buf[PATH_MAX];
+  size_t len = strlen(path);
+  if (len == 0 || len >= sizeof buf) {
+    errno = len ? ENAMETOOLONG : ENOENT;
+    return -1;
   }
-  forward(st, read_buf, (size_t)n);
-  return (size_t)n;
+  memcpy(buf, path, len + 1);
+  for (char *p = buf + 1; ; p++) { /* each parent, then the whole path */
+    if (*p != '/' && *p != '\0') continue;
+    char c = *p;
+    *p = '\0';
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+    if (c == '\0') break;
+    *p = c;
+  }
+  struct stat st;
+  if (stat(path, &st) != 0) return -1;
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    return -1;
+  }
+  return 0;
 }

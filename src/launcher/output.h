@@ -4,10 +4,12 @@
  * Every line a rank writes comes out of hvdrun as
  *     [R]<stdout>:line      on hvdrun's stdout
  *     [R]<stderr>:line      on hvdrun's stderr
- * as horovodrun prints it.  A line longer than OUTPUT_LINE_MAX is cut into
- * pieces of that size (memory stays bounded whatever a rank prints); an
- * unfinished last line is forwarded, with a newline, when the rank closes
- * its end.
+ * as horovodrun prints it, and with --output-filename DIR also goes,
+ * byte for byte, to DIR/rank.R/stdout or DIR/rank.R/stderr.  A line
+ * longer than OUTPUT_LINE_MAX is cut into pieces of that size (memory
+ * stays bounded whatever a rank prints); an unfinished last line is
+ * forwarded, with a newline, when the rank's stream ends.  The bytes come
+ * from the rank's pipes here, or from hvdrun's agent on another host.
  *
  * Lines wait in a sink (hvdrun's stdout or stderr) until poll() says the
  * descriptor takes more, and each write is small enough not to block, so
@@ -23,6 +25,7 @@
 
 #include <stddef.h>
 
+#include "bytes.h"
 #include "common.h"
 
 #define OUTPUT_LINE_MAX (64 * 1024)
@@ -34,15 +37,17 @@ typedef struct output_sink {
   int midline;  /* a line is partly written: the peer must wait */
   size_t chunk; /* the most one write() takes without blocking */
   const struct output_sink *peer;
-  char *buf;
-  size_t off, len, cap; /* waiting: buf[off..len) */
+  bytes q; /* the lines waiting */
 } output_sink;
 
-/* The read end of one rank's stdout or stderr pipe. */
+/* One rank's stdout or stderr (or another source of lines, such as an
+ * ssh session's stderr): bytes go in, prefixed lines come out into the
+ * sink.  The bytes come from a pipe (local ranks) or from the frames of
+ * hvdrun's agent (ranks on other hosts): one line splitter for both. */
 typedef struct {
-  int fd; /* -1 once the rank's end is closed and everything forwarded */
-  int rank;
-  const char *tag; /* "stdout" or "stderr" */
+  int open;   /* 1 until output_stream_end() */
+  int file_fd; /* --output-filename: the bytes, as they came; -1 when none */
+  char prefix[320]; /* "[3]<stdout>:" */
   output_sink *sink;
   char *part; /* the unfinished last line */
   size_t part_len, part_cap;
@@ -66,14 +71,18 @@ void output_sink_free(output_sink *s);
 
 /* ---- streams ---- */
 
-void output_stream_init(output_stream *st, int fd, int rank, const char *tag,
-                        output_sink *sink);
-/* Reads once what the pipe holds and forwards the whole lines; at end of
- * file forwards the unfinished line and closes the pipe.  Returns the
- * number of bytes read (0 when nothing was there or at end of file). */
-size_t output_stream_read(output_stream *st);
-/* Forwards the unfinished line and closes the pipe now (giving up on a
- * pipe that a stray process keeps open). */
-void output_stream_close(output_stream *st);
+void output_stream_init(output_stream *st, const char *prefix, output_sink *sink);
+/* Also writes every byte to the file at path (created or truncated).  0,
+ * or -1 with errno. */
+int output_stream_save(output_stream *st, const char *path);
+/* Forwards the whole lines in data[0..n) and keeps the unfinished rest;
+ * n == 0 is the end of the stream, as output_stream_end(). */
+void output_stream_feed(output_stream *st, const char *data, size_t n);
+/* The stream is over: forwards the unfinished line, closes the file. */
+void output_stream_end(output_stream *st);
+
+/* Creates directory path and its missing parents (mkdir -p).  0, or -1
+ * with errno. */
+int output_make_dirs(const char *path);
 
 #endif /* HVDRUN_OUTPUT_H */

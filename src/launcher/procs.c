@@ -1,5 +1,5 @@
 /*
- * procs.c -- starting, reaping and signalling the ranks (procs.h).
+ * procs.c -- starting, reading, reaping and signalling children (procs.h).
  *
  * Between fork() and exec() the child only makes async-signal-safe calls.
  * Signals are blocked across fork() so that a Ctrl-C in that window
@@ -19,6 +19,11 @@
 #include <unistd.h>
 
 #include "signals.h"
+
+extern char **environ;
+
+/* One read of a pipe: also the largest OUTPUT frame an agent sends. */
+static char read_buf[64 * 1024];
 
 /* The child's report when it cannot start the program. */
 typedef struct {
@@ -40,9 +45,15 @@ void procs_raise_fd_limit(void) {
 
 /* ---- the child ---- */
 
+/* The pipes a child gets: [0] read end, [1] write end. */
+typedef struct {
+  int in[2], out[2], err[2], exec[2];
+} pipes;
+
 typedef struct {
   char *const *argv, *const *envp;
-  int out_w, err_w, exec_w;
+  const pipes *p;
+  int stdin_pipe;
   pid_t parent;
   sigset_t mask;
 } child_plan;
@@ -56,33 +67,39 @@ static void child_fail(int fd, int setup) {
 
 /* Runs in the forked child; never returns. */
 static void child_exec(const child_plan *c) {
+  int w = c->p->exec[1];
   setpgid(0, 0);
-  /* Should hvdrun be killed outright (SIGKILL, OOM), its ranks go too
-   * rather than run on unsupervised; unless it is already gone. */
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != c->parent)
-    child_fail(c->exec_w, 1);
+  /* Should the parent be killed outright (SIGKILL, OOM), the child goes
+   * too rather than run on unsupervised; unless it is already gone. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != c->parent) child_fail(w, 1);
   signals_reset_for_exec(&c->mask);
-  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null < 0 || dup2(null, 0) < 0 || dup2(c->out_w, 1) < 0 || dup2(c->err_w, 2) < 0)
-    child_fail(c->exec_w, 1);
+  int in = c->stdin_pipe ? c->p->in[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (in < 0 || dup2(in, 0) < 0 || dup2(c->p->out[1], 1) < 0 || dup2(c->p->err[1], 2) < 0)
+    child_fail(w, 1);
   if (have_saved_nofile) setrlimit(RLIMIT_NOFILE, &saved_nofile);
-  execvpe(c->argv[0], c->argv, c->envp);
-  child_fail(c->exec_w, 0);
+  /* execvp() searches the PATH of environ, not of envp: make envp environ. */
+  environ = (char **)c->envp;
+  execvp(c->argv[0], c->argv);
+  child_fail(w, 0);
 }
 
 /* ---- the parent ---- */
 
-static void close_pair(int p[2]) {
-  if (p[0] >= 0) close(p[0]);
-  if (p[1] >= 0) close(p[1]);
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
 }
 
-/* Closes the three pipes of a failed spawn, keeping errno. */
-static int spawn_failed(int o[2], int e[2], int x[2]) {
+static void close_all(pipes *p) {
+  int *fds[] = {&p->in[0], &p->in[1], &p->out[0], &p->out[1],
+                &p->err[0], &p->err[1], &p->exec[0], &p->exec[1]};
+  for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) close_fd(fds[i]);
+}
+
+/* Closes the pipes of a failed spawn, keeping errno. */
+static int spawn_failed(pipes *p) {
   int saved = errno;
-  close_pair(o);
-  close_pair(e);
-  close_pair(x);
+  close_all(p);
   errno = saved;
   return -1;
 }
@@ -92,20 +109,21 @@ static int nonblocking(int fd) {
   return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-int proc_spawn(proc *p, int rank, char *const argv[], char *const envp[], output_sink *out,
-               output_sink *err) {
-  int o[2] = {-1, -1}, e[2] = {-1, -1}, x[2] = {-1, -1};
+static int open_pipes(pipes *p, int stdin_pipe) {
+  if (stdin_pipe && (pipe2(p->in, O_CLOEXEC) || nonblocking(p->in[1]))) return -1;
+  if (pipe2(p->out, O_CLOEXEC) || pipe2(p->err, O_CLOEXEC) || pipe2(p->exec, O_CLOEXEC))
+    return -1;
+  return nonblocking(p->out[0]) || nonblocking(p->err[0]) || nonblocking(p->exec[0]) ? -1 : 0;
+}
+
+int proc_spawn(proc *p, char *const argv[], char *const envp[], int stdin_pipe) {
+  pipes fds = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
   sigset_t all;
-  child_plan c = {argv, envp, -1, -1, -1, getpid(), {{0}}};
+  child_plan c = {argv, envp, &fds, stdin_pipe, getpid(), {{0}}};
   memset(p, 0, sizeof *p);
-  p->rank = rank;
-  p->exec_fd = -1;
-  if (pipe2(o, O_CLOEXEC) || pipe2(e, O_CLOEXEC) || pipe2(x, O_CLOEXEC) ||
-      nonblocking(o[0]) || nonblocking(e[0]) || nonblocking(x[0]))
-    return spawn_failed(o, e, x);
-  c.out_w = o[1];
-  c.err_w = e[1];
-  c.exec_w = x[1];
+  p->in_fd = p->exec_fd = -1;
+  p->out_fd[0] = p->out_fd[PROC_STDOUT] = p->out_fd[PROC_STDERR] = -1;
+  if (open_pipes(&fds, stdin_pipe)) return spawn_failed(&fds);
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, &c.mask);
   pid_t pid = fork();
@@ -114,17 +132,71 @@ int proc_spawn(proc *p, int rank, char *const argv[], char *const envp[], output
   sigprocmask(SIG_SETMASK, &c.mask, NULL);
   if (pid < 0) {
     errno = fork_errno;
-    return spawn_failed(o, e, x);
+    return spawn_failed(&fds);
   }
   setpgid(pid, pid); /* also here: no window where the group does not exist yet */
-  close(o[1]);
-  close(e[1]);
-  close(x[1]);
   p->pid = pid;
-  p->exec_fd = x[0];
-  output_stream_init(&p->out, o[0], rank, "stdout", out);
-  output_stream_init(&p->err, e[0], rank, "stderr", err);
+  p->in_fd = fds.in[1];
+  p->out_fd[PROC_STDOUT] = fds.out[0];
+  p->out_fd[PROC_STDERR] = fds.err[0];
+  p->exec_fd = fds.exec[0];
+  fds.in[1] = fds.out[0] = fds.err[0] = fds.exec[0] = -1;
+  close_all(&fds); /* the child's ends */
   return 0;
+}
+
+/* ---- reading ---- */
+
+/* Reads once what the stream's pipe holds and hands it on; at end of
+ * file closes the pipe and says so.  Returns the bytes read. */
+static size_t pump(proc *p, int stream, proc_output_fn *fn, void *ctx) {
+  ssize_t n = read(p->out_fd[stream], read_buf, sizeof read_buf);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+  if (n <= 0) {
+    close_fd(&p->out_fd[stream]);
+    fn(ctx, stream, NULL, 0);
+    return 0;
+  }
+  fn(ctx, stream, read_buf, (size_t)n);
+  return (size_t)n;
+}
+
+size_t proc_poll_add(const proc *p, int streams, struct pollfd *fds) {
+  size_t n = 0;
+  for (int s = PROC_STDOUT; s <= PROC_STDERR; s++)
+    if (p->out_fd[s] >= 0 && (streams >> s) & 1)
+      fds[n++] = (struct pollfd){p->out_fd[s], POLLIN, 0};
+  if (p->exec_fd >= 0) fds[n++] = (struct pollfd){p->exec_fd, POLLIN, 0};
+  return n;
+}
+
+void proc_poll_dispatch(proc *p, const struct pollfd *fds, size_t n, proc_output_fn *fn,
+                        void *ctx) {
+  for (size_t i = 0; i < n; i++) {
+    if (!fds[i].revents) continue;
+    if (fds[i].fd == p->out_fd[PROC_STDOUT])
+      pump(p, PROC_STDOUT, fn, ctx);
+    else if (fds[i].fd == p->out_fd[PROC_STDERR])
+      pump(p, PROC_STDERR, fn, ctx);
+    else if (fds[i].fd == p->exec_fd)
+      proc_read_exec_status(p);
+  }
+}
+
+void proc_drain(proc *p, int streams, proc_output_fn *fn, void *ctx) {
+  for (int s = PROC_STDOUT; s <= PROC_STDERR; s++)
+    for (int i = 0; i < 16 && p->out_fd[s] >= 0 && (streams >> s) & 1; i++)
+      if (pump(p, s, fn, ctx) == 0) break;
+}
+
+void proc_close(proc *p, proc_output_fn *fn, void *ctx) {
+  for (int s = PROC_STDOUT; s <= PROC_STDERR; s++) {
+    if (p->out_fd[s] < 0) continue;
+    close_fd(&p->out_fd[s]);
+    fn(ctx, s, NULL, 0);
+  }
+  close_fd(&p->exec_fd);
+  close_fd(&p->in_fd);
 }
 
 void proc_read_exec_status(proc *p) {
@@ -136,9 +208,10 @@ void proc_read_exec_status(proc *p) {
     p->exec_errno = rep.err ? rep.err : EIO;
     p->setup_failed = rep.setup;
   }
-  close(p->exec_fd); /* a report, or end of file: exec succeeded */
-  p->exec_fd = -1;
+  close_fd(&p->exec_fd); /* a report, or end of file: exec succeeded */
 }
+
+/* ---- reaping and signals ---- */
 
 pid_t procs_reap_one(int *status) {
   pid_t pid;
@@ -147,25 +220,42 @@ pid_t procs_reap_one(int *status) {
   return pid > 0 ? pid : 0;
 }
 
+void proc_reaped(proc *p, int status) {
+  p->reaped = 1;
+  p->status = status;
+  proc_read_exec_status(p); /* the child wrote any report before it exited */
+}
+
 void proc_signal_group(const proc *p, int sig) {
   if (p->pid > 0) kill(-p->pid, sig);
 }
 
-int proc_succeeded(const proc *p) {
-  return p->reaped && !p->exec_errno && WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0;
+proc_exit proc_exit_of(const proc *p) {
+  if (p->exec_errno) return (proc_exit){p->setup_failed ? PROC_NO_SETUP : PROC_NO_EXEC,
+                                        p->exec_errno};
+  if (WIFSIGNALED(p->status)) return (proc_exit){PROC_KILLED, WTERMSIG(p->status)};
+  return (proc_exit){PROC_EXITED, WEXITSTATUS(p->status)};
 }
 
-int proc_exit_code(const proc *p) {
-  if (p->exec_errno) return 127;
-  if (WIFSIGNALED(p->status)) return 128 + WTERMSIG(p->status);
-  return WEXITSTATUS(p->status);
-}
+/* ---- exits ---- */
 
-void proc_describe_exit(const proc *p, char *buf, size_t cap) {
-  if (WIFSIGNALED(p->status)) {
-    int sig = WTERMSIG(p->status);
-    snprintf(buf, cap, "was killed by signal %d (%s)", sig, strsignal(sig));
-  } else {
-    snprintf(buf, cap, "exited with code %d", WEXITSTATUS(p->status));
+int proc_exit_ok(proc_exit e) { return e.how == PROC_EXITED && e.value == 0; }
+
+int proc_exit_code(proc_exit e) {
+  switch (e.how) {
+    case PROC_EXITED: return e.value;
+    case PROC_KILLED: return 128 + e.value;
+    case PROC_NO_EXEC:
+    case PROC_NO_SETUP: return 127;
+    case PROC_NO_START: return 1;
+    case PROC_LOST: break;
   }
+  return 255;
+}
+
+void proc_exit_describe(proc_exit e, char *buf, size_t cap) {
+  if (e.how == PROC_KILLED)
+    snprintf(buf, cap, "was killed by signal %d (%s)", e.value, strsignal(e.value));
+  else
+    snprintf(buf, cap, "exited with code %d", e.value);
 }

@@ -62,7 +62,8 @@ typedef struct {
 } conn;
 
 struct rdzv_server {
-  int listen_fd;
+  int listen_fd[RDZV_LISTEN_MAX];
+  size_t nlisten;
   uint32_t size;
   hvd_secret key;
   output_sink *log;
@@ -73,7 +74,7 @@ struct rdzv_server {
   size_t nconns, max_conns;
   conn **polled; /* what prepare() put in the poll set, in order */
   size_t npolled;
-  int listen_polled;
+  size_t listen_polled; /* the listening sockets prepare() put first */
   conn **waiting;          /* size slots: the rank's connection while it waits */
   hvd_rdzv_entry *entries; /* size slots: what each waiting rank registered */
   uint32_t nwaiting;
@@ -398,9 +399,9 @@ refuse:
   close(fd);
 }
 
-static void accept_all(rdzv_server *s) {
+static void accept_all(rdzv_server *s, int listen_fd) {
   for (;;) {
-    int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
       add_conn(s, fd);
       continue;
@@ -415,13 +416,13 @@ static void accept_all(rdzv_server *s) {
 
 /* ---- the loop interface ---- */
 
-size_t rdzv_server_poll_max(const rdzv_server *s) { return 1 + s->max_conns; }
+size_t rdzv_server_poll_max(const rdzv_server *s) { return s->nlisten + s->max_conns; }
 
 size_t rdzv_server_prepare(rdzv_server *s, struct pollfd *fds, uint64_t now) {
   size_t n = 0;
   if (s->accept_resume && now >= s->accept_resume) s->accept_resume = 0;
-  s->listen_polled = !s->accept_resume;
-  if (s->listen_polled) fds[n++] = (struct pollfd){s->listen_fd, POLLIN, 0};
+  s->listen_polled = s->accept_resume ? 0 : s->nlisten;
+  for (; n < s->listen_polled; n++) fds[n] = (struct pollfd){s->listen_fd[n], POLLIN, 0};
   s->npolled = 0;
   for (size_t i = 0; i < s->nconns; i++) {
     conn *c = s->conns[i];
@@ -432,7 +433,7 @@ size_t rdzv_server_prepare(rdzv_server *s, struct pollfd *fds, uint64_t now) {
 }
 
 void rdzv_server_dispatch(rdzv_server *s, const struct pollfd *fds, size_t n) {
-  size_t first = s->listen_polled ? 1 : 0;
+  size_t first = s->listen_polled;
   for (size_t i = first; i < n && i - first < s->npolled; i++) {
     conn *c = s->polled[i - first];
     if (c->state == C_DEAD || !fds[i].revents) continue;
@@ -442,7 +443,8 @@ void rdzv_server_dispatch(rdzv_server *s, const struct pollfd *fds, size_t n) {
       on_readable(s, c);
   }
   sweep(s);
-  if (s->listen_polled && n > 0 && fds[0].revents) accept_all(s); /* after sweep: it may evict */
+  for (size_t i = 0; i < first && i < n; i++) /* after sweep: accepting may evict */
+    if (fds[i].revents) accept_all(s, fds[i].fd);
 }
 
 void rdzv_server_expire(rdzv_server *s, uint64_t now) {
@@ -464,8 +466,21 @@ uint64_t rdzv_server_deadline(const rdzv_server *s) {
 
 /* ---- start and stop ---- */
 
-int rdzv_server_start(uint32_t size, const hvd_secret *key, output_sink *log, int verbose,
-                      rdzv_server **out, int *port) {
+/* One listening socket, which the ranks must not inherit and which
+ * accept_all() must find empty (EAGAIN) rather than block on. */
+static int listen_on(rdzv_server *s, const char *addr, int *port) {
+  int *fd = &s->listen_fd[s->nlisten];
+  HVD__CHECK(hvd__net_listen(addr, 0, fd, port));
+  s->nlisten++;
+  int fl = fcntl(*fd, F_GETFL);
+  if (fcntl(*fd, F_SETFD, FD_CLOEXEC) != 0 || fl < 0 || fcntl(*fd, F_SETFL, fl | O_NONBLOCK) != 0)
+    return hvd__err_sys(HVD_E_SYSTEM, errno, "fcntl on the rendezvous socket");
+  return 0;
+}
+
+int rdzv_server_start(uint32_t size, const hvd_secret *key, const char *const *addrs,
+                      size_t naddrs, output_sink *log, int verbose, rdzv_server **out,
+                      int *ports) {
   rdzv_server *s = calloc(1, sizeof *s);
   if (!s) return hvd__err(HVD_E_NOMEM, "allocating the rendezvous server");
   s->size = size;
@@ -473,7 +488,6 @@ int rdzv_server_start(uint32_t size, const hvd_secret *key, output_sink *log, in
   s->log = log;
   s->verbose = verbose;
   s->max_conns = 2 * (size_t)size + STRANGERS_MAX;
-  s->listen_fd = -1;
   s->conns = calloc(s->max_conns, sizeof *s->conns);
   s->polled = calloc(s->max_conns, sizeof *s->polled);
   s->waiting = calloc(size, sizeof *s->waiting);
@@ -483,16 +497,12 @@ int rdzv_server_start(uint32_t size, const hvd_secret *key, output_sink *log, in
     hvd__err(rc, "allocating the rendezvous tables for %u ranks", size);
     goto free_server;
   }
-  rc = hvd__net_listen("127.0.0.1", 0, &s->listen_fd, port);
+  rc = naddrs > 0 && naddrs <= RDZV_LISTEN_MAX
+           ? 0
+           : hvd__err(HVD_E_INVALID, "%zu addresses to listen on (1..%d)", naddrs,
+                      RDZV_LISTEN_MAX);
+  for (size_t i = 0; rc == 0 && i < naddrs; i++) rc = listen_on(s, addrs[i], &ports[i]);
   if (rc < 0) goto free_server;
-  /* The ranks must not inherit the listening socket, and accept_all()
-   * must stop at EAGAIN rather than block. */
-  int fl = fcntl(s->listen_fd, F_GETFL);
-  if (fcntl(s->listen_fd, F_SETFD, FD_CLOEXEC) != 0 || fl < 0 ||
-      fcntl(s->listen_fd, F_SETFL, fl | O_NONBLOCK) != 0) {
-    rc = hvd__err_sys(HVD_E_SYSTEM, errno, "fcntl on the rendezvous socket");
-    goto free_server;
-  }
   *out = s;
   return 0;
 free_server:
@@ -504,7 +514,7 @@ void rdzv_server_free(rdzv_server *s) {
   if (!s) return;
   for (size_t i = 0; i < s->nconns; i++) conn_drop(s, s->conns[i], NULL);
   sweep(s);
-  hvd__net_close(&s->listen_fd);
+  for (size_t i = 0; i < s->nlisten; i++) hvd__net_close(&s->listen_fd[i]);
   free(s->conns);
   free(s->polled);
   free(s->waiting);

@@ -27,12 +27,17 @@
 
 typedef struct rdzv_server rdzv_server;
 
-/* Listens on 127.0.0.1 with an ephemeral port (*port).  Messages go to
- * `log` (hvdrun's stderr): refusals of a real rank always, dropped
- * strangers and progress under `verbose`.  Fails with an HVD_E_* code and
- * hvd_last_error() set. */
-int rdzv_server_start(uint32_t size, const hvd_secret *key, output_sink *log, int verbose,
-                      rdzv_server **out, int *port);
+/* The most addresses one server listens on. */
+#define RDZV_LISTEN_MAX 16
+
+/* Listens on each of addrs[0..naddrs) (numeric addresses: where the
+ * hosts of the job reach this one), each with an ephemeral port
+ * (ports[i]).  Messages go to `log` (hvdrun's stderr): refusals of a real
+ * rank always, dropped strangers and progress under `verbose`.  Fails
+ * with an HVD_E_* code and hvd_last_error() set. */
+int rdzv_server_start(uint32_t size, const hvd_secret *key, const char *const *addrs,
+                      size_t naddrs, output_sink *log, int verbose, rdzv_server **out,
+                      int *ports);
 
 /* The most descriptors rdzv_server_prepare() can add. */
 size_t rdzv_server_poll_max(const rdzv_server *s);

@@ -33,3 +33,11 @@ def test_program(build_dir):
             pytest.skip("%s is not built (looked for %s)" % (name, path))
         return path
     return find
+
+
+@pytest.fixture(scope="session")
+def fake_ssh():
+    """tests/launcher/fake_ssh: hvdrun's --ssh-command for "other hosts" that
+    are this machine's loopback addresses 127.0.0.2, 127.0.0.3 (hvdrun does
+    not count them as this machine: no interface holds them)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_ssh")

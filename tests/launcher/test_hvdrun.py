@@ -130,6 +130,7 @@ ENGINE_FLAGS = [
     (["--stall-check-shutdown-time-seconds", "0"], "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0"),
     (["--stall-check-shutdown-time-seconds", "86400"], "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
      "86400"),
+    (["--network-interface", "lo,eth9"], "HOROVOD_GLOO_IFACE", "lo,eth9"),
 ]
 
 
@@ -189,12 +190,24 @@ def test_options_stop_at_the_program(hvdrun):
 
 # ---- output ----
 
-def test_output_is_prefixed_and_never_mixed_within_a_line(hvdrun):
+# Each output test runs with the ranks here and on "another host" (over
+# fake_ssh, as in test_remote.py): one line splitter serves both.
+WHERE = ["here", "remote"]
+
+
+def where_args(where, np, fake_ssh):
+    if where == "here":
+        return []
+    return ["-H", "127.0.0.2:%d" % np, "--ssh-command", fake_ssh]
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_output_is_prefixed_and_never_mixed_within_a_line(hvdrun, fake_ssh, where):
     # 4 ranks x 2000 lines of ~300 bytes each on stdout, 200 on stderr, at once.
     script = ("awk -v r=$HOROVOD_RANK 'BEGIN { s = sprintf(\"%300s\", \"\"); gsub(/ /, r, s);"
               " for (i = 0; i < 2000; i++) print r, i, s;"
               " for (i = 0; i < 200; i++) print r, i, s > \"/dev/stderr\" }'")
-    p = sh(hvdrun, 4, script)
+    p = sh(hvdrun, 4, script, extra=where_args(where, 4, fake_ssh))
     assert p.returncode == 0, p.stderr[-2000:]
     for stream, count in (("stdout", 2000), ("stderr", 200)):
         seen = by_rank(getattr(p, stream), stream)
@@ -203,12 +216,14 @@ def test_output_is_prefixed_and_never_mixed_within_a_line(hvdrun):
             assert lines == ["%d %d %s" % (r, i, str(r) * 300) for i in range(count)]
 
 
-def test_stdout_and_stderr_into_one_pipe_never_mix(hvdrun):
+@pytest.mark.parametrize("where", WHERE)
+def test_stdout_and_stderr_into_one_pipe_never_mix(hvdrun, fake_ssh, where):
     # 2>&1: both of hvdrun's streams share one pipe, and lines longer than
     # a pipe's atomic write still come out whole.
     script = ("awk -v r=$HOROVOD_RANK 'BEGIN { s = sprintf(\"%5000s\", \"\"); gsub(/ /, r, s);"
               " for (i = 0; i < 300; i++) { print r, i, s; print r, i, s > \"/dev/stderr\" } }'")
-    p = subprocess.run([hvdrun, "-np", "3", "sh", "-c", script], stdin=subprocess.DEVNULL,
+    p = subprocess.run([hvdrun, "-np", "3"] + where_args(where, 3, fake_ssh) +
+                       ["sh", "-c", script], stdin=subprocess.DEVNULL,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=LIMIT)
     assert p.returncode == 0
@@ -220,16 +235,20 @@ def test_stdout_and_stderr_into_one_pipe_never_mix(hvdrun):
     assert counts == {(str(r), s): 300 for r in range(3) for s in ("stdout", "stderr")}
 
 
-def test_partial_last_line_is_flushed(hvdrun):
-    p = sh(hvdrun, 2, "printf 'first\\nno newline'; printf 'err tail' >&2")
+@pytest.mark.parametrize("where", WHERE)
+def test_partial_last_line_is_flushed(hvdrun, fake_ssh, where):
+    p = sh(hvdrun, 2, "printf 'first\\nno newline'; printf 'err tail' >&2",
+           extra=where_args(where, 2, fake_ssh))
     assert p.returncode == 0
     assert by_rank(p.stdout) == {0: ["first", "no newline"], 1: ["first", "no newline"]}
     assert p.stdout.endswith("\n")
     assert by_rank(p.stderr, "stderr") == {0: ["err tail"], 1: ["err tail"]}
 
 
-def test_very_long_lines_are_split(hvdrun):
-    p = sh(hvdrun, 1, "head -c 200000 /dev/zero | tr '\\0' y; echo; echo after")
+@pytest.mark.parametrize("where", WHERE)
+def test_very_long_lines_are_split(hvdrun, fake_ssh, where):
+    p = sh(hvdrun, 1, "head -c 200000 /dev/zero | tr '\\0' y; echo; echo after",
+           extra=where_args(where, 1, fake_ssh))
     assert p.returncode == 0, p.stderr
     pieces = by_rank(p.stdout)[0]
     assert pieces[-1] == "after"
@@ -273,10 +292,11 @@ def test_a_rank_that_finishes_early_does_not_stop_the_others(hvdrun):
     assert by_rank(p.stdout) == {1: ["late"]}
 
 
-def test_leftover_process_holding_the_output_is_stopped(hvdrun):
+@pytest.mark.parametrize("where", WHERE)
+def test_leftover_process_holding_the_output_is_stopped(hvdrun, fake_ssh, where):
     # The rank exits 0 but leaves a child that keeps its stdout open.
     t0 = time.monotonic()
-    p = sh(hvdrun, 1, 'sleep 1000 & echo "pid $!"')
+    p = sh(hvdrun, 1, 'sleep 1000 & echo "pid $!"', extra=where_args(where, 1, fake_ssh))
     assert p.returncode == 0, p.stderr
     assert time.monotonic() - t0 < 5
     assert_all_gone(pids_in(p.stdout))
@@ -425,16 +445,17 @@ def test_ranks_do_not_outlive_a_killed_hvdrun(hvdrun):
 
 # ---- hosts ----
 
-def test_foreign_host_is_refused(hvdrun, tmp_path):
-    p = run(hvdrun, ["-np", "2", "-H", "localhost:1,gpu-node-7:1", "true"])
-    assert p.returncode == 2
-    assert ("hvdrun: host 'gpu-node-7' is not this machine: launching on other hosts (ssh) "
-            "is not supported yet") in p.stderr
-    hostfile = tmp_path / "hosts"
-    hostfile.write_text("# one line per host\nlocalhost slots=1\nother-box slots=4\n")
-    p = run(hvdrun, ["-np", "2", "--hostfile", str(hostfile), "true"])
-    assert p.returncode == 2
-    assert "host 'other-box' is not this machine" in p.stderr
+def test_other_hosts_are_started_over_ssh(hvdrun, tmp_path):
+    # Not refused any more: a host that is not this machine gets its ranks
+    # over ssh (test_remote.py), here an ssh that cannot reach it.
+    fail = tmp_path / "ssh"
+    fail.write_text("#!/bin/sh\necho 'ssh: Could not resolve hostname gpu-node-7' >&2\nexit 255\n")
+    fail.chmod(0o755)
+    p = run(hvdrun, ["-np", "2", "-H", "localhost:1,127.0.0.2:1", "--ssh-command", str(fail),
+                     "true"])
+    assert p.returncode == 255
+    assert ("hvdrun: host '127.0.0.2': cannot start its ranks: ssh exited with code 255: "
+            "ssh: Could not resolve hostname gpu-node-7\n") in p.stderr
 
 
 def test_too_few_slots(hvdrun):
@@ -450,12 +471,15 @@ def test_local_hosts_are_accepted(hvdrun, hosts):
     assert p.returncode == 0, p.stderr
 
 
-# Each -H entry is a host, even when several name this machine: the ranks
-# are placed host by host, and only the first np slots are used.
+# Each -H name is a host, even when several name this machine: the ranks
+# are placed host by host, and only the first np slots are used.  A name
+# given twice (in any case) is one host with the slots added up, at its
+# first place.
 @pytest.mark.parametrize("hosts,np,want", [
     ("localhost:2,127.0.0.1:2", 4, ["0 2 0 2", "1 2 0 2", "0 2 1 2", "1 2 1 2"]),
     ("localhost:3,127.0.0.1:1", 4, ["0 3 0 2", "1 3 0 1", "2 3 0 1", "0 1 1 2"]),
-    ("localhost:2,127.0.0.1:4,localhost:2", 3, ["0 2 0 2", "1 2 0 1", "0 1 1 2"]),
+    ("localhost:2,127.0.0.1:4,localhost:2", 3, ["0 3 0 1", "1 3 0 1", "2 3 0 1"]),
+    ("localhost:1,127.0.0.1:1,LOCALHOST:1", 3, ["0 2 0 2", "1 2 0 1", "0 1 1 2"]),
     ("localhost:8", 3, ["0 3 0 1", "1 3 0 1", "2 3 0 1"]),
 ])
 def test_hosts_place_the_ranks(hvdrun, hosts, np, want):
@@ -482,6 +506,32 @@ def test_hostfile_with_enough_slots(hvdrun, tmp_path):
     assert p.returncode == 0, p.stderr
 
 
+def test_hostfile_one_line_per_slot(hvdrun, tmp_path):
+    # An MPI machinefile: a host once per slot is one host; no slots= is one.
+    hostfile = tmp_path / "machines"
+    hostfile.write_text("# machines\nlocalhost\n  127.0.0.1   # second\nlocalhost\n\n")
+    p = run(hvdrun, ["--hostfile", str(hostfile), "-np", "3", "sh", "-c",
+                     'echo "$HOROVOD_HOSTNAME $HOROVOD_LOCAL_RANK $HOROVOD_LOCAL_SIZE"'])
+    assert p.returncode == 0, p.stderr
+    assert by_rank(p.stdout) == {0: ["localhost 0 2"], 1: ["localhost 1 2"],
+                                 2: ["127.0.0.1 0 1"]}
+
+
+@pytest.mark.parametrize("lines,bad,why", [
+    ("localhost slots=2\nh2 slot=2\n", 2, "expected 'host slots=N'"),
+    ("# c\n\nlocalhost slots=2 extra\n", 3, "expected 'host slots=N'"),
+    ("localhost slots=0\n", 1, "host 'localhost' has slots '0': expected a number in 1..1000000"),
+    ("localhost slots=x\n", 1, "host 'localhost' has slots 'x'"),
+    ("localhost\n-oProxyCommand=x slots=1\n", 2, "bad host name '-oProxyCommand=x'"),
+])
+def test_bad_hostfile_lines_name_file_and_line(hvdrun, tmp_path, lines, bad, why):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(lines)
+    p = run(hvdrun, ["--hostfile", str(hostfile), "-np", "1", "true"])
+    assert p.returncode == 2
+    assert p.stderr.startswith("hvdrun: %s:%d: %s" % (hostfile, bad, why)), p.stderr
+
+
 # ---- the command line ----
 
 @pytest.mark.parametrize("args", [
@@ -494,6 +544,14 @@ def test_hostfile_with_enough_slots(hvdrun, tmp_path):
     ["-np", "1", "-H", "localhost:x", "true"], ["-np", "1", "-H", "localhost:1,", "true"],
     ["-np", "1", "-H", "h:1", "--hostfile", "f", "true"],
     ["-np", "1", "--hostfile", "/nonexistent/hostfile", "true"],
+    ["-np", "1", "-H", "[::1:1", "true"], ["-np", "1", "-H", "-oProxyCommand=x:1", "true"],
+    ["-np", "1", "-p", "0", "true"], ["-np", "1", "--ssh-port", "65536", "true"],
+    ["-np", "1", "-p", "22x", "true"], ["-np", "1", "-i", "", "true"],
+    ["-np", "1", "--ssh-command", " ", "true"], ["-np", "1", "--output-filename=", "true"],
+    ["-np", "1", "--network-interface", "", "true"],
+    ["-np", "1", "--network-interface", "eth0,,eth1", "true"],
+    ["-np", "1", "--network-interface", "a_name_longer_than_15", "true"],
+    ["-np", "2", "-H", "localhost:1,nosuch.invalid:1", "true"],
 ])
 def test_usage_errors(hvdrun, args):
     p = run(hvdrun, args)
@@ -537,6 +595,13 @@ def test_bad_engine_values_are_refused(hvdrun, flag, value, accepted):
         assert p.stdout == ""
 
 
+def test_bad_start_timeout_in_the_environment(hvdrun):
+    p = run(hvdrun, ["-np", "1", "true"], env=env_without(HOROVOD_START_TIMEOUT="soon"))
+    assert p.returncode == 2
+    assert p.stderr.startswith("hvdrun: HOROVOD_START_TIMEOUT must be a whole number of seconds "
+                               "in 1..86400, not 'soon'\n"), p.stderr
+
+
 def test_empty_timeline_path_is_refused(hvdrun):
     p = run(hvdrun, ["-np", "1", "--timeline-filename=", "true"])
     assert p.returncode == 2
@@ -571,9 +636,11 @@ def test_unknown_flag_prints_usage(hvdrun):
 def test_help_lists_every_flag(hvdrun):
     p = run(hvdrun, ["--help"])
     assert p.returncode == 0
-    for flag in ["-np", "--num-proc", "-H", "--hosts", "--hostfile", "--verbose", "--version",
-                 "--help"]:
+    for flag in ["-np", "--num-proc", "-H", "--hosts", "--hostfile", "-p", "--ssh-port", "-i",
+                 "--ssh-identity-file", "--ssh-command", "--output-filename", "--verbose",
+                 "--version", "--help"]:
         assert re.search(r"^  .*%s\b" % re.escape(flag), p.stdout, re.M), flag
+    assert "--agent" not in p.stdout  # hvdrun's own, for ssh
     # A flag that sets a variable names it on its line.
     for flag, var in [("--start-timeout", "HOROVOD_START_TIMEOUT"),
                       ("--gloo-timeout-seconds", "HOROVOD_GLOO_TIMEOUT_SECONDS"),

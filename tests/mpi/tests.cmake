@@ -24,13 +24,15 @@ function(hvd_add_hier_test name np hosts prog)
   set_tests_properties(${t} PROPERTIES TIMEOUT 300
     ENVIRONMENT "${HVD_TEST_ENV};HOROVOD_HIERARCHICAL_ALLREDUCE=1")
 endfunction()
+# A name given twice is one host: the third is this machine by its name.
+cmake_host_system_information(RESULT HVD_THIS_HOST QUERY HOSTNAME)
 hvd_add_hier_test(test_algorithms.hierarchical.2x2 4 localhost:2,127.0.0.1:2 test_algorithms)
 hvd_add_hier_test(test_algorithms.hierarchical.3x2 6 localhost:3,127.0.0.1:3 test_algorithms)
-hvd_add_hier_test(test_algorithms.hierarchical.2x3 6 localhost:2,127.0.0.1:2,localhost:2
+hvd_add_hier_test(test_algorithms.hierarchical.2x3 6 localhost:2,127.0.0.1:2,${HVD_THIS_HOST}:2
                   test_algorithms)
 hvd_add_hier_test(test_fusion.hierarchical.2x2 4 localhost:2,127.0.0.1:2 test_fusion)
 hvd_add_hier_test(test_hierarchical.2x2 4 localhost:2,127.0.0.1:2 test_hierarchical hier)
-hvd_add_hier_test(test_hierarchical.2x3 6 localhost:2,127.0.0.1:2,localhost:2
+hvd_add_hier_test(test_hierarchical.2x3 6 localhost:2,127.0.0.1:2,${HVD_THIS_HOST}:2
                   test_hierarchical hier)
 hvd_add_hier_test(test_hierarchical.uneven 3 localhost:2,127.0.0.1:1 test_hierarchical flat)
 hvd_add_hier_test(test_hierarchical.mismatch 4 localhost:2,127.0.0.1:2 test_hierarchical
