@@ -1,0 +1,651 @@
+#!/usr/bin/env bash
+# cluster.sh - an emulated cluster of K hosts on this machine, for hvd's
+# multi-host tests and benchmarks.  Run as root.
+#
+#   cluster.sh up K [--rate RATE] [--burst SIZE] [--ssh-port PORT]
+#   cluster.sh down
+#   cluster.sh exec HOST CMD [ARGS...]     HOST is hI or I
+#   cluster.sh ssh-config                  path for `ssh -F`
+#   cluster.sh status                      exit 1 if not up
+#   cluster.sh check                       exit 0 only if up and fenced off
+#   cluster.sh pids [HOST]                 processes running on a host
+#   cluster.sh link HOST down|up           cut or restore a host's link
+#
+# Host hI (I in 0..K-1) is the network namespace hvdc-hI.  Its eth0 is one end
+# of a veth pair whose other end, hvdc-vI, is a port of the bridge hvdc-br; it
+# has 10.231.0.(I+1)/24 and fdc1:7a1::(I+1)/64 (the same digits as the last
+# IPv4 byte).  The root namespace has no address on the bridge, and while the
+# cluster exists it has "unreachable" routes for both subnets, so a packet for
+# a test host can never leave the machine by the default route.
+#
+# Whatever runs on a host (exec, its sshd and all that sshd starts) also gets
+# a UTS namespace named hI and a mount namespace with the cluster's hosts file
+# on /etc/hosts and a sysfs of the host's network namespace on /sys.  /tmp,
+# /dev/shm, PIDs and the rest of the machine are shared by all hosts.
+#
+# Each host runs its own sshd (key-only root login) on its two addresses;
+# `ssh -F "$(cluster.sh ssh-config)" h2 CMD`, run on any host, reaches h2.
+# State lives in /run/hvd-cluster; no system file is changed.
+
+set -euo pipefail
+
+readonly STATE=/run/hvd-cluster
+readonly PREFIX=hvdc
+readonly BRIDGE=hvdc-br
+readonly NET4=10.231.0
+readonly NET6=fdc1:7a1:
+readonly SUBNET4=10.231.0.0/24
+readonly SUBNET6=fdc1:7a1::/64
+readonly MAX_HOSTS=64
+readonly SSHD=/usr/sbin/sshd
+SELF=$(readlink -f "${BASH_SOURCE[0]}")
+readonly SELF
+
+# ip, tc and sshd live in sbin, which a caller's PATH may lack.
+case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin ;; esac
+case ":$PATH:" in *:/sbin:*) ;; *) PATH=$PATH:/sbin ;; esac
+
+# What `up` is doing right now, for the message if it fails.
+STEP=starting
+
+say() { printf 'cluster.sh: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+usage() {
+  cat >&2 <<'EOF'
+usage: cluster.sh up K [--rate RATE] [--burst SIZE] [--ssh-port PORT]
+       cluster.sh down
+       cluster.sh exec HOST CMD [ARGS...]
+       cluster.sh ssh-config | status | check
+       cluster.sh pids [HOST]
+       cluster.sh link HOST down|up
+HOST is hI or I.  Hosts h0..hK-1 have 10.231.0.(I+1) and fdc1:7a1::(I+1).
+EOF
+  exit 2
+}
+
+# ------------------------------------------------------------------ naming
+
+ns_name() { printf '%s-h%s' "$PREFIX" "$1"; }
+addr4() { printf '%s.%s' "$NET4" "$(($1 + 1))"; }
+addr6() { printf '%s:%s' "$NET6" "$(($1 + 1))"; }
+
+# setting KEY: a value that `up` recorded in $STATE/settings.
+setting() {
+  local key val
+  while IFS='=' read -r key val; do
+    if [[ $key == "$1" ]]; then printf '%s\n' "$val"; return 0; fi
+  done < "$STATE/settings"
+  return 1
+}
+
+is_up() { [[ -e $STATE/ready ]]; }
+
+require_up() {
+  is_up || die "no cluster is up (run: cluster.sh up K)"
+}
+
+# host_index HOST: hI or I -> I, for a host that exists now.
+host_index() {
+  local h=$1 i
+  case $h in
+    h[0-9]*) i=${h#h} ;;
+    [0-9]*) i=$h ;;
+    *) die "bad host '$h' (use hI or I)" ;;
+  esac
+  [[ $i =~ ^(0|[1-9][0-9]*)$ ]] || die "bad host '$h' (use hI or I)"
+  [[ -e /run/netns/$(ns_name "$i") ]] || die "no host h$i (is the cluster up? with more than $i hosts?)"
+  printf '%s\n' "$i"
+}
+
+require_root() {
+  [[ $(id -u) == 0 ]] || die "must run as root"
+}
+
+# Killing every process of the hosts from inside one of them would kill
+# ourselves too, so up and down refuse to run on a host.
+require_root_netns() {
+  local self ino _
+  self=$(readlink /proc/self/ns/net)
+  while read -r ino _; do
+    [[ $self != "net:[$ino]" ]] || die "run this from the root network namespace, not from inside a host"
+  done < <(stat -L -c '%i %n' /run/netns/"$PREFIX"-* 2> /dev/null)
+}
+
+# ------------------------------------------------------- running on a host
+
+# on_host I CMD...: replace this process with CMD running on host hI.
+# nsenter joins the host's network namespace; unshare gives the command a
+# fresh UTS and mount namespace, where `__enter` (below) names the host and
+# fixes /etc/hosts and /sys before it execs CMD.  `ip netns exec` is not used:
+# it remounts /sys without the cgroup mounts under it and keeps the machine's
+# host name.  Slave propagation lets mounts made later on the machine show up
+# in the host, and never the other way round.
+on_host() {
+  local i=$1; shift
+  exec nsenter --net="/run/netns/$(ns_name "$i")" \
+    unshare --uts --mount --propagation slave "$SELF" __enter "$i" "$@"
+}
+
+# __enter I CMD...: runs inside the new namespaces, then becomes CMD.
+enter_host() {
+  local i=$1; shift
+  printf 'h%s\n' "$i" > /proc/sys/kernel/hostname
+  remount_sys
+  mount --bind "$STATE/hosts" /etc/hosts
+  exec "$@"
+}
+
+# Mount a sysfs of our network namespace over /sys, so /sys/class/net shows
+# the host's own interfaces.  The mounts under the old /sys (the cgroup
+# hierarchies, above all) are moved onto the new one first, since programs
+# such as slurmd refuse to start without /sys/fs/cgroup.
+remount_sys() {
+  local fresh=$STATE/mnt sys_id="" id parent _ mnt
+  local -a subs=()
+  # mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT ...; the last /sys wins.
+  while read -r id parent _ _ mnt _; do
+    if [[ $mnt == /sys ]]; then sys_id=$id; fi
+  done < /proc/self/mountinfo
+  while read -r id parent _ _ mnt _; do
+    if [[ -n $sys_id && $parent == "$sys_id" && $mnt == /sys/* ]]; then subs+=("$mnt"); fi
+  done < /proc/self/mountinfo
+  mount -t sysfs sysfs "$fresh"
+  for mnt in "${subs[@]}"; do
+    # A mount point that the new sysfs lacks cannot be kept; it is dropped.
+    if [[ -d $fresh/${mnt#/sys/} ]]; then mount --move "$mnt" "$fresh/${mnt#/sys/}"; fi
+  done
+  umount -l /sys
+  mount --move "$fresh" /sys
+}
+
+# --------------------------------------------------- processes of the hosts
+
+# host_procs: "PID I" for every process whose network namespace is one of the
+# hosts', from a single pass over /proc (a zombie has no namespace left, so
+# it is never listed).
+host_procs() {
+  local ino name pid link
+  local -A host_of=()
+  while read -r ino name; do
+    host_of[$ino]=${name#/run/netns/"$PREFIX"-h}
+  done < <(stat -L -c '%i %n' /run/netns/"$PREFIX"-* 2>/dev/null)
+  ((${#host_of[@]})) || return 0
+  while read -r pid link; do
+    ino=${link#net:[}
+    ino=${ino%]}
+    [[ -n $ino && -n ${host_of[$ino]:-} ]] || continue
+    pid=${pid#/proc/}
+    printf '%s %s\n' "${pid%%/*}" "${host_of[$ino]}"
+  done < <(find /proc/[0-9]*/ns/net -maxdepth 0 -printf '%p %l\n' 2>/dev/null)
+}
+
+# The PIDs of the sshd daemons that `up` started (from their pid files).
+sshd_daemons() {
+  local f pid
+  for f in "$STATE"/h*/sshd.pid; do
+    [[ -s $f ]] || continue
+    read -r pid < "$f" || continue
+    if [[ $pid =~ ^[0-9]+$ ]]; then printf '%s\n' "$pid"; fi
+  done
+  return 0
+}
+
+# A daemon is ours only while its command line names our state directory:
+# a pid file may be stale and its number reused by someone else's process.
+is_our_sshd() {
+  local cmd
+  cmd=$(tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null) || return 1
+  [[ $cmd == *"$STATE/"* ]]
+}
+
+# Stop every process on the hosts: TERM, up to 2 s for them to go, then KILL.
+# Only processes that are in a host's namespace at the moment of the signal
+# are signalled, so a reused PID is never hit.  sshd daemons whose host is
+# already gone (a crashed run) are found by their pid files.
+stop_host_procs() {
+  local pid tries
+  local -a pids
+  mapfile -t pids < <(host_procs | cut -d' ' -f1)
+  if [[ -d $STATE ]]; then
+    for pid in $(sshd_daemons); do
+      if is_our_sshd "$pid"; then pids+=("$pid"); fi
+    done
+  fi
+  ((${#pids[@]})) || return 0
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  for ((tries = 0; tries < 20; tries++)); do
+    [[ -n $(host_procs) ]] || break
+    sleep 0.1
+  done
+  # Whatever is left (or was forked meanwhile) gets KILL, until none is left.
+  for ((tries = 0; tries < 20; tries++)); do
+    mapfile -t pids < <(host_procs | cut -d' ' -f1)
+    ((${#pids[@]})) || break
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+    sleep 0.05
+  done
+  if [[ -d $STATE ]]; then
+    for pid in $(sshd_daemons); do
+      if is_our_sshd "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+    done
+  fi
+  return 0
+}
+
+# ---------------------------------------------------------------------- up
+
+# Routes that answer "No route to host" for the test subnets in the root
+# namespace.  This machine's default route leads off the machine: without
+# them a packet for 10.231.0.x sent from the root namespace would go there.
+fence_on() {
+  ip route replace unreachable "$SUBNET4"
+  ip -6 route replace unreachable "$SUBNET6"
+}
+
+fence_off() {
+  ip route del unreachable "$SUBNET4" 2>/dev/null || true
+  ip -6 route del unreachable "$SUBNET6" 2>/dev/null || true
+}
+
+fence_missing() {
+  local missing=""
+  [[ -n $(ip -4 route show exact "$SUBNET4" type unreachable) ]] ||
+    missing+=", unreachable $SUBNET4"
+  [[ -n $(ip -6 route show exact "$SUBNET6" type unreachable) ]] ||
+    missing+=", unreachable $SUBNET6"
+  printf "%s" "${missing#, }"
+}
+
+make_bridge() {
+  # No IPv6 link-local address either: the root namespace stays off the
+  # bridge.  Multicast snooping off, so neighbour discovery always floods.
+  ip link add "$BRIDGE" type bridge mcast_snooping 0
+  ip link set "$BRIDGE" addrgenmode none
+  ip link set "$BRIDGE" up
+}
+
+# make_host I RATE BURST: namespace, veth to the bridge, addresses, shaping.
+make_host() {
+  local i=$1 rate=$2 burst=$3 ns veth
+  ns=$(ns_name "$i")
+  veth=$PREFIX-v$i
+  ip netns add "$ns"
+  ip -b - <<EOF
+link add $veth type veth peer name eth0 netns $ns
+link set $veth addrgenmode none
+link set $veth master $BRIDGE
+link set $veth up
+EOF
+  # nodad: the IPv6 address is usable at once, not after duplicate detection.
+  ip -n "$ns" -b - <<EOF
+link set lo up
+addr add $(addr4 "$i")/24 dev eth0
+addr add $(addr6 "$i")/64 dev eth0 nodad
+link set eth0 up
+EOF
+  # Keep the IPv6 address across `link HOST down` (the kernel drops it
+  # otherwise, and sshd would lose its IPv6 listener).
+  nsenter --net="/run/netns/$ns" \
+    sysctl -q -w net.ipv6.conf.eth0.keep_addr_on_down=1 > /dev/null
+  if [[ -n $rate ]]; then
+    tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 20ms
+  fi
+}
+
+# The hosts' /etc/hosts: the machine's own, plus one line per host.
+write_hosts_file() {
+  local k=$1 i
+  {
+    cat /etc/hosts
+    # (a last line without its newline must not swallow ours)
+    [[ -z $(tail -c 1 /etc/hosts) ]] || echo
+    echo "# hosts of the hvd test cluster (cluster.sh)"
+    for ((i = 0; i < k; i++)); do printf '%s h%s\n' "$(addr4 "$i")" "$i"; done
+  } > "$STATE/hosts"
+  chmod 644 "$STATE/hosts"
+}
+
+# The client key, the host keys, known_hosts and the `ssh -F` config.
+write_ssh_client() {
+  local k=$1 port=$2 i names key
+  ssh-keygen -q -t ed25519 -N '' -C hvd-cluster -f "$STATE/id_ed25519"
+  cp "$STATE/id_ed25519.pub" "$STATE/authorized_keys"
+  : > "$STATE/known_hosts"
+  for ((i = 0; i < k; i++)); do
+    mkdir -m 700 "$STATE/h$i"
+    ssh-keygen -q -t ed25519 -N '' -C "h$i" -f "$STATE/h$i/host_key"
+    names="h$i,$(addr4 "$i"),$(addr6 "$i")"
+    if [[ $port != 22 ]]; then
+      names+=",[h$i]:$port,[$(addr4 "$i")]:$port,[$(addr6 "$i")]:$port"
+    fi
+    read -r key < "$STATE/h$i/host_key.pub"
+    printf '%s %s\n' "$names" "${key% h"$i"}" >> "$STATE/known_hosts"
+  done
+  {
+    echo "# ssh -F for the hvd test cluster; works from inside its hosts only"
+    for ((i = 0; i < k; i++)); do
+      printf 'Host h%s\n    HostName %s\n' "$i" "$(addr4 "$i")"
+    done
+    # Also for addresses typed as such (ssh -F ... 10.231.0.3, fdc1:7a1::3).
+    cat <<EOF
+Host *
+    User root
+    Port $port
+    IdentityFile $STATE/id_ed25519
+    IdentitiesOnly yes
+    UserKnownHostsFile $STATE/known_hosts
+    GlobalKnownHostsFile /dev/null
+    StrictHostKeyChecking yes
+    BatchMode yes
+    ConnectTimeout 5
+    LogLevel ERROR
+EOF
+  } > "$STATE/ssh_config"
+  # For launchers that run a plain `ssh`: put $STATE/bin first in PATH.
+  mkdir -m 700 "$STATE/bin"
+  printf '#!/bin/sh\nexec /usr/bin/ssh -F %s "$@"\n' "$STATE/ssh_config" > "$STATE/bin/ssh"
+  chmod 700 "$STATE/bin/ssh"
+}
+
+write_sshd_config() {
+  local i=$1 port=$2 d=$STATE/h$1
+  cat > "$d/sshd_config" <<EOF
+# sshd of test host h$i (cluster.sh)
+ListenAddress $(addr4 "$i"):$port
+ListenAddress [$(addr6 "$i")]:$port
+HostKey $d/host_key
+PidFile $d/sshd.pid
+AuthorizedKeysFile $STATE/authorized_keys
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+UseDNS no
+PrintMotd no
+PrintLastLog no
+X11Forwarding no
+# Launchers open many sessions at once.
+MaxStartups 200:30:400
+MaxSessions 100
+Subsystem sftp internal-sftp
+EOF
+  "$SSHD" -t -f "$d/sshd_config"
+}
+
+start_sshd() {
+  local i=$1 d=$STATE/h$1
+  # sshd forks into the background once it has bound its addresses; its own
+  # messages go to the log, never to our caller's pipes.
+  ( on_host "$i" "$SSHD" -f "$d/sshd_config" -E "$d/sshd.log" ) \
+    < /dev/null > /dev/null 2>> "$d/sshd.err"
+}
+
+# sshd writes its pid file after it listens.
+wait_sshd() {
+  local i=$1 f=$STATE/h$1/sshd.pid tries
+  for ((tries = 0; tries < 100; tries++)); do
+    [[ -s $f ]] && return 0
+    sleep 0.05
+  done
+  say "sshd on h$i did not start; its log says:"
+  tail -n 5 "$STATE/h$i/sshd.err" "$STATE/h$i/sshd.log" >&2 || true
+  return 1
+}
+
+# From h0, ssh to every host at once; each must answer with its own name.
+check_ssh_all() {
+  local k=$1 i out failed=0
+  local -a jobs=()
+  for ((i = 0; i < k; i++)); do
+    (
+      out=$( (on_host 0 ssh -F "$STATE/ssh_config" "h$i" hostname) 2> "$STATE/h$i/check.err") || true
+      [[ $out == "h$i" ]] || { say "ssh h0 -> h$i: expected 'h$i', got '$out'"; exit 1; }
+    ) &
+    jobs+=($!)
+  done
+  for i in "${!jobs[@]}"; do
+    wait "${jobs[$i]}" || failed=1
+  done
+  return "$failed"
+}
+
+# Anything of ours on the machine, whether or not the state directory says so.
+leftovers() {
+  local what=""
+  [[ -e $STATE ]] && what+=" $STATE"
+  compgen -G "/run/netns/$PREFIX-*" > /dev/null && what+=" namespaces"
+  [[ -n $(our_links) ]] && what+=" links"
+  printf '%s' "${what# }"
+}
+
+our_links() {
+  ip -o link show | awk -F': ' -v p="$PREFIX-" \
+    '{ sub(/@.*/, "", $2); if (index($2, p) == 1) print $2 }'
+}
+
+# shaping RATE BURST: how the links are shaped, in words.
+shaping() {
+  if [[ -n $1 ]]; then printf 'rate %s burst %s' "$1" "$2"; else printf 'unshaped'; fi
+}
+
+# On a failed `up`: say what failed, remove everything, keep the exit status.
+up_failed() {
+  local rc=$1
+  trap - EXIT INT TERM
+  ((rc != 0)) || rc=1
+  say "up failed while $STEP (exit $rc); removing what it made"
+  teardown > /dev/null 2>&1 || true
+  exit "$rc"
+}
+
+cmd_up() {
+  local k=${1:-} rate="" burst=256kb port=22 i t0
+  [[ -n $k ]] || usage
+  shift
+  while (($#)); do
+    case $1 in
+      --rate | --burst | --ssh-port) (($# >= 2)) || die "up: $1 needs a value" ;;&
+      --rate) rate=$2; shift 2 ;;
+      --burst) burst=$2; shift 2 ;;
+      --ssh-port) port=$2; shift 2 ;;
+      *) die "up: unknown option '$1'" ;;
+    esac
+  done
+  if ! [[ $k =~ ^[1-9][0-9]*$ ]] || ((k > MAX_HOSTS)); then
+    die "up: K must be in 1..$MAX_HOSTS, not '$k'"
+  fi
+  if ! [[ $port =~ ^[1-9][0-9]*$ ]] || ((port > 65535)); then
+    die "up: bad --ssh-port '$port'"
+  fi
+  [[ -n $burst ]] || die "up: empty --burst"
+  require_root
+  require_root_netns
+  [[ -x $SSHD ]] || die "up: no $SSHD (apt-get install openssh-server)"
+  command -v ssh-keygen > /dev/null || die "up: no ssh-keygen (apt-get install openssh-client)"
+  command -v ssh > /dev/null || die "up: no ssh (apt-get install openssh-client)"
+  for i in ip tc nsenter unshare; do
+    command -v "$i" > /dev/null || die "up: no $i (apt-get install iproute2 util-linux)"
+  done
+  # sshd without PAM refuses every login, keys included, to a locked account.
+  [[ $(getent shadow root | cut -d: -f2) != '!'* ]] ||
+    die "up: root's password is locked ('!' in /etc/shadow): sshd (UsePAM no) would refuse key logins"
+  if is_up; then
+    die "up: a cluster is already up ($(setting hosts) hosts); run 'cluster.sh down' first"
+  fi
+  local left
+  left=$(leftovers)
+  [[ -z $left ]] || die "up: leftovers of an earlier cluster ($left); run 'cluster.sh down' first"
+  # mkdir is the lock: of two `up`s at once, one fails here.
+  mkdir -m 700 "$STATE" 2> /dev/null || die "up: $STATE exists; another 'up' running? else run 'cluster.sh down'"
+
+  t0=$(date +%s%N)
+  trap 'up_failed $?' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  printf 'hosts=%s\nport=%s\nrate=%s\nburst=%s\n' "$k" "$port" "$rate" "$burst" > "$STATE/settings"
+  mkdir "$STATE/mnt"
+
+  STEP="adding the unreachable routes"
+  fence_on
+  STEP="making bridge $BRIDGE"
+  make_bridge
+  for ((i = 0; i < k; i++)); do
+    STEP="making host h$i"
+    make_host "$i" "$rate" "$burst"
+  done
+  STEP="writing the hosts file and ssh keys"
+  write_hosts_file "$k"
+  write_ssh_client "$k" "$port"
+  if [[ ! -d /run/sshd ]]; then
+    mkdir -m 755 /run/sshd
+    touch "$STATE/made-run-sshd"
+  fi
+  for ((i = 0; i < k; i++)); do
+    STEP="starting sshd on h$i"
+    write_sshd_config "$i" "$port"
+    start_sshd "$i"
+  done
+  for ((i = 0; i < k; i++)); do
+    STEP="waiting for sshd on h$i"
+    wait_sshd "$i"
+  done
+  STEP="checking ssh from h0 to every host"
+  check_ssh_all "$k"
+  touch "$STATE/ready"
+  trap - EXIT INT TERM
+
+  local ms=$((($(date +%s%N) - t0) / 1000000))
+  printf 'cluster.sh: up: h0..h%s = %s..%s, %s..%s, sshd port %s, %s, ssh h0->all ok, %s ms; ssh -F %s\n' \
+    "$((k - 1))" "$(addr4 0)" "$(addr4 $((k - 1)))" "$(addr6 0)" "$(addr6 $((k - 1)))" "$port" \
+    "$(shaping "$rate" "$burst")" "$ms" "$STATE/ssh_config"
+}
+
+# -------------------------------------------------------------------- down
+
+# Remove everything of ours; quiet about what is already gone.  The fence
+# goes last, after the last way to reach the hosts is gone.
+teardown() {
+  local link ns
+  stop_host_procs
+  # Deleting one end of a veth deletes both, at once; a namespace that goes
+  # away only frees its end later, asynchronously.
+  for link in $(our_links); do
+    [[ $link == "$BRIDGE" ]] || ip link del "$link" 2> /dev/null || true
+  done
+  for ns in /run/netns/"$PREFIX"-*; do
+    if [[ -e $ns ]]; then ip netns del "${ns##*/}" 2> /dev/null || true; fi
+  done
+  ip link del "$BRIDGE" 2> /dev/null || true
+  if [[ -e $STATE/made-run-sshd ]]; then rmdir /run/sshd 2> /dev/null || true; fi
+  rm -rf "$STATE"
+  fence_off
+}
+
+cmd_down() {
+  require_root
+  require_root_netns
+  teardown
+  local left
+  left=$(leftovers)
+  [[ -z $left ]] || die "down: could not remove: $left"
+  echo "cluster.sh: down"
+}
+
+# ------------------------------------------------------------ the others
+
+cmd_exec() {
+  (($# >= 2)) || usage
+  local i
+  i=$(host_index "$1")
+  shift
+  on_host "$i" "$@"
+}
+
+cmd_ssh_config() {
+  require_up
+  printf '%s\n' "$STATE/ssh_config"
+}
+
+cmd_status() {
+  if ! is_up; then
+    local left
+    left=$(leftovers)
+    echo "not up${left:+ (leftovers: $left; run 'cluster.sh down')}"
+    return 1
+  fi
+  local k i ns qdisc pid rate
+  k=$(setting hosts)
+  rate=$(setting rate)
+  printf 'up: %s hosts, sshd port %s, %s, ssh -F %s\n' "$k" "$(setting port)" \
+    "$(shaping "$rate" "$(setting burst)")" "$STATE/ssh_config"
+  for ((i = 0; i < k; i++)); do
+    ns=$(ns_name "$i")
+    qdisc=$(tc -n "$ns" qdisc show dev eth0 2> /dev/null | head -n 1) || qdisc="?"
+    pid=$(cat "$STATE/h$i/sshd.pid" 2> /dev/null) || pid="?"
+    printf 'h%s  %s  %s  eth0 %s  sshd %s  qdisc: %s\n' "$i" "$(addr4 "$i")" "$(addr6 "$i")" \
+      "$(ip -n "$ns" -br link show dev eth0 2> /dev/null | awk '{print $2}')" "$pid" "$qdisc"
+  done
+}
+
+cmd_check() {
+  local missing="" k i pid
+  if is_up; then
+    k=$(setting hosts)
+    for ((i = 0; i < k; i++)); do
+      [[ -e /run/netns/$(ns_name "$i") ]] || missing+="; namespace of h$i"
+      pid=$(cat "$STATE/h$i/sshd.pid" 2> /dev/null) || pid=""
+      [[ -n $pid ]] && is_our_sshd "$pid" || missing+="; sshd of h$i"
+    done
+  else
+    missing+="; the cluster (not up)"
+  fi
+  local fence
+  fence=$(fence_missing)
+  [[ -z $fence ]] || missing+="; route(s) $fence in the root namespace"
+  [[ -z $missing ]] || die "check failed, missing: ${missing#; }"
+}
+
+cmd_pids() {
+  (($# <= 1)) || usage
+  local want="" pid h
+  local -A daemon=()
+  [[ $# == 0 ]] || want=$(host_index "$1")
+  for pid in $(sshd_daemons 2> /dev/null); do daemon[$pid]=1; done
+  host_procs | while read -r pid h; do
+    [[ -z $want || $h == "$want" ]] || continue
+    [[ -z ${daemon[$pid]:-} ]] || continue
+    printf '%s\n' "$pid"
+  done | sort -n
+}
+
+cmd_link() {
+  (($# == 2)) || usage
+  local i
+  i=$(host_index "$1")
+  case $2 in
+    down | up) ip -n "$(ns_name "$i")" link set eth0 "$2" ;;
+    *) usage ;;
+  esac
+}
+
+main() {
+  local cmd=${1:-}
+  (($#)) && shift
+  case $cmd in
+    up) cmd_up "$@" ;;
+    down) cmd_down ;;
+    exec) cmd_exec "$@" ;;
+    ssh-config) cmd_ssh_config ;;
+    status) cmd_status ;;
+    check) cmd_check ;;
+    pids) cmd_pids "$@" ;;
+    link) cmd_link "$@" ;;
+    __enter) enter_host "$@" ;;
+    *) usage ;;
+  esac
+}
+
+main "$@"

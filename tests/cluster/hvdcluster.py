@@ -1,0 +1,210 @@
+"""An emulated cluster of hosts for tests: the `cluster` fixture and its object.
+
+The session-scoped ``cluster`` fixture brings up four hosts h0..h3 with
+``cluster.sh up 4`` (network namespaces on one bridge, one sshd each) and
+takes them down again at the end of the session, whether the tests passed or
+not.  Tests reach the hosts through the object it yields::
+
+    def test_something(cluster):
+        cluster.check()                          # stop at once if not fenced off
+        r = cluster.run('h0', ['hostname'], capture_output=True, text=True)
+        assert r.stdout == 'h0\\n'
+        r = cluster.run('h0', cluster.ssh_argv('h2', 'hostname'),
+                        capture_output=True, text=True)
+
+Launchers belong inside a host (``cluster.run('h0', [hvdrun, ...])``): the
+root namespace has no route to the hosts.  The fixture fails, never skips,
+when the machine cannot run a cluster (not root, no network namespaces, no
+sshd), so a CI job that should run these tests cannot pass without them.
+
+conftest.py in this directory offers the fixture to the tests here; tests
+elsewhere get it with ``sys.path`` holding this directory and
+``from hvdcluster import cluster`` in their conftest.py (best in one conftest
+above all users, so that one session shares one cluster).
+"""
+
+import hashlib
+import os
+import pwd
+import shutil
+import subprocess
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, 'cluster.sh')
+STATE = '/run/hvd-cluster'
+NHOSTS = 4
+TIMEOUT = 60          # seconds; every command run through the fixture has one
+
+
+def sha256_of(path):
+    with open(path, 'rb') as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def root_ssh_dir():
+    """ssh takes ~ from the passwd entry, not from $HOME."""
+    return os.path.join(pwd.getpwuid(0).pw_dir, '.ssh')
+
+
+def snapshot_dir(path):
+    """What is in a directory, with mtimes; None if it does not exist."""
+    if not os.path.isdir(path):
+        return None
+    return sorted((name, os.stat(os.path.join(path, name)).st_mtime_ns)
+                  for name in os.listdir(path))
+
+
+def host_name(host):
+    """'h2', 2 or '2' -> 'h2'."""
+    if isinstance(host, int):
+        return 'h%d' % host
+    return host if host.startswith('h') else 'h' + host
+
+
+class Cluster:
+    """A running cluster of hosts h0..h(n-1), driven through cluster.sh."""
+
+    def __init__(self, script=SCRIPT, nhosts=NHOSTS):
+        self.script = script
+        self.nhosts = nhosts
+        self.ssh_config = os.path.join(STATE, 'ssh_config')
+        self.up_output = ''
+        # What the machine looked like before the first `up`, for tests
+        # that check nothing was changed.
+        self.etc_hosts_sha256 = sha256_of('/etc/hosts')
+        self.root_ssh_before = snapshot_dir(root_ssh_dir())
+
+    @property
+    def hosts(self):
+        return ['h%d' % i for i in range(self.nhosts)]
+
+    @staticmethod
+    def addr(i):
+        return '10.231.0.%d' % (i + 1)
+
+    @staticmethod
+    def addr6(i):
+        return 'fdc1:7a1::%d' % (i + 1)
+
+    # -- the script itself
+
+    def cmd(self, *args, timeout=TIMEOUT, check=False):
+        """Run `cluster.sh ARGS...` in the root namespace; text output."""
+        return subprocess.run([self.script, *args], capture_output=True,
+                              text=True, timeout=timeout, check=check)
+
+    def up(self, *options, nhosts=NHOSTS):
+        r = self.cmd('up', str(nhosts), *options)
+        if r.returncode != 0:
+            pytest.fail('cluster.sh up %d %s failed (exit %d):\n%s%s'
+                        % (nhosts, ' '.join(options), r.returncode,
+                           r.stdout, r.stderr), pytrace=False)
+        self.nhosts = nhosts
+        self.up_output = r.stdout
+        self.ssh_config = self.cmd('ssh-config', check=True).stdout.strip()
+        return r
+
+    def down(self):
+        return self.cmd('down')
+
+    def check(self):
+        """Assert the cluster is up and the root namespace fenced off."""
+        r = self.cmd('check')
+        assert r.returncode == 0, 'cluster.sh check: ' + r.stderr.strip()
+
+    # -- the hosts
+
+    def _argv(self, host, argv):
+        if isinstance(argv, (str, bytes)):
+            argv = [argv]
+        return [self.script, 'exec', host_name(host), *argv]
+
+    def run(self, host, argv, **kw):
+        """subprocess.run(argv) on a host; always with a timeout."""
+        kw.setdefault('timeout', TIMEOUT)
+        return subprocess.run(self._argv(host, argv), **kw)
+
+    def popen(self, host, argv, **kw):
+        """subprocess.Popen(argv) on a host.  Its pid is argv's own: exec
+        leaves no wrapper process behind."""
+        return subprocess.Popen(self._argv(host, argv), **kw)
+
+    def ssh_argv(self, target, *command):
+        """argv of an ssh, to be run on a host, that runs COMMAND on TARGET
+        (a host name or an address)."""
+        return ['ssh', '-F', self.ssh_config, target, *command]
+
+    @property
+    def ssh_bin(self):
+        """A directory whose `ssh` is `ssh -F <ssh_config>`."""
+        return os.path.join(STATE, 'bin')
+
+    def env(self, **extra):
+        """os.environ with ssh_bin first in PATH, plus EXTRA: for launchers
+        that run a plain `ssh HOST CMD` (pass as env= to run/popen)."""
+        env = dict(os.environ)
+        env['PATH'] = self.ssh_bin + ':' + env.get('PATH', '/usr/bin:/bin')
+        env.update(extra)
+        return env
+
+    def pids(self, host=None):
+        """PIDs running on a host (all hosts if None), its sshd excluded."""
+        args = ['pids'] if host is None else ['pids', host_name(host)]
+        r = self.cmd(*args, check=True)
+        return [int(p) for p in r.stdout.split()]
+
+    def wait_no_pids(self, host=None, timeout=5.0):
+        """Wait until nothing runs on the host(s); return what is left."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = self.pids(host)
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.1)
+
+    def link(self, host, state):
+        assert state in ('up', 'down')
+        self.cmd('link', host_name(host), state, check=True)
+
+
+def preflight():
+    """Why this machine cannot run a cluster, or None if it can."""
+    if os.geteuid() != 0:
+        return 'the cluster tests must run as root (uid is %d)' % os.geteuid()
+    for tool, package in (('ip', 'iproute2'), ('tc', 'iproute2'),
+                          ('nsenter', 'util-linux'), ('unshare', 'util-linux'),
+                          ('ssh', 'openssh-client'),
+                          ('ssh-keygen', 'openssh-client')):
+        path = os.environ.get('PATH', '') + ':/usr/sbin:/sbin'
+        if shutil.which(tool, path=path) is None:
+            return 'no %s on PATH: apt-get install %s' % (tool, package)
+    if not os.access('/usr/sbin/sshd', os.X_OK):
+        return 'no /usr/sbin/sshd: apt-get install openssh-server'
+    probe = 'hvdc-probe%d' % os.getpid()
+    r = subprocess.run(['ip', 'netns', 'add', probe], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    if r.returncode != 0:
+        return ('cannot make network namespaces here (`ip netns add` said: %s)'
+                % r.stderr.strip())
+    subprocess.run(['ip', 'netns', 'del', probe], capture_output=True,
+                   timeout=TIMEOUT)
+    return None
+
+
+@pytest.fixture(scope='session')
+def cluster():
+    why = preflight()
+    if why:
+        pytest.fail('cannot run the cluster tests: ' + why, pytrace=False)
+    c = Cluster()
+    c.down()                    # whatever a crashed run left behind
+    try:
+        c.up()
+        yield c
+    finally:
+        r = c.down()
+        if r.returncode != 0:
+            print('cluster.sh down failed:', r.stderr)
