@@ -13,7 +13,9 @@ build_pkgs=(build-essential cmake pkg-config libssl-dev libopenblas-dev zlib1g-d
 test_pkgs=(libcmocka-dev python3 python3-pytest procps python3-torch python3-torchvision
            python3-numpy openssh-server openssh-client iproute2)
 
-bench_pkgs=(openmpi-bin libopenmpi-dev gnuplot-nox python3)
+# iperf3 and the test set's ssh and iproute2: the benchmarks across emulated hosts.
+bench_pkgs=(openmpi-bin libopenmpi-dev gnuplot-nox python3 iperf3 openssh-server openssh-client
+            iproute2)
 
 want=("${build_pkgs[@]}")
 case "${1:-build}" in
