@@ -41,6 +41,8 @@ enum {
   HVD_FRAME_RDZV_REGISTER = 16, /* rank -> hvdrun, see bootstrap/rdzv.h */
   HVD_FRAME_RDZV_TABLE = 17,    /* hvdrun -> rank */
   HVD_FRAME_RDZV_ERROR = 18     /* hvdrun -> rank: str reason */
+  /* 32..63: hvdrun and its agents on other hosts (launcher/agent_proto.h),
+   * which decode their own headers of this layout: never a rank's frame. */
 };
 
 typedef struct {
