@@ -184,12 +184,24 @@ typedef void (*hvd_callback)(hvd_handle handle, int status, void *arg);
  * passing NULL means the defaults. */
 typedef struct {
   int process_set;         /* 0: the global set; else an id from hvd_add_process_set() */
-  double prescale_factor;  /* allreduce/reducescatter: inputs are multiplied by this first */
-  double postscale_factor; /* ... and the result by this (after AVERAGE's division) */
+  /* allreduce/reducescatter: inputs are multiplied by prescale_factor
+   * first, the result by postscale_factor (after AVERAGE's division).  On
+   * integer dtypes the product is taken in double precision and converted
+   * back toward zero, saturating at the dtype's range (Horovod's rule,
+   * without its overflow). */
+  double prescale_factor;
+  double postscale_factor;
   hvd_callback callback;   /* NULL: complete with hvd_poll()/hvd_wait() */
   void *callback_arg;
+  /* The tensor's shape, ndims (<= HVD_MAX_DIMS) sizes whose product is the
+   * count: allreduce, reducescatter and broadcast negotiate it, and ranks
+   * that pass different shapes fail with HVD_E_MISMATCH naming the tensor
+   * and the shapes.  NULL / 0: the shape is [count]. */
+  const int64_t *shape;
+  int ndims;
 } hvd_opts;
-#define HVD_OPTS_INIT {0, 1.0, 1.0, NULL, NULL}
+#define HVD_OPTS_INIT {0, 1.0, 1.0, NULL, NULL, NULL, 0}
+#define HVD_MAX_DIMS 32
 
 HVD_EXTERN hvd_handle hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,
                                           hvd_dtype dtype, hvd_op op, const char *name);
@@ -226,6 +238,24 @@ HVD_EXTERN int hvd_grouped_allreduce(const void *const *sendbufs, void *const *r
                                      const size_t *counts, int n, hvd_dtype dtype, hvd_op op,
                                      const char *name);
 
+/* Grouped allgather and reducescatter (Horovod's grouped_allgather and
+ * grouped_reducescatter): n tensors negotiated as one unit and run
+ * together, tensor i named "<name>.<i>".  Allgather: tensor i's result is
+ * in recvbufs[i] (malloc()ed, NULL when empty) and, when recvcounts is not
+ * NULL, rank r's count of it in recvcounts[i * hvd_size() + r] (of the
+ * process set's size with opts->process_set).  Reducescatter: recvbufs[i]
+ * holds hvd_reducescatter_count(counts[i], rank) elements.  opts->shape
+ * does not apply to groups.  One handle completes when all are done. */
+HVD_EXTERN hvd_handle hvd_grouped_allgather_async(const void *const *sendbufs,
+                                                  const size_t *counts, int n, hvd_dtype dtype,
+                                                  void **recvbufs, size_t *recvcounts,
+                                                  const char *name, const hvd_opts *opts);
+HVD_EXTERN hvd_handle hvd_grouped_reducescatter_async(const void *const *sendbufs,
+                                                      void *const *recvbufs,
+                                                      const size_t *counts, int n,
+                                                      hvd_dtype dtype, hvd_op op,
+                                                      const char *name, const hvd_opts *opts);
+
 /* 1 done, 0 still running, negative: the operation failed (the handle is
  * then released, as by hvd_wait).  A done handle must still be waited. */
 HVD_EXTERN int hvd_poll(hvd_handle h);
@@ -236,10 +266,20 @@ HVD_EXTERN int hvd_wait(hvd_handle h);
 
 /* Horovod's join: this rank has no more data.  Until every rank has
  * joined, the other ranks' collectives go on with this rank taking part:
- * it contributes zeros to allreduce and reducescatter and nothing to
- * allgather; a broadcast from a joined root fails.  Returns, on every
- * rank once all have joined, the rank that joined last. */
+ * it contributes zeros to allreduce and reducescatter; an allgather,
+ * alltoall or a broadcast from a joined root fails on every rank taking
+ * part (HVD_E_INVALID naming the joined ranks), as in Horovod.  Returns, on
+ * every rank once all have joined, the rank that joined last. */
 HVD_EXTERN int hvd_join(void);
+
+/* ---- Timeline ------------------------------------------------------------
+ * Horovod's start_timeline/stop_timeline: record a Chrome-trace timeline
+ * for part of a run.  Called on every rank (only rank 0 writes, as with
+ * HOROVOD_TIMELINE).  Starting replaces a timeline already being written
+ * (which is closed, valid JSON); stopping without one is a no-op.  0 or an
+ * HVD_E_* code (HVD_E_SYSTEM naming the path when it cannot be created). */
+HVD_EXTERN int hvd_start_timeline(const char *path, int mark_cycles);
+HVD_EXTERN int hvd_stop_timeline(void);
 
 /* ---- Process sets ------------------------------------------------------
  * Collectives over a subset of ranks, as in Horovod.  Creating and removing

@@ -217,6 +217,23 @@ static int check_reduction(hvd_request *req, hvd_dtype dtype, hvd_op op) {
   return 0;
 }
 
+/* The shape the request negotiates: opts->shape, or [count]. */
+static int set_shape(hvd_request *req, const hvd_opts *o) {
+  char why[160];
+  if (!o->shape || o->ndims == 0) {
+    req->ndims = 1;
+    req->shape[0] = (int64_t)req->count;
+    return 0;
+  }
+  if (o->ndims < 0 || o->ndims > HVD_MAX_DIMS)
+    return hvd__err(HVD_E_INVALID, "opts->ndims is %d (0 to %d)", o->ndims, HVD_MAX_DIMS);
+  if (hvd__shape_check(o->shape, (uint32_t)o->ndims, req->count, why, sizeof why) < 0)
+    return hvd__err(HVD_E_INVALID, "opts->shape: %s", why);
+  req->ndims = (uint32_t)o->ndims;
+  memcpy(req->shape, o->shape, (size_t)o->ndims * sizeof *o->shape);
+  return 0;
+}
+
 /* ---- enqueueing ----
  * Every async call is: enter, describe the request, find this rank in the
  * process set, check and fill in what is particular to the collective
@@ -252,7 +269,8 @@ static int prepare(hvd_work *w, int type, const char *name, const hvd_opts *o, p
   int rank, size;
   HVD__CHECK(describe(&w->req, type, name, o));
   HVD__CHECK(set_position(&w->req, &rank, &size));
-  return prep(w, a, rank, size);
+  HVD__CHECK(prep(w, a, rank, size));
+  return hvd__request_has_shape(type) ? set_shape(&w->req, o) : 0;
 }
 
 static hvd_handle enqueue_one(const char *what, int type, const char *name, const hvd_opts *opts,
@@ -351,31 +369,82 @@ hvd_handle hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,
   return hvd_allreduce_async_opts(sendbuf, recvbuf, count, dtype, op, name, NULL);
 }
 
-hvd_handle hvd_grouped_allreduce_async(const void *const *sendbufs, void *const *recvbufs,
-                                       const size_t *counts, int n, hvd_dtype dtype, hvd_op op,
-                                       const char *name, const hvd_opts *opts) {
+/* What a group's member i is, for its collective. */
+typedef struct {
+  const void *const *sendbufs;
+  void *const *recvbufs;  /* reducing collectives */
+  void **outs;            /* allgather */
+  size_t *out_counts;     /* allgather: set size per member, or NULL */
+  const size_t *counts;
+  hvd_dtype dtype;
+  hvd_op op;
+} group_args;
+
+static call_args member_args(const group_args *g, int i, int size) {
+  call_args a = {.sendbuf = g->sendbufs[i], .count = g->counts[i], .dtype = g->dtype,
+                 .op = g->op};
+  if (g->recvbufs) a.recvbuf = g->recvbufs[i];
+  if (g->outs) a.out = &g->outs[i];
+  if (g->out_counts) a.out_counts = g->out_counts + (size_t)i * (size_t)size;
+  return a;
+}
+
+/* Grouped collectives: n members named "<name>.<i>", negotiated and run
+ * as one unit (the engine holds the group until every member is ready on
+ * every rank).  A group has no shape: each member's is [count]. */
+static hvd_handle enqueue_group(const char *what, int type, prepare_fn prep, const group_args *g,
+                                int n, const char *name, const hvd_opts *opts) {
   const hvd_opts *o = opts ? opts : &default_opts;
+  hvd_opts member_opts = *o;
   hvd_request group;
+  int rank = 0, size = 0;
+  member_opts.shape = NULL;
+  member_opts.ndims = 0;
   memset(&group, 0, sizeof group);
-  HVD__CHECK(enter("grouped_allreduce"));
+  HVD__CHECK(enter(what));
   hvd_work *w = n >= 1 && n <= 1024 ? calloc((size_t)n, sizeof *w) : NULL;
-  int rc = describe(&group, HVD_REQ_ALLREDUCE, name, o);
-  if (rc == 0 && (n < 1 || n > 1024 || !sendbufs || !recvbufs || !counts))
+  int rc = describe(&group, type, name, o);
+  if (rc == 0 && (n < 1 || n > 1024 || !g->sendbufs || (!g->recvbufs && !g->outs) || !g->counts))
     rc = hvd__err(HVD_E_INVALID, "a group needs 1 to 1024 tensors and non-NULL arrays (n = %d)", n);
   if (rc == 0 && !w) rc = hvd__err(HVD_E_NOMEM, "allocating %d tensors", n);
+  if (rc == 0) rc = set_position(&group, &rank, &size);
   for (int i = 0; rc == 0 && i < n; i++) {
     char member[HVD_NAME_MAX + 16];
-    call_args a = {.sendbuf = sendbufs[i], .recvbuf = recvbufs[i], .count = counts[i],
-                   .dtype = dtype, .op = op};
+    call_args a = member_args(g, i, size);
     snprintf(member, sizeof member, "%s.%d", group.name, i);
-    rc = prepare(&w[i], HVD_REQ_ALLREDUCE, member, o, prep_allreduce, &a);
+    rc = prepare(&w[i], type, member, &member_opts, prep, &a);
     w[i].req.group_size = (uint32_t)n;
     w[i].req.group_index = (uint32_t)i;
   }
   hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, w, n, o->callback, o->callback_arg);
   leave();
   free(w);
-  return h < 0 ? fail_call("grouped_allreduce", &group, (int)h) : h;
+  return h < 0 ? fail_call(what, &group, (int)h) : h;
+}
+
+hvd_handle hvd_grouped_allreduce_async(const void *const *sendbufs, void *const *recvbufs,
+                                       const size_t *counts, int n, hvd_dtype dtype, hvd_op op,
+                                       const char *name, const hvd_opts *opts) {
+  group_args g = {.sendbufs = sendbufs, .recvbufs = recvbufs, .counts = counts, .dtype = dtype,
+                  .op = op};
+  return enqueue_group("grouped_allreduce", HVD_REQ_ALLREDUCE, prep_allreduce, &g, n, name, opts);
+}
+
+hvd_handle hvd_grouped_allgather_async(const void *const *sendbufs, const size_t *counts, int n,
+                                       hvd_dtype dtype, void **recvbufs, size_t *recvcounts,
+                                       const char *name, const hvd_opts *opts) {
+  group_args g = {.sendbufs = sendbufs, .outs = recvbufs, .out_counts = recvcounts,
+                  .counts = counts, .dtype = dtype};
+  return enqueue_group("grouped_allgather", HVD_REQ_ALLGATHER, prep_allgather, &g, n, name, opts);
+}
+
+hvd_handle hvd_grouped_reducescatter_async(const void *const *sendbufs, void *const *recvbufs,
+                                           const size_t *counts, int n, hvd_dtype dtype,
+                                           hvd_op op, const char *name, const hvd_opts *opts) {
+  group_args g = {.sendbufs = sendbufs, .recvbufs = recvbufs, .counts = counts, .dtype = dtype,
+                  .op = op};
+  return enqueue_group("grouped_reducescatter", HVD_REQ_REDUCESCATTER, prep_reducescatter, &g, n,
+                       name, opts);
 }
 
 hvd_handle hvd_broadcast_async_opts(void *buf, size_t count, hvd_dtype dtype, int root_rank,
@@ -411,6 +480,27 @@ hvd_handle hvd_reducescatter_async(const void *sendbuf, void *recvbuf, size_t co
   call_args a = {.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op};
   return enqueue_one("reducescatter", HVD_REQ_REDUCESCATTER, name, opts, prep_reducescatter, &a);
 }
+
+/* ---- timeline ---- */
+
+/* Rank 0 hands the engine tl (NULL: stop); the others have nothing to do. */
+static int set_timeline(const char *what, const char *path, int mark_cycles) {
+  hvd_timeline *tl = NULL;
+  HVD__CHECK(enter(what));
+  int rc = 0;
+  if (path && !path[0]) rc = hvd__err(HVD_E_INVALID, "the path is empty");
+  if (rc == 0 && path && ctx.job.rank == 0) rc = hvd__timeline_open(path, mark_cycles, &tl);
+  if (rc == 0 && ctx.job.rank == 0) rc = hvd__engine_set_timeline(ctx.engine, tl);
+  leave();
+  return rc < 0 ? hvd__err_prefix(rc, "%s", what) : 0;
+}
+
+int hvd_start_timeline(const char *path, int mark_cycles) {
+  if (!path) return hvd__err(HVD_E_INVALID, "hvd_start_timeline: path is NULL");
+  return set_timeline("hvd_start_timeline", path, mark_cycles);
+}
+
+int hvd_stop_timeline(void) { return set_timeline("hvd_stop_timeline", NULL, 0); }
 
 /* ---- completion ---- */
 

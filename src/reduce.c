@@ -166,12 +166,14 @@ DIVIDE(f32_div, float, float, float, LOAD_RAW, STORE_RAW)
 DIVIDE(f64_div, double, double, double, LOAD_RAW, STORE_RAW)
 
 /* Scale factors (Horovod's prescale/postscale): the product is computed in
- * double and rounded once to the element type. */
-#define SCALE(name, S, T, LOAD, STORE)                                    \
+ * double and converted once to the element type by TO: floating types
+ * round, integers go toward zero as Horovod's C++ cast does, but saturate
+ * at their range where that cast would be undefined. */
+#define SCALE(name, S, T, LOAD, STORE, TO)                                \
   STEP void name##_step(unsigned char *buf, size_t n, double f) {         \
     T a[BLOCK_OF(S)];                                                     \
     LOAD(a, buf, n);                                                      \
-    for (size_t i = 0; i < n; i++) a[i] = (T)((double)a[i] * f);          \
+    for (size_t i = 0; i < n; i++) a[i] = TO((double)a[i] * f);           \
     STORE(buf, a, n);                                                     \
   }                                                                       \
   static void name(unsigned char *buf, size_t count, double f) {          \
@@ -180,10 +182,31 @@ DIVIDE(f64_div, double, double, double, LOAD_RAW, STORE_RAW)
     if (count > 0) name##_step(buf, count, f);                            \
   }
 
-SCALE(f16_scale, uint16_t, float, load_f16, store_f16)
-SCALE(bf16_scale, uint16_t, float, load_bf16, store_bf16)
-SCALE(f32_scale, float, float, LOAD_RAW, STORE_RAW)
-SCALE(f64_scale, double, double, LOAD_RAW, STORE_RAW)
+#define TO_FLOAT(v) ((float)(v))
+#define TO_DOUBLE(v) (v)
+/* Toward zero, saturating; (double)HI may round up (INT64_MAX becomes
+ * 2^63), which the >= then catches. */
+#define SATURATE(name, T, LO, HI)                                         \
+  static inline T name(double v) {                                        \
+    return v >= (double)(HI) ? (HI) : v <= (double)(LO) ? (LO) : v == v ? (T)v : 0; \
+  }
+SATURATE(to_u8, uint8_t, 0, UINT8_MAX)
+SATURATE(to_i8, int8_t, INT8_MIN, INT8_MAX)
+SATURATE(to_u16, uint16_t, 0, UINT16_MAX)
+SATURATE(to_i16, int16_t, INT16_MIN, INT16_MAX)
+SATURATE(to_i32, int32_t, INT32_MIN, INT32_MAX)
+SATURATE(to_i64, int64_t, INT64_MIN, INT64_MAX)
+
+SCALE(f16_scale, uint16_t, float, load_f16, store_f16, TO_FLOAT)
+SCALE(bf16_scale, uint16_t, float, load_bf16, store_bf16, TO_FLOAT)
+SCALE(f32_scale, float, float, LOAD_RAW, STORE_RAW, TO_FLOAT)
+SCALE(f64_scale, double, double, LOAD_RAW, STORE_RAW, TO_DOUBLE)
+SCALE(u8_scale, uint8_t, uint8_t, LOAD_RAW, STORE_RAW, to_u8)
+SCALE(i8_scale, int8_t, int8_t, LOAD_RAW, STORE_RAW, to_i8)
+SCALE(u16_scale, uint16_t, uint16_t, LOAD_RAW, STORE_RAW, to_u16)
+SCALE(i16_scale, int16_t, int16_t, LOAD_RAW, STORE_RAW, to_i16)
+SCALE(i32_scale, int32_t, int32_t, LOAD_RAW, STORE_RAW, to_i32)
+SCALE(i64_scale, int64_t, int64_t, LOAD_RAW, STORE_RAW, to_i64)
 
 /* AVERAGE sums here; hvd__reduce_average() divides at the end. */
 #define ROW(sum, min, max, product)                                         \
@@ -244,7 +267,10 @@ void hvd__reduce_average(void *buf, size_t count, hvd_dtype dtype, int divisor) 
     dividers[dtype](buf, count, divisor);
 }
 
+/* NULL for bool, which has nothing to scale. */
 static void (*const scalers[HVD_BOOL + 1])(unsigned char *, size_t, double) = {
+    [HVD_UINT8] = u8_scale,   [HVD_INT8] = i8_scale,       [HVD_UINT16] = u16_scale,
+    [HVD_INT16] = i16_scale,  [HVD_INT32] = i32_scale,     [HVD_INT64] = i64_scale,
     [HVD_FLOAT16] = f16_scale, [HVD_BFLOAT16] = bf16_scale, [HVD_FLOAT32] = f32_scale,
     [HVD_FLOAT64] = f64_scale,
 };
@@ -252,8 +278,8 @@ static void (*const scalers[HVD_BOOL + 1])(unsigned char *, size_t, double) = {
 int hvd__scale_check(hvd_dtype dtype, double factor) {
   if (factor == 1.0) return 0;
   if (!hvd__dtype_valid((int)dtype) || !scalers[dtype])
-    return hvd__err(HVD_E_UNSUPPORTED, "scale factor %g on dtype %s: scale factors apply to "
-                    "floating-point tensors only", factor, hvd_dtype_name(dtype));
+    return hvd__err(HVD_E_UNSUPPORTED, "scale factor %g on dtype %s: bool tensors have no "
+                    "scale", factor, hvd_dtype_name(dtype));
   if (!isfinite(factor))
     return hvd__err(HVD_E_INVALID, "scale factor %g is not finite", factor);
   return 0;

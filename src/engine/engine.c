@@ -214,11 +214,48 @@ static int exchange(hvd_engine *e, const hvd_msg *mine, hvd_msg *all) {
   return rc;
 }
 
+/* A timeline hvd_start/stop_timeline handed over replaces ours. */
+static void switch_timeline(hvd_engine *e) {
+  hvd_timeline *old = NULL;
+  pthread_mutex_lock(&e->lock);
+  if (e->tl_swap) {
+    old = e->tl;
+    e->tl = e->tl_next;
+    e->tl_next = NULL;
+    e->tl_swap = 0;
+    e->tl_done = e->tl_asked;
+  }
+  pthread_mutex_unlock(&e->lock);
+  hvd__timeline_close(old); /* complete before the caller goes on */
+  pthread_mutex_lock(&e->lock);
+  pthread_cond_broadcast(&e->cond);
+  pthread_mutex_unlock(&e->lock);
+}
+
+int hvd__engine_set_timeline(hvd_engine *e, hvd_timeline *tl) {
+  hvd_timeline *unused = NULL;
+  pthread_mutex_lock(&e->lock);
+  if (e->stopped) { /* no engine thread to hand it to: ours to close */
+    unused = tl;
+  } else {
+    unused = e->tl_swap ? e->tl_next : NULL; /* asked for, never used */
+    e->tl_next = tl;
+    e->tl_swap = 1;
+    uint64_t ticket = ++e->tl_asked;
+    pthread_cond_signal(&e->work);
+    while (e->tl_done < ticket && !e->stopped) pthread_cond_wait(&e->cond, &e->lock);
+  }
+  pthread_mutex_unlock(&e->lock);
+  hvd__timeline_close(unused);
+  return 0;
+}
+
 static int run_cycle(hvd_engine *e, int *shutdown) {
   hvd_msg mine, *all = calloc((size_t)e->size, sizeof *all);
   response *rs = NULL;
   int nrs = 0;
   if (!all) return hvd__err(HVD_E_NOMEM, "allocating %d messages", e->size);
+  switch_timeline(e);
   hvd__timeline_cycle(e->tl);
   int rc = build_message(e, &mine);
   if (rc == 0) rc = exchange(e, &mine, all);
@@ -243,7 +280,7 @@ static void wait_next_cycle(hvd_engine *e, uint64_t deadline_ns) {
   int idle = !e->pending_head && !e->unsent;
   pthread_mutex_lock(&e->lock);
   e->idle = idle;
-  while (!e->stop_requested && !(idle && (e->queue || e->join_requested)))
+  while (!e->stop_requested && !e->tl_swap && !(idle && (e->queue || e->join_requested)))
     if (pthread_cond_timedwait(&e->work, &e->lock, &ts) == ETIMEDOUT) break;
   e->idle = 0;
   pthread_mutex_unlock(&e->lock);
@@ -320,6 +357,7 @@ static int agree_on_config(hvd_engine *e) {
 static void engine_free(hvd_engine *e) {
   hvd__cache_destroy(e->cache);
   hvd__timeline_close(e->tl);
+  hvd__timeline_close(e->tl_next);
   hvd__psets_free(e);
   for (uint32_t i = 0; i < e->nops; i++)
     if (e->ops[i]) free(e->ops[i]->msg), free(e->ops[i]);

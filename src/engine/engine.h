@@ -19,6 +19,7 @@
 
 #include "../comm.h"
 #include "request.h"
+#include "timeline.h"
 
 typedef struct hvd_engine hvd_engine;
 
@@ -59,6 +60,12 @@ int hvd__engine_join(hvd_engine *e);
 /* Process sets: membership queries (set 0 is the global set).  *rank is
  * -1 when this rank is not a member.  HVD_E_INVALID for an unknown id. */
 int hvd__engine_pset_info(hvd_engine *e, int id, int *rank, int *size);
+
+/* Hands the engine thread, which owns the timeline, a new one (NULL: none)
+ * to write from its next cycle on, and waits until it has closed the old
+ * one, so that a stopped timeline is complete when this returns.  Takes
+ * ownership of tl. */
+int hvd__engine_set_timeline(hvd_engine *e, hvd_timeline *tl);
 
 /* A hash of a process set's sorted ranks, so that ranks creating a set
  * can check they name the same ranks. */

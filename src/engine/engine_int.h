@@ -92,6 +92,12 @@ struct hvd_engine {
   int broken;
   char why[1024];  /* what broke or stopped the engine */
   op *join_op;
+  /* hvd_start_timeline / hvd_stop_timeline: the timeline to switch to at
+   * the next cycle (tl_swap set), and how many switches were asked for
+   * and done. */
+  hvd_timeline *tl_next;
+  int tl_swap;
+  uint64_t tl_asked, tl_done;
   /* Engine thread only: */
   hvd_comm *global;
   int rank, size;

@@ -3,8 +3,10 @@
  *
  * Every rank runs the same responses in the same order; a rank outside a
  * response's process set skips it.  A joined rank has no entry for the
- * tensor and stands in: zeros for allreduce and reducescatter, nothing
- * for allgather, a scratch buffer for broadcast.
+ * tensor and stands in: zeros for allreduce and reducescatter, a scratch
+ * buffer for broadcast (allgather and alltoall fail in negotiation when a
+ * rank has joined).  A grouped response of another kind than allreduce
+ * runs its tensors one after the other, in index order.
  *
  * Allreduces of several tensors are reduced as one collective over a
  * layout that goes segment by segment (segment s of the fused collective
@@ -218,8 +220,7 @@ static int run_reducescatter(const job *j, pending *p) {
   return rc;
 }
 
-static int run_single(const job *j, int64_t *value) {
-  pending *p = j->r->items[0];
+static int run_single(const job *j, pending *p, int64_t *value) {
   int id;
   switch (p->req.type) {
     case HVD_REQ_BROADCAST: return run_broadcast(j, p);
@@ -270,10 +271,14 @@ int hvd__execute(hvd_engine *e, response *r) {
   int rc;
   if (req->type == HVD_REQ_ALLREDUCE) {
     rc = run_allreduce(&j);
-  } else {
-    hvd__timeline_begin(e->tl, req->name, collective_name(req->type), NULL);
-    rc = run_single(&j, &value);
-    hvd__timeline_end(e->tl, req->name);
+  } else { /* one collective per tensor: a group's in index order */
+    rc = 0;
+    for (int i = 0; rc == 0 && i < r->n; i++) {
+      const char *name = r->items[i]->req.name;
+      hvd__timeline_begin(e->tl, name, collective_name(req->type), NULL);
+      rc = run_single(&j, r->items[i], &value);
+      hvd__timeline_end(e->tl, name);
+    }
   }
   if (rc < 0) {
     int fatal = !everyone; /* a collective may have left frames half sent */

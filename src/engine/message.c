@@ -27,8 +27,8 @@
 
 /* The wire size of a name (u16 length + bytes) and of a request. */
 #define NAME_WIRE(len) (2 + (size_t)(len))
-#define REQ_FIXED (1 + 1 + 1 + 4 + 8 + 8 + 8 + 4 + 4 + 4)
-#define REQ_WIRE(len) (NAME_WIRE(len) + REQ_FIXED)
+#define REQ_FIXED (1 + 1 + 1 + 4 + 8 + 1 + 8 + 8 + 4 + 4 + 4)
+#define REQ_WIRE(len, ndims) (NAME_WIRE(len) + REQ_FIXED + 8 * (size_t)(ndims))
 
 static size_t bit_bytes(uint32_t nbits) { return ((size_t)nbits + 7) / 8; }
 
@@ -68,7 +68,10 @@ static int encoded_size(const hvd_msg *m, size_t *size) {
   for (uint32_t i = 0; i < m->nreq; i++) {
     size_t len = name_len(m->reqs[i].name);
     if (!len) return hvd__err(HVD_E_INVALID, "request %u: name is empty or too long", (unsigned)i);
-    n += REQ_WIRE(len);
+    if (m->reqs[i].ndims > HVD_MAX_DIMS)
+      return hvd__err(HVD_E_INVALID, "request %u: %u dimensions", (unsigned)i,
+                      (unsigned)m->reqs[i].ndims);
+    n += REQ_WIRE(len, m->reqs[i].ndims);
   }
   for (uint32_t i = 0; i < m->nfail; i++) {
     size_t len = name_len(m->fails[i]);
@@ -86,6 +89,8 @@ static void put_request(hvd_writer *w, const hvd_request *q) {
   hvd__put_u8(w, q->op);
   hvd__put_u32(w, (uint32_t)q->root);
   hvd__put_u64(w, q->count);
+  hvd__put_u8(w, (uint8_t)q->ndims);
+  for (uint32_t d = 0; d < q->ndims; d++) hvd__put_u64(w, (uint64_t)q->shape[d]);
   hvd__put_u64(w, double_bits(q->prescale));
   hvd__put_u64(w, double_bits(q->postscale));
   hvd__put_u32(w, (uint32_t)q->process_set);
@@ -147,6 +152,17 @@ static int get_name(hvd_reader *r, char out[HVD_NAME_MAX], const char *what, uin
   return 0;
 }
 
+/* A shape of the count for the collectives that have one, none for the
+ * others.  0, or -1 with why. */
+static int shape_check(const hvd_request *q, char *why, size_t cap) {
+  if (hvd__request_has_shape(q->type))
+    return hvd__shape_check(q->shape, q->ndims, q->count, why, cap);
+  if (q->ndims == 0) return 0;
+  snprintf(why, cap, "%s request with %u dimensions", hvd__req_type_name(q->type),
+           (unsigned)q->ndims);
+  return -1;
+}
+
 /* The fields past the name, and the invariants request.h documents. */
 static int get_request(hvd_reader *r, hvd_request *q, uint32_t i) {
   HVD__CHECK(get_name(r, q->name, "request", i));
@@ -155,6 +171,9 @@ static int get_request(hvd_reader *r, hvd_request *q, uint32_t i) {
   q->op = hvd__get_u8(r);
   q->root = (int32_t)hvd__get_u32(r);
   q->count = hvd__get_u64(r);
+  q->ndims = hvd__get_u8(r);
+  for (uint32_t d = 0; d < q->ndims && d < HVD_MAX_DIMS; d++)
+    q->shape[d] = (int64_t)hvd__get_u64(r);
   q->prescale = bits_double(hvd__get_u64(r));
   q->postscale = bits_double(hvd__get_u64(r));
   q->process_set = (int32_t)hvd__get_u32(r);
@@ -170,6 +189,8 @@ static int get_request(hvd_reader *r, hvd_request *q, uint32_t i) {
   if ((q->type == HVD_REQ_ALLGATHER || q->type == HVD_REQ_ALLTOALL) && q->count != 0)
     return bad("%s: %s count %llu is not 0", who, hvd__req_type_name(q->type),
                (unsigned long long)q->count);
+  char why[160];
+  if (shape_check(q, why, sizeof why) < 0) return bad("%s: %s", who, why);
   if (q->group_size ? q->group_index >= q->group_size : q->group_index != 0)
     return bad("%s: group index %u is outside a group of %u", who, (unsigned)q->group_index,
                (unsigned)q->group_size);
@@ -206,7 +227,7 @@ static int get_count(hvd_reader *r, size_t min_size, const char *what, uint32_t 
 
 static int get_requests(hvd_reader *r, hvd_msg *m) {
   uint32_t n;
-  HVD__CHECK(get_count(r, REQ_WIRE(1), "requests", &n));
+  HVD__CHECK(get_count(r, REQ_WIRE(1, 0), "requests", &n));
   if (n && !(m->reqs = calloc(n, sizeof *m->reqs)))
     return hvd__err(HVD_E_NOMEM, "out of memory for %u requests", (unsigned)n);
   for (m->nreq = 0; m->nreq < n; m->nreq++) HVD__CHECK(get_request(r, &m->reqs[m->nreq], m->nreq));

@@ -17,11 +17,13 @@
  *   u32 flags, u32 nbits, ceil(nbits/8) bytes,
  *   u32 nreq, nreq x request, u32 nfail, nfail x str
  *   request: str name, u8 type, u8 dtype, u8 op, u32 root (as int32),
- *            u64 count, u64 prescale (IEEE bits), u64 postscale,
+ *            u64 count, u8 ndims, ndims x u64 (the shape, as int64),
+ *            u64 prescale (IEEE bits), u64 postscale,
  *            u32 process_set (as int32), u32 group_size, u32 group_index
  * Decoding validates every field (enum ranges, name length and no NUL,
- * nbits <= the cache capacity, counts bounded by the bytes present, no
- * trailing bytes) and fails with HVD_E_PROTOCOL naming the first bad one.
+ * a shape of the count for the collectives that have one and none for the
+ * others, nbits <= the cache capacity, counts bounded by the bytes
+ * present, no trailing bytes) and fails with HVD_E_PROTOCOL naming the first bad one.
  */
 #ifndef HVD_MESSAGE_H
 #define HVD_MESSAGE_H

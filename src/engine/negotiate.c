@@ -134,20 +134,46 @@ static const pset *set_of(hvd_engine *e, const pending *p) {
 static int member(const pset *s, int i) { return s ? s->ranks[i] : i; }
 static int nmembers(hvd_engine *e, const pset *s) { return s ? s->n : e->size; }
 
-/* A joined rank can stand in (zeros, nothing) for these kinds. */
+/* A joined rank can stand in (zeros, a scratch buffer) for these kinds;
+ * for the others (an allgather needs its data, Horovod fails them too)
+ * it makes the tensor fail rather than wait for it forever. */
 static int joinable(int type) {
   return type == HVD_REQ_ALLREDUCE || type == HVD_REQ_REDUCESCATTER ||
-         type == HVD_REQ_ALLGATHER || type == HVD_REQ_BROADCAST || type == HVD_REQ_BARRIER;
+         type == HVD_REQ_BROADCAST || type == HVD_REQ_BARRIER;
 }
 
-/* Ranks of the set that neither submitted p nor can stand in for it. */
+/* Ranks of the set that neither submitted p nor joined (a joined rank
+ * stands in, or makes p fail in check()). */
 static int missing_ranks(hvd_engine *e, const pending *p, const pset *s, int *out) {
   int n = 0;
   for (int i = 0; i < nmembers(e, s); i++) {
     int r = member(s, i);
-    if (!p->submitted[r] && !(e->joined[r] && joinable(p->req.type))) out[n++] = r;
+    if (!p->submitted[r] && !e->joined[r]) out[n++] = r;
   }
   return n;
+}
+
+/* "" if no rank of the set that joined instead of submitting p keeps p
+ * from running, else why (the same text on every rank). */
+static void check_joined(hvd_engine *e, const pending *p, const pset *s, char *why,
+                         size_t cap) {
+  int *ranks = malloc((size_t)nmembers(e, s) * sizeof *ranks), k = 0;
+  for (int i = 0; ranks && i < nmembers(e, s); i++)
+    if (!p->submitted[member(s, i)] && e->joined[member(s, i)]) ranks[k++] = member(s, i);
+  if (!ranks) {
+    snprintf(why, cap, "out of memory checking '%s'", p->req.name);
+  } else if (k && !joinable(p->req.type)) {
+    char list[256];
+    format_ranks(list, sizeof list, ranks, k);
+    snprintf(why, cap, "%s '%s': ranks %s joined (hvd_join), and a joined rank cannot take part "
+             "in an %s", hvd__req_type_name(p->req.type), p->req.name, list,
+             hvd__req_type_name(p->req.type));
+  } else if (k && p->req.type == HVD_REQ_BROADCAST && e->joined[member(s, p->req.root)] &&
+             !p->submitted[member(s, p->req.root)]) {
+    snprintf(why, cap, "broadcast '%s': root rank %d has joined", p->req.name,
+             member(s, p->req.root));
+  }
+  free(ranks);
 }
 
 static int is_ready(hvd_engine *e, const pending *p, int *scratch) {
@@ -155,36 +181,38 @@ static int is_ready(hvd_engine *e, const pending *p, int *scratch) {
   return missing_ranks(e, p, set_of(e, p), scratch) == 0;
 }
 
-/* Step 3: "" if p may run, else why not (the same text on every rank). */
-static void check(hvd_engine *e, const pending *p, char *why, size_t cap) {
+/* Step 3: 0 if p may run, else the error code and why not (the same
+ * text on every rank): HVD_E_MISMATCH when the ranks disagree,
+ * HVD_E_INVALID when the call cannot run as made. */
+static int check(hvd_engine *e, const pending *p, char *why, size_t cap) {
   const pset *s = set_of(e, p);
   why[0] = '\0';
   if (p->req.process_set != 0 && !s) {
     snprintf(why, cap, "%s '%s': process set %d does not exist",
              hvd__req_type_name(p->req.type), p->req.name, p->req.process_set);
-    return;
+    return HVD_E_INVALID;
   }
   int n = nmembers(e, s), k = 0;
   if (p->req.type == HVD_REQ_BROADCAST && (p->req.root < 0 || p->req.root >= n)) {
     snprintf(why, cap, "broadcast '%s': root rank %d is not a rank of its set of %d",
              p->req.name, p->req.root, n);
-    return;
+    return HVD_E_INVALID;
   }
   const hvd_request **reqs = malloc((size_t)n * sizeof *reqs);
-  int *ranks = malloc((size_t)n * sizeof *ranks);
+  int *ranks = malloc((size_t)n * sizeof *ranks), code = HVD_E_MISMATCH;
   for (int i = 0; reqs && ranks && i < n; i++)
     if (p->submitted[member(s, i)]) reqs[k] = &p->reqs[member(s, i)], ranks[k++] = member(s, i);
   if (!reqs || !ranks) {
     snprintf(why, cap, "out of memory checking '%s'", p->req.name);
   } else if (hvd__requests_check(reqs, ranks, k) < 0) {
     snprintf(why, cap, "%s", hvd_last_error());
-  } else if (k < n && p->req.type == HVD_REQ_BROADCAST && e->joined[member(s, p->req.root)] &&
-             !p->submitted[member(s, p->req.root)]) {
-    snprintf(why, cap, "broadcast '%s': root rank %d has joined", p->req.name,
-             member(s, p->req.root));
+  } else if (k < n) {
+    check_joined(e, p, s, why, cap);
+    code = HVD_E_INVALID;
   }
   free(reqs);
   free(ranks);
+  return why[0] ? code : 0;
 }
 
 /* The group p belongs to, in index order, if every member is pending and
@@ -257,8 +285,7 @@ static int plan_fused(hvd_engine *e, plan *pl, pending *p, int *scratch) {
     if (!fusable(p, q) || !is_ready(e, q, scratch) ||
         bytes + bytes_of(q) > e->fusion_threshold)
       continue;
-    check(e, q, why, sizeof why);
-    if (why[0]) continue; /* it fails on its own, below */
+    if (check(e, q, why, sizeof why)) continue; /* it fails on its own, below */
     bytes += bytes_of(q);
     take(e, r, q);
   }
@@ -278,22 +305,23 @@ static int plan_one(hvd_engine *e, plan *pl, pending *p, int *scratch) {
   pending *group[1024];
   int n = 1;
   group[0] = p;
-  check(e, p, why, sizeof why);
+  int code = check(e, p, why, sizeof why);
   if (p->req.group_size > 1024) {
+    code = HVD_E_INVALID;
     snprintf(why, sizeof why, "group of '%s' has %u tensors (at most 1024)", p->req.name,
              p->req.group_size);
   } else if (p->req.group_size > 0) {
     n = gather_group(e, p, group, scratch);
     if (n == 0) return 0; /* not every member is ready yet */
-    for (int i = 0; !why[0] && i < n; i++) check(e, group[i], why, sizeof why);
-  } else if (!why[0] && p->req.type == HVD_REQ_ALLREDUCE && p->req.op != HVD_ADASUM) {
+    for (int i = 0; !code && i < n; i++) code = check(e, group[i], why, sizeof why);
+  } else if (!code && p->req.type == HVD_REQ_ALLREDUCE && p->req.op != HVD_ADASUM) {
     return plan_fused(e, pl, p, scratch);
   }
   response *r = plan_add(pl, n);
   if (!r) return hvd__err(HVD_E_NOMEM, "planning responses");
   for (int i = 0; i < n; i++) take(e, r, group[i]);
-  if (why[0]) {
-    r->error = HVD_E_MISMATCH;
+  if (code) {
+    r->error = code;
     snprintf(r->errmsg, sizeof r->errmsg, "%s", why);
   }
   return 0;

@@ -35,12 +35,70 @@ const char *hvd__req_type_name(int type) {
  * copy on another rank nor hit the cache. */
 static int same_double(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
 
+static int same_shape(const hvd_request *a, const hvd_request *b) {
+  return a->ndims == b->ndims && a->ndims <= HVD_MAX_DIMS &&
+         memcmp(a->shape, b->shape, a->ndims * sizeof a->shape[0]) == 0;
+}
+
 int hvd__request_equal(const hvd_request *a, const hvd_request *b) {
   return strncmp(a->name, b->name, HVD_NAME_MAX) == 0 && a->type == b->type &&
          a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
-         a->count == b->count && same_double(a->prescale, b->prescale) &&
+         a->count == b->count && same_shape(a, b) && same_double(a->prescale, b->prescale) &&
          same_double(a->postscale, b->postscale) && a->process_set == b->process_set &&
          a->group_size == b->group_size && a->group_index == b->group_index;
+}
+
+int hvd__request_has_shape(int type) {
+  return type == HVD_REQ_ALLREDUCE || type == HVD_REQ_REDUCESCATTER ||
+         type == HVD_REQ_BROADCAST;
+}
+
+int hvd__shape_check(const int64_t *shape, uint32_t ndims, uint64_t count, char *why,
+                     size_t cap) {
+  uint64_t product = 1;
+  if (ndims < 1 || ndims > HVD_MAX_DIMS) {
+    snprintf(why, cap, "%u dimensions (1 to %d)", (unsigned)ndims, HVD_MAX_DIMS);
+    return -1;
+  }
+  for (uint32_t d = 0; d < ndims; d++) {
+    if (shape[d] < 0) {
+      snprintf(why, cap, "dimension %u is %lld", (unsigned)d, (long long)shape[d]);
+      return -1;
+    }
+    if (shape[d] && product > UINT64_MAX / (uint64_t)shape[d]) {
+      snprintf(why, cap, "the shape's size overflows");
+      return -1;
+    }
+    product *= (uint64_t)shape[d];
+  }
+  if (product == count) return 0;
+  char text[96];
+  hvd__shape_print(shape, ndims, text, sizeof text);
+  snprintf(why, cap, "shape %s holds %llu elements, not %llu", text,
+           (unsigned long long)product, (unsigned long long)count);
+  return -1;
+}
+
+void hvd__shape_print(const int64_t *shape, uint32_t ndims, char *out, size_t cap) {
+  size_t len = 0;
+  if (cap < 8) {
+    if (cap) out[0] = '\0';
+    return;
+  }
+  out[len++] = '[';
+  for (uint32_t d = 0; d < ndims && d < HVD_MAX_DIMS; d++) {
+    char dim[24];
+    int n = snprintf(dim, sizeof dim, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (len + (size_t)n + 6 > cap) { /* room for "...]" and the NUL */
+      memcpy(out + len, "...", 3);
+      len += 3;
+      break;
+    }
+    memcpy(out + len, dim, (size_t)n);
+    len += (size_t)n;
+  }
+  out[len++] = ']';
+  out[len] = '\0';
 }
 
 /* ---- the fields, in the order they are checked ---- */
@@ -53,7 +111,7 @@ int hvd__request_equal(const hvd_request *a, const hvd_request *b) {
  * move none, so their dtype, scales and grouping mean nothing). */
 #define TENSORS (COUNTED | TYPE_BIT(HVD_REQ_ALLGATHER) | TYPE_BIT(HVD_REQ_ALLTOALL))
 
-#define VALUE_MAX 64 /* one printed value */
+#define VALUE_MAX 256 /* one printed value (a shape of many dimensions is cut) */
 
 typedef struct {
   const char *words;  /* "counts": the field in the message, plural */
@@ -88,6 +146,9 @@ static void print_dtype(const hvd_request *r, char *out, size_t cap) {
 }
 static void print_count(const hvd_request *r, char *out, size_t cap) {
   snprintf(out, cap, "%llu", (unsigned long long)r->count);
+}
+static void print_shape(const hvd_request *r, char *out, size_t cap) {
+  hvd__shape_print(r->shape, r->ndims, out, cap);
 }
 static void print_op(const hvd_request *r, char *out, size_t cap) {
   snprintf(out, cap, "%s", hvd_op_name((hvd_op)r->op));
@@ -137,6 +198,7 @@ static const field fields[] = {
     {"collectives", ALL_TYPES, same_type, print_type},
     {"dtypes", TENSORS, same_dtype, print_dtype},
     {"counts", COUNTED, same_count, print_count},
+    {"shapes", COUNTED, same_shape, print_shape},
     {"set sizes", TYPE_BIT(HVD_REQ_PSET_ADD), same_count, print_count},
     {"ops", REDUCING, same_op, print_op},
     {"root ranks", TYPE_BIT(HVD_REQ_BROADCAST), same_root, print_root},

@@ -2,8 +2,8 @@
  * request.h -- what a rank tells the others about a tensor it enqueued.
  *
  * A request carries exactly the fields that must agree across ranks for a
- * collective to run: its kind, dtype, element count, op, root, scale
- * factors, process set and grouping.  Buffers stay local.  For allgather
+ * collective to run: its kind, dtype, element count and shape, op, root,
+ * scale factors, process set and grouping.  Buffers stay local.  For allgather
  * and alltoall the count is not negotiated (each rank may send a
  * different amount) and is always 0 in a request.
  */
@@ -36,6 +36,10 @@ typedef struct {
   uint8_t op;    /* hvd_op (allreduce, reducescatter) */
   int32_t root;  /* broadcast */
   uint64_t count;
+  /* Allreduce, reducescatter, broadcast: the tensor's shape (the product
+   * of its ndims sizes is count); 0 dims for the other collectives. */
+  uint32_t ndims;
+  int64_t shape[HVD_MAX_DIMS];
   double prescale, postscale;
   int32_t process_set;
   /* Grouped allreduce: tensor group_index of group_size (0 when not
@@ -48,6 +52,19 @@ const char *hvd__req_type_name(int type);
 
 /* 1 if a and b may run as one collective (every negotiated field equal). */
 int hvd__request_equal(const hvd_request *a, const hvd_request *b);
+
+/* 1 if the collective negotiates a shape (allreduce, reducescatter,
+ * broadcast). */
+int hvd__request_has_shape(int type);
+
+/* Checks that shape[0..ndims) is a shape of count elements: ndims in
+ * 1..HVD_MAX_DIMS, sizes >= 0, product equal to count (no overflow).
+ * 0, or -1 with why (at most cap bytes) saying what is wrong. */
+int hvd__shape_check(const int64_t *shape, uint32_t ndims, uint64_t count, char *why,
+                     size_t cap);
+
+/* "[17, 23, 57]" into out, cut with "...]" if it does not fit. */
+void hvd__shape_print(const int64_t *shape, uint32_t ndims, char *out, size_t cap);
 
 /* Checks the requests of one tensor from every rank that submitted it
  * (reqs[i] from rank ranks[i]).  Returns 0 if they agree; otherwise

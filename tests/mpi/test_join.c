@@ -13,7 +13,9 @@
  * Two epochs: in the first, rank r has 3 + r batches (the last rank joins
  * last); in the second the split is reversed (rank 0 joins last).  Between
  * and after them an allreduce over every rank checks that the job is back
- * to normal.  Inputs are small integers, so the reference is exact.
+ * to normal.  Inputs are small integers, so the reference is exact.  Last,
+ * with one rank joined, an allgather and an alltoall fail on the others
+ * (a joined rank has no data to give them), and the job goes on.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +86,38 @@ static void epoch(int e) {
         e, last, last < 0 ? hvd_last_error() : "", want);
 }
 
+/* Rank 0 joins at once; the others find that an allgather or an alltoall
+ * cannot run without it (on every one of them, naming rank 0), while
+ * allreduces go on with its zeros; then they join too. */
+static void gather_while_joined(void) {
+  if (rank == 0) {
+    int last = hvd_join();
+    CHECK(last > 0, "joined first, hvd_join returned %d (%s)", last, hvd_last_error());
+    return;
+  }
+  float x = 1, y[8] = {0};
+  void *out = NULL;
+  size_t counts[64] = {0}, ones[64];
+  for (int q = 0; q < size; q++) ones[q] = 1;
+  int rc = hvd_allgather(&x, 1, HVD_FLOAT32, &out, counts, "join.gather");
+  CHECK(rc == HVD_E_INVALID && strstr(hvd_last_error(), "allgather 'join.gather': ranks [0] "
+                                                        "joined (hvd_join)"),
+        "allgather with rank 0 joined: %s: %s", hvd_err_name(rc), hvd_last_error());
+  free(out);
+  out = NULL;
+  rc = hvd_alltoall(y, ones, HVD_FLOAT32, &out, counts, "join.alltoall");
+  CHECK(rc == HVD_E_INVALID && strstr(hvd_last_error(), "alltoall 'join.alltoall': ranks [0] "
+                                                        "joined"),
+        "alltoall with rank 0 joined: %s: %s", hvd_err_name(rc), hvd_last_error());
+  free(out);
+  rc = hvd_allreduce(&x, &x, 1, HVD_FLOAT32, HVD_SUM, "join.after.gather");
+  CHECK(rc == 0 && x == (float)(size - 1), "allreduce after the failures: %s, sum %g",
+        hvd_last_error(), (double)x);
+  int last = hvd_join();
+  CHECK(last > 0, "hvd_join returned %d (%s), expected a rank joined after rank 0", last,
+        hvd_last_error());
+}
+
 int main(void) {
   limit_stalls();
   CALL(hvd_init());
@@ -94,6 +128,8 @@ int main(void) {
   check_everyone("join.between");
   epoch(1);
   check_everyone("join.after");
+  if (size > 1) gather_while_joined();
+  check_everyone("join.last");
   CALL(hvd_shutdown());
   return report_checks("test_join", rank, size, checks, failures);
 }

@@ -44,6 +44,9 @@ set_tests_properties(mpi.test_hierarchical.off PROPERTIES TIMEOUT 300
   ENVIRONMENT "${HVD_TEST_ENV}")
 hvd_add_mpi_test(test_api_errors 1 2)
 hvd_add_mpi_test(test_mismatch 2 3)
+# Shapes negotiated, integer scale factors, grouped allgather and
+# reducescatter against the single calls, start/stop timeline.
+hvd_add_mpi_test(test_tensor_ops 1 2 3 4)
 # A process started without hvdrun is a job of size 1.
 add_test(NAME mpi.test_collectives.alone COMMAND test_collectives)
 add_test(NAME mpi.test_api_errors.alone COMMAND test_api_errors)

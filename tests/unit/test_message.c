@@ -42,6 +42,10 @@ static hvd_request make(const char *name, int type, int dtype, uint64_t count) {
   r.dtype = (uint8_t)dtype;
   r.op = HVD_AVERAGE;
   r.count = count;
+  if (hvd__request_has_shape(type)) { /* the shape of a plain vector */
+    r.ndims = 1;
+    r.shape[0] = (int64_t)count;
+  }
   r.prescale = 1.0;
   r.postscale = 0.25;
   return r;
@@ -56,9 +60,13 @@ static void sample(hvd_msg *m) {
   m->nreq = 3;
   m->reqs = calloc(m->nreq, sizeof *m->reqs);
   m->reqs[0] = make("layer1.weight", HVD_REQ_ALLREDUCE, HVD_FLOAT32, 1u << 20);
+  m->reqs[0].ndims = 3; /* [64, 0x4000, 1] */
+  m->reqs[0].shape[0] = 64;
+  m->reqs[0].shape[1] = 0x4000;
+  m->reqs[0].shape[2] = 1;
   m->reqs[0].group_size = 2;
   m->reqs[0].group_index = 1;
-  m->reqs[1] = make("params", HVD_REQ_BROADCAST, HVD_BFLOAT16, 0xfedcba9876543210ull);
+  m->reqs[1] = make("params", HVD_REQ_BROADCAST, HVD_BFLOAT16, 0x7edcba9876543210ull);
   m->reqs[1].root = -7;
   m->reqs[1].process_set = 3;
   m->reqs[1].prescale = -0.0;
@@ -150,7 +158,7 @@ static void test_round_trip_many_requests(void **state) {
     snprintf(name, sizeof name, "model.layer%u.grad", (unsigned)i);
     int type = (int)(rng() % HVD_REQ__COUNT);
     int counted = type != HVD_REQ_ALLGATHER && type != HVD_REQ_ALLTOALL;
-    in.reqs[i] = make(name, type, (int)(rng() % (HVD_BOOL + 1)), counted ? rng() : 0);
+    in.reqs[i] = make(name, type, (int)(rng() % (HVD_BOOL + 1)), counted ? rng() >> 2 : 0);
     in.reqs[i].op = (uint8_t)(rng() % (HVD_PRODUCT + 1));
     in.reqs[i].root = (int32_t)rng();
     in.reqs[i].process_set = (int32_t)rng();
@@ -212,11 +220,13 @@ static void test_encode_bad_names(void **state) {
 
 /* ---- decoding refuses every bad field ---- */
 
-/* One request named "ab", no bits, no failures: fixed offsets. */
+/* One request named "ab" with a shape of one dimension, no bits, no
+ * failures: fixed offsets.  (Without a shape, everything after OFF_NDIMS
+ * comes 8 bytes earlier.) */
 enum {
   OFF_FLAGS = 0, OFF_NBITS = 4, OFF_NREQ = 8, OFF_NAME_LEN = 12, OFF_NAME = 14,
-  OFF_TYPE = 16, OFF_DTYPE = 17, OFF_OP = 18, OFF_COUNT = 23, OFF_GROUP_SIZE = 51,
-  OFF_GROUP_INDEX = 55, OFF_NFAIL = 59, ONE_REQ_LEN = 63
+  OFF_TYPE = 16, OFF_DTYPE = 17, OFF_OP = 18, OFF_COUNT = 23, OFF_NDIMS = 31, OFF_SHAPE = 32,
+  OFF_GROUP_SIZE = 60, OFF_GROUP_INDEX = 64, OFF_NFAIL = 68, ONE_REQ_LEN = 72
 };
 
 static void encode_one(hvd_request q, uint8_t **buf, size_t *len) {
@@ -225,7 +235,7 @@ static void encode_one(hvd_request q, uint8_t **buf, size_t *len) {
   m.nreq = 1;
   m.reqs = &q;
   encode(&m, buf, len);
-  assert_int_equal(*len, ONE_REQ_LEN);
+  assert_int_equal(*len, ONE_REQ_LEN - 8 * (1 - (int)q.ndims));
 }
 
 static void put32(uint8_t *p, uint32_t v) {
@@ -259,6 +269,44 @@ static void test_decode_bad_fields(void **state) {
   expect_bad_byte(gather, OFF_COUNT, 3, "allgather count 3 is not 0");
   gather.type = HVD_REQ_ALLTOALL;
   expect_bad_byte(gather, OFF_COUNT + 7, 1, "alltoall count");
+}
+
+static void test_decode_bad_shapes(void **state) {
+  (void)state;
+  hvd_request ok = make("ab", HVD_REQ_ALLREDUCE, HVD_FLOAT32, 10);
+  expect_bad_byte(ok, OFF_SHAPE, 11, "request 0 ('ab'): shape [11] holds 11 elements, not 10");
+  expect_bad_byte(ok, OFF_SHAPE + 7, 0x80, "request 0 ('ab'): dimension 0 is -");
+  ok.ndims = 2; /* [2, 5] */
+  ok.shape[0] = 2;
+  ok.shape[1] = 5;
+  uint8_t *buf;
+  size_t len;
+  hvd_msg m = {.nreq = 1, .reqs = &ok}, out;
+  encode(&m, &buf, &len);
+  assert_int_equal(hvd__msg_decode(buf, len, CAPACITY, &out), 0);
+  assert_int_equal(out.reqs[0].ndims, 2);
+  assert_int_equal(out.reqs[0].shape[1], 5);
+  hvd__msg_free(&out);
+  buf[OFF_NDIMS] = 0; /* a reducing collective without a shape */
+  expect_bad(buf, len - 16, CAPACITY, "0 dimensions (1 to 32)");
+  buf[OFF_NDIMS] = 33;
+  expect_bad(buf, len, CAPACITY, NULL);
+  free(buf);
+  /* the shape's size overflows 64 bits: [2^32, 2^32] */
+  ok.shape[0] = ok.shape[1] = 1ll << 32;
+  ok.count = 0;
+  m.reqs = &ok;
+  assert_int_equal(hvd__msg_encode(&m, &buf, &len), 0); /* encoding trusts the caller */
+  expect_bad(buf, len, CAPACITY, "the shape's size overflows");
+  free(buf);
+  /* an allgather has no shape */
+  hvd_request gather = make("ab", HVD_REQ_ALLGATHER, HVD_FLOAT32, 0);
+  gather.ndims = 1;
+  gather.shape[0] = 0;
+  m.reqs = &gather;
+  encode(&m, &buf, &len);
+  expect_bad(buf, len, CAPACITY, "allgather request with 1 dimensions");
+  free(buf);
 }
 
 static void test_decode_bad_names(void **state) {
@@ -333,9 +381,9 @@ static void test_decode_lying_counts(void **state) {
   size_t len;
   encode_one(make("ab", HVD_REQ_ALLREDUCE, HVD_FLOAT32, 1), &buf, &len);
   put32(buf + OFF_NREQ, 0xffffffffu);
-  expect_bad(buf, len, CAPACITY, "4294967295 requests cannot fit in the 51 bytes left");
+  expect_bad(buf, len, CAPACITY, "4294967295 requests cannot fit in the 60 bytes left");
   put32(buf + OFF_NREQ, 2); /* small, but still more than could be present */
-  expect_bad(buf, len, CAPACITY, "2 requests cannot fit in the 51 bytes left");
+  expect_bad(buf, len, CAPACITY, "2 requests cannot fit in the 60 bytes left");
   put32(buf + OFF_NREQ, 1);
   put32(buf + OFF_NFAIL, 0x40000000u);
   expect_bad(buf, len, CAPACITY, "1073741824 failures cannot fit");
@@ -446,6 +494,7 @@ int main(void) {
       cmocka_unit_test(test_bits),
       cmocka_unit_test(test_encode_bad_names),
       cmocka_unit_test(test_decode_bad_fields),
+      cmocka_unit_test(test_decode_bad_shapes),
       cmocka_unit_test(test_decode_bad_names),
       cmocka_unit_test(test_decode_bits),
       cmocka_unit_test(test_decode_lying_counts),

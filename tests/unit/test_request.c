@@ -245,6 +245,52 @@ static void test_mismatch_each_field(void **state) {
 }
 
 /* Process set changes name their own fields. */
+static void test_mismatch_shapes(void **state) {
+  (void)state;
+  hvd_request base = make("w", HVD_REQ_ALLREDUCE);
+  base.count = 22287;
+  base.ndims = 3;
+  base.shape[0] = 17, base.shape[1] = 23, base.shape[2] = 57;
+  job j;
+  job_init(&j, &base, 3);
+  assert_int_equal(job_check(&j), 0);
+  j.req[0].ndims = 2; /* the same count, another shape */
+  j.req[0].shape[1] = 1311;
+  const char *words[] = {"Mismatched allreduce tensor shapes for 'w': rank 0 sent [17, 1311], "
+                         "ranks 1-2 sent [17, 23, 57]"};
+  expect_mismatch(&j, words, 1);
+  assert_false(hvd__request_equal(&j.req[0], &j.req[1]));
+  /* a different count is reported as counts, as before shapes */
+  j.req[0] = base;
+  j.req[0].count = 10;
+  j.req[0].ndims = 1;
+  j.req[0].shape[0] = 10;
+  const char *counts[] = {"Mismatched allreduce tensor counts for 'w': rank 0 sent 10"};
+  expect_mismatch(&j, counts, 1);
+  /* every dimension printed, a shape too long for the message cut */
+  char text[64];
+  int64_t big[HVD_MAX_DIMS];
+  for (int d = 0; d < HVD_MAX_DIMS; d++) big[d] = 1000000007;
+  hvd__shape_print(big, HVD_MAX_DIMS, text, sizeof text);
+  assert_true(strlen(text) < sizeof text);
+  assert_non_null(strstr(text, "...]"));
+  hvd__shape_print(base.shape, 3, text, sizeof text);
+  assert_string_equal(text, "[17, 23, 57]");
+  /* the shape checks */
+  char why[160];
+  assert_int_equal(hvd__shape_check(base.shape, 3, 22287, why, sizeof why), 0);
+  assert_int_equal(hvd__shape_check(base.shape, 3, 22288, why, sizeof why), -1);
+  assert_string_equal(why, "shape [17, 23, 57] holds 22287 elements, not 22288");
+  assert_int_equal(hvd__shape_check(base.shape, 0, 1, why, sizeof why), -1);
+  assert_int_equal(hvd__shape_check(base.shape, HVD_MAX_DIMS + 1, 1, why, sizeof why), -1);
+  int64_t zero[2] = {0, -1};
+  assert_int_equal(hvd__shape_check(zero, 2, 0, why, sizeof why), -1);
+  assert_string_equal(why, "dimension 1 is -1");
+  int64_t huge[2] = {1ll << 40, 1ll << 40};
+  assert_int_equal(hvd__shape_check(huge, 2, 0, why, sizeof why), -1);
+  assert_string_equal(why, "the shape's size overflows");
+}
+
 static void test_mismatch_process_set_changes(void **state) {
   (void)state;
   job j;
@@ -362,6 +408,7 @@ int main(void) {
       cmocka_unit_test(test_check_ignores_fields_not_negotiated),
       cmocka_unit_test(test_mismatch_count_exact),
       cmocka_unit_test(test_mismatch_each_field),
+      cmocka_unit_test(test_mismatch_shapes),
       cmocka_unit_test(test_mismatch_process_set_changes),
       cmocka_unit_test(test_mismatch_first_field_wins),
       cmocka_unit_test(test_mismatch_scales_never_print_alike),
