@@ -3,12 +3,16 @@
  *
  * The Handle holds what the operation needs to outlive the Python call
  * that started it: the tensors it reads and writes (so they are not freed
- * while hvd owns their memory) and, for allgather and alltoall, the output
- * hvd allocates and the per-rank counts.  wait() blocks with the GIL
- * released, so the engine's thread and other Python threads run.
+ * while hvd owns their memory) and, for allgather and alltoall, where hvd
+ * puts the outputs it allocates and the per-rank counts.  wait() blocks
+ * with the GIL released and, in the main thread, gives way to Ctrl-C (see
+ * wait.c): an interrupted wait leaves the Handle running, to be waited
+ * again.
  *
- * A Handle dropped while its operation is in flight waits for it first:
- * freeing a buffer under the engine would corrupt memory.
+ * A Handle dropped while its operation still runs does not wait for it:
+ * a helper thread does, then frees what hvd wrote; the tensors it used are
+ * never freed (hvd may still write into them), the price of a handle the
+ * program forgot.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,130 +20,208 @@
 
 #include "pyhvd.h"
 
+/* Where hvd writes a gather's outputs: ntensors buffers it malloc()s and
+ * their per-rank counts.  Apart from the Handle, so that it can outlive a
+ * Handle dropped mid-operation. */
+typedef struct {
+  int ntensors, nranks;
+  void **results;
+  size_t *counts; /* ntensors x nranks */
+} gather_out;
+
+enum { RUNNING, ENDED, COLLECTED };
+
 typedef struct {
   PyObject_HEAD
   hvd_handle h;
-  int in_flight;
+  int state;       /* RUNNING: hvd owns the buffers; ENDED: it failed, not yet reported */
+  int rc;          /* ENDED: the failure's code ... */
+  char *msg;       /* ... and message */
   int kind;
   PyObject *keep;
-  size_t esize;      /* bytes per element of a gather's result */
-  void *result;      /* a gather's output (malloc()ed by hvd) */
-  size_t *counts;    /* a gather's per-rank counts */
-  int ncounts;
+  size_t esize;    /* bytes per element of a gather's results */
+  gather_out *out;
+  pyhvd_job *job;  /* an interrupted wait, still running in a helper */
+  int waiting;     /* a thread is in wait() (which releases the GIL) */
 } handle_object;
 
-PyObject *pyhvd_handle_new(int kind, PyObject *keep, size_t esize, int ncounts) {
+static void gather_out_free(void *arg) {
+  gather_out *out = arg;
+  if (!out) return;
+  for (int i = 0; i < out->ntensors; i++) free(out->results[i]);
+  free(out);
+}
+
+static gather_out *gather_out_new(int ntensors, int nranks) {
+  size_t n = (size_t)ntensors, r = (size_t)nranks;
+  gather_out *out = calloc(1, sizeof *out + n * sizeof(void *) + n * r * sizeof(size_t));
+  if (!out) return NULL;
+  out->ntensors = ntensors;
+  out->nranks = nranks;
+  out->results = (void **)(out + 1);
+  out->counts = (size_t *)(out->results + n);
+  return out;
+}
+
+PyObject *pyhvd_handle_new(int kind, PyObject *keep, size_t esize, int ntensors, int nranks) {
   handle_object *self = PyObject_New(handle_object, &pyhvd_handle_type);
   if (!self) return NULL;
   self->h = -1;
-  self->in_flight = 0;
+  self->state = COLLECTED;
+  self->rc = 0;
+  self->msg = NULL;
   self->kind = kind;
   self->keep = keep;
   Py_XINCREF(keep);
   self->esize = esize;
-  self->result = NULL;
-  self->ncounts = ncounts;
-  self->counts = ncounts > 0 ? calloc((size_t)ncounts, sizeof *self->counts) : NULL;
-  if (ncounts > 0 && !self->counts) {
+  self->job = NULL;
+  self->waiting = 0;
+  self->out = kind == PYHVD_GATHER ? gather_out_new(ntensors, nranks) : NULL;
+  if (kind == PYHVD_GATHER && !self->out) {
     Py_DECREF(self);
     return PyErr_NoMemory();
   }
   return (PyObject *)self;
 }
 
-void **pyhvd_handle_result_slot(PyObject *handle) {
-  return &((handle_object *)handle)->result;
-}
+void **pyhvd_handle_results(PyObject *handle) { return ((handle_object *)handle)->out->results; }
 
-size_t *pyhvd_handle_counts(PyObject *handle) { return ((handle_object *)handle)->counts; }
+size_t *pyhvd_handle_counts(PyObject *handle) { return ((handle_object *)handle)->out->counts; }
 
-/* Marks the enqueue done: from now on the handle must be waited. */
-static void finish(handle_object *self) {
-  self->in_flight = 0;
+/* hvd is done with the buffers: the tensors may go. */
+static void release_buffers(handle_object *self, int state) {
+  self->state = state;
   Py_CLEAR(self->keep);
 }
 
-/* Blocks until done; 0 or the HVD_E_* code. */
-static int wait_released(handle_object *self) {
-  int rc;
-  Py_BEGIN_ALLOW_THREADS
-  rc = hvd_wait(self->h);
-  Py_END_ALLOW_THREADS
-  finish(self);
-  return rc;
+/* Records a failure that poll() saw, for wait() to report. */
+static void record_failure(handle_object *self, int rc) {
+  self->rc = rc;
+  self->msg = strdup(hvd_last_error());
+  release_buffers(self, ENDED);
 }
 
 static void handle_dealloc(handle_object *self) {
-  if (self->in_flight) wait_released(self);
+  if (self->state == RUNNING) {
+    int running = self->job != NULL;
+    if (!running) {
+      int rc = hvd_poll(self->h);
+      if (rc == 1) hvd_wait(self->h); /* complete: returns at once */
+      running = rc == 0;
+    }
+    if (running) {
+      /* Still running: let a helper wait for it, and keep the tensors
+       * forever (a reference never dropped) since hvd may still write. */
+      if (self->job)
+        pyhvd_job_abandon(self->job, gather_out_free, self->out);
+      else if (pyhvd_abandon_call(hvd_wait, self->h, gather_out_free, self->out) < 0) {
+        Py_BEGIN_ALLOW_THREADS
+        hvd_wait(self->h); /* no thread to spare: wait here */
+        Py_END_ALLOW_THREADS
+        gather_out_free(self->out);
+      }
+      self->out = NULL;
+      self->keep = NULL;
+    }
+  }
   Py_CLEAR(self->keep);
-  free(self->result);
-  free(self->counts);
+  gather_out_free(self->out);
+  free(self->msg);
   PyObject_Free(self);
 }
 
-/* The per-rank counts of a completed gather, as a list. */
-static PyObject *counts_list(handle_object *self) {
-  PyObject *list = PyList_New(self->ncounts);
-  for (int i = 0; list && i < self->ncounts; i++) {
-    PyObject *v = PyLong_FromSize_t(self->counts[i]);
-    if (!v) {
-      Py_CLEAR(list);
-      break;
+/* A completed gather's per-rank counts: a list per tensor. */
+static PyObject *counts_lists(handle_object *self) {
+  gather_out *out = self->out;
+  PyObject *lists = PyList_New(out->ntensors);
+  for (int t = 0; lists && t < out->ntensors; t++) {
+    PyObject *list = PyList_New(out->nranks);
+    for (int r = 0; list && r < out->nranks; r++) {
+      PyObject *v = PyLong_FromSize_t(out->counts[(size_t)t * (size_t)out->nranks + (size_t)r]);
+      if (!v) Py_CLEAR(list);
+      else PyList_SET_ITEM(list, r, v);
     }
-    PyList_SET_ITEM(list, i, v);
+    if (!list) Py_CLEAR(lists);
+    else PyList_SET_ITEM(lists, t, list);
   }
-  return list;
+  return lists;
 }
 
-/* wait() -> None, or a gather's per-rank counts; raises on failure. */
+/* wait() -> None, or a gather's per-rank counts (a list per tensor);
+ * raises HorovodInternalError when the operation failed. */
 static PyObject *handle_wait(handle_object *self, PyObject *unused) {
   (void)unused;
-  if (!self->in_flight)
+  char *msg = NULL;
+  int rc;
+  switch (self->state) {
+  case COLLECTED:
     return PyErr_Format(PyExc_ValueError, "handle %lld was already waited", (long long)self->h);
-  int rc = wait_released(self);
+  case ENDED:
+    rc = self->rc;
+    msg = self->msg;
+    self->msg = NULL;
+    break;
+  default:
+    if (self->waiting)
+      return PyErr_Format(PyExc_ValueError, "handle %lld is being waited by another thread",
+                          (long long)self->h);
+    self->waiting = 1;
+    rc = pyhvd_wait(self->h, &self->job, &msg);
+    self->waiting = 0;
+    if (rc == PYHVD_INTERRUPTED) return NULL;
+  }
+  release_buffers(self, COLLECTED);
   if (rc < 0) {
-    PyErr_SetString(pyhvd_internal_error, hvd_last_error());
+    pyhvd_raise_failure(rc, msg);
+    free(msg);
     return NULL;
   }
-  if (self->kind == PYHVD_GATHER) return counts_list(self);
+  if (self->kind == PYHVD_GATHER) return counts_lists(self);
   Py_RETURN_NONE;
 }
 
-/* poll() -> True when done (wait() still collects it); raises on failure. */
+/* poll() -> True once the operation has ended, failed or not (wait()
+ * collects it without blocking and raises its error). */
 static PyObject *handle_poll(handle_object *self, PyObject *unused) {
   (void)unused;
-  if (!self->in_flight) Py_RETURN_TRUE;
+  if (self->state != RUNNING) Py_RETURN_TRUE;
+  if (self->job) return PyBool_FromLong(pyhvd_job_done(self->job));
+  if (self->waiting) Py_RETURN_FALSE; /* another thread owns the handle in hvd_wait() */
   int rc = hvd_poll(self->h);
   if (rc < 0) {
-    finish(self);
-    PyErr_SetString(pyhvd_internal_error, hvd_last_error());
-    return NULL;
+    record_failure(self, rc);
+    Py_RETURN_TRUE;
   }
   return PyBool_FromLong(rc);
 }
 
-/* fetch(address) copies a completed gather's output to address (which
- * must hold sum(counts) elements) and frees hvd's copy. */
-static PyObject *handle_fetch(handle_object *self, PyObject *arg) {
-  if (self->kind != PYHVD_GATHER || self->in_flight)
-    return PyErr_Format(PyExc_ValueError, "fetch: not a completed allgather or alltoall");
-  unsigned long long addr = PyLong_AsUnsignedLongLong(arg);
-  if (PyErr_Occurred()) return NULL;
+/* fetch(i, address) copies tensor i's gathered output to address (which
+ * must hold the sum of its counts in elements) and frees hvd's copy. */
+static PyObject *handle_fetch(handle_object *self, PyObject *args) {
+  int i;
+  unsigned long long addr;
+  if (!PyArg_ParseTuple(args, "iK", &i, &addr)) return NULL;
+  gather_out *out = self->out;
+  if (self->kind != PYHVD_GATHER || self->state != COLLECTED || i < 0 || i >= out->ntensors)
+    return PyErr_Format(PyExc_ValueError, "fetch: not a completed allgather or alltoall output");
   size_t total = 0;
-  for (int i = 0; i < self->ncounts; i++) total += self->counts[i];
-  if (total > 0 && self->result) memcpy((void *)(uintptr_t)addr, self->result, total * self->esize);
-  free(self->result);
-  self->result = NULL;
+  for (int r = 0; r < out->nranks; r++) total += out->counts[(size_t)i * (size_t)out->nranks + (size_t)r];
+  if (total > 0 && out->results[i])
+    memcpy((void *)(uintptr_t)addr, out->results[i], total * self->esize);
+  free(out->results[i]);
+  out->results[i] = NULL;
   Py_RETURN_NONE;
 }
 
 static PyMethodDef handle_methods[] = {
     {"wait", (PyCFunction)handle_wait, METH_NOARGS,
-     "Block until the operation completes (GIL released). Returns None, or the per-rank "
-     "counts of an allgather/alltoall; raises HorovodInternalError on failure."},
-    {"poll", (PyCFunction)handle_poll, METH_NOARGS, "True when the operation has completed."},
-    {"fetch", (PyCFunction)handle_fetch, METH_O,
-     "Copy a completed allgather/alltoall's output to the given address."},
+     "Block until the operation completes (GIL released; Ctrl-C interrupts it in the main "
+     "thread, leaving the operation running). Returns None, or for an allgather/alltoall the "
+     "per-rank counts of each tensor; raises HorovodInternalError on failure."},
+    {"poll", (PyCFunction)handle_poll, METH_NOARGS,
+     "True when the operation has ended (wait() then returns at once)."},
+    {"fetch", (PyCFunction)handle_fetch, METH_VARARGS,
+     "fetch(i, address): copy a completed allgather/alltoall's output i to address."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -155,9 +237,9 @@ PyTypeObject pyhvd_handle_type = {
 PyObject *pyhvd_handle_start(PyObject *handle, hvd_handle h) {
   if (h < 0) {
     Py_DECREF(handle);
-    return pyhvd_raise((int)h);
+    return pyhvd_raise_enqueue((int)h);
   }
   ((handle_object *)handle)->h = h;
-  ((handle_object *)handle)->in_flight = 1;
+  ((handle_object *)handle)->state = RUNNING;
   return handle;
 }

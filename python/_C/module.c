@@ -7,13 +7,25 @@
 
 PyObject *pyhvd_internal_error;
 
-PyObject *pyhvd_raise(int code) {
-  PyObject *type = (code == HVD_E_INVALID || code == HVD_E_UNSUPPORTED) ? PyExc_ValueError
-                                                                         : pyhvd_internal_error;
-  if (code == HVD_E_NOT_INITIALIZED)
-    PyErr_SetString(PyExc_ValueError, "Horovod has not been initialized; use hvd.init().");
-  else
-    PyErr_SetString(type, hvd_last_error());
+#define NOT_INITIALIZED "Horovod has not been initialized; use hvd.init()."
+
+PyObject *pyhvd_raise_query(int code) {
+  if (code == HVD_E_NOT_INITIALIZED) PyErr_SetString(PyExc_ValueError, NOT_INITIALIZED);
+  else PyErr_SetString(code == HVD_E_INVALID ? PyExc_ValueError : pyhvd_internal_error,
+                       hvd_last_error());
+  return NULL;
+}
+
+PyObject *pyhvd_raise_enqueue(int code) {
+  if (code == HVD_E_NOT_INITIALIZED) PyErr_SetString(pyhvd_internal_error, NOT_INITIALIZED);
+  else PyErr_SetString(code == HVD_E_INVALID ? PyExc_ValueError : pyhvd_internal_error,
+                       hvd_last_error());
+  return NULL;
+}
+
+PyObject *pyhvd_raise_failure(int code, const char *msg) {
+  if (code == HVD_E_NOT_INITIALIZED) msg = NOT_INITIALIZED;
+  PyErr_SetString(pyhvd_internal_error, msg ? msg : hvd_strerror(code));
   return NULL;
 }
 
@@ -25,7 +37,7 @@ static PyObject *init(PyObject *self, PyObject *unused) {
   Py_BEGIN_ALLOW_THREADS
   rc = hvd_init();
   Py_END_ALLOW_THREADS
-  if (rc < 0 && rc != HVD_E_ALREADY_INITIALIZED) return pyhvd_raise(rc);
+  if (rc < 0 && rc != HVD_E_ALREADY_INITIALIZED) return pyhvd_raise_query(rc);
   Py_RETURN_NONE;
 }
 
@@ -52,7 +64,7 @@ static PyObject *is_initialized(PyObject *self, PyObject *unused) {
     (void)self;                                                \
     (void)unused;                                              \
     int v = hvd_##fn();                                        \
-    return v < 0 ? pyhvd_raise(v) : PyLong_FromLong(v);        \
+    return v < 0 ? pyhvd_raise_query(v) : PyLong_FromLong(v);  \
   }
 TOPOLOGY(rank)
 TOPOLOGY(size)
@@ -120,7 +132,8 @@ PyMODINIT_FUNC PyInit__C(void) {
       "A collective failed (a peer was lost, ranks disagreed, a deadline passed); the message "
       "is hvd's.",
       PyExc_RuntimeError, NULL);
-  if (!pyhvd_internal_error || PyType_Ready(&pyhvd_handle_type) < 0 || add_constants(m) < 0 ||
+  if (!pyhvd_internal_error || pyhvd_wait_init() < 0 || PyType_Ready(&pyhvd_handle_type) < 0 ||
+      add_constants(m) < 0 ||
       add_functions(m, pyhvd_op_methods) < 0 ||
       PyModule_AddObjectRef(m, "HorovodInternalError", pyhvd_internal_error) < 0 ||
       PyModule_AddObjectRef(m, "Handle", (PyObject *)&pyhvd_handle_type) < 0) {

@@ -17,10 +17,20 @@
 /* hvd._C.HorovodInternalError (a RuntimeError): a collective failed. */
 extern PyObject *pyhvd_internal_error;
 
-/* Raises the exception for an HVD_E_* code with hvd_last_error():
- * ValueError for a bad argument or an unsupported request, else
- * HorovodInternalError.  Returns NULL. */
-PyObject *pyhvd_raise(int code);
+/* Raise the exception for an HVD_E_* code and return NULL, as horovod.torch
+ * would (its C++ layer's InvalidArgument becomes ValueError, every other
+ * failure of a collective HorovodInternalError):
+ *   pyhvd_raise_query    queries and set-up (rank(), add_process_set()...):
+ *                        ValueError for a bad argument or before init(),
+ *                        else HorovodInternalError; hvd_last_error()'s text.
+ *   pyhvd_raise_enqueue  a collective refused at enqueue: ValueError for a
+ *                        bad argument, else HorovodInternalError (before
+ *                        init() too, as Horovod's collectives).
+ *   pyhvd_raise_failure  a collective that failed (msg: hvd's message):
+ *                        HorovodInternalError. */
+PyObject *pyhvd_raise_query(int code);
+PyObject *pyhvd_raise_enqueue(int code);
+PyObject *pyhvd_raise_failure(int code, const char *msg);
 
 /* ---- handles (handle.c) ---- */
 
@@ -30,17 +40,54 @@ enum { PYHVD_PLAIN, PYHVD_GATHER };
 extern PyTypeObject pyhvd_handle_type;
 
 /* A new Handle, not started yet.  keep: objects (tensors) to keep alive
- * until the operation completes (may be NULL).  For PYHVD_GATHER, the
- * enqueue writes hvd's malloc()ed output to *pyhvd_handle_result_slot()
- * and ncounts per-rank counts to pyhvd_handle_counts(); the Handle owns
- * both. */
-PyObject *pyhvd_handle_new(int kind, PyObject *keep, size_t esize, int ncounts);
-void **pyhvd_handle_result_slot(PyObject *handle);
+ * until the operation completes (may be NULL).  For PYHVD_GATHER of
+ * ntensors tensors over nranks ranks, the enqueue has hvd write its
+ * malloc()ed outputs to pyhvd_handle_results() (ntensors pointers) and the
+ * per-rank counts to pyhvd_handle_counts() (ntensors x nranks); the Handle
+ * owns both. */
+PyObject *pyhvd_handle_new(int kind, PyObject *keep, size_t esize, int ntensors, int nranks);
+void **pyhvd_handle_results(PyObject *handle);
 size_t *pyhvd_handle_counts(PyObject *handle);
 
 /* Records the enqueue's result: h >= 0 starts the handle and returns it;
  * h < 0 drops it and raises (NULL). */
 PyObject *pyhvd_handle_start(PyObject *handle, hvd_handle h);
+
+/* ---- blocking calls Ctrl-C can interrupt (wait.c) ---- */
+
+/* A blocking hvd call: hvd_wait, or a wrapper of hvd_barrier/hvd_join. */
+typedef int pyhvd_call(hvd_handle h);
+typedef struct pyhvd_job pyhvd_job;
+
+/* What pyhvd_blocking() returns when Ctrl-C (or another signal handler)
+ * raised; the call goes on. */
+#define PYHVD_INTERRUPTED (-1000)
+
+/* Sets up the helper threads; at import. 0, or -1 with an exception. */
+int pyhvd_wait_init(void);
+
+/* Runs call(h) with the GIL released (held on entry and exit) and returns
+ * its result (>= 0, or an HVD_E_* code with hvd's message in *msg, to
+ * free()).  In the main thread, signal handlers run while it waits: if one
+ * raises, PYHVD_INTERRUPTED, and *job holds the call still running; pass
+ * *job again to go on waiting (NULL to start), or abandon it. */
+int pyhvd_blocking(pyhvd_call *call, hvd_handle h, pyhvd_job **job, char **msg);
+
+/* pyhvd_blocking(hvd_wait, h, ...), except that an operation that is
+ * complete, or completes within a brief spin, is collected at once. */
+int pyhvd_wait(hvd_handle h, pyhvd_job **job, char **msg);
+
+/* 1 once an interrupted job's call has returned (collect it with
+ * pyhvd_blocking()). */
+int pyhvd_job_done(pyhvd_job *job);
+
+/* Nobody will collect job: when its call returns, release(arg) and the
+ * job are freed (at once if it has returned). */
+void pyhvd_job_abandon(pyhvd_job *job, void (*release)(void *), void *arg);
+
+/* Runs call(h) in a helper, uncollected, then release(arg); 0 or -1 when
+ * no helper could start. */
+int pyhvd_abandon_call(pyhvd_call *call, hvd_handle h, void (*release)(void *), void *arg);
 
 /* ---- the module's functions (ops.c) ---- */
 
