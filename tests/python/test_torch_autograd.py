@@ -3,8 +3,8 @@ allreduce's backward is an allreduce of the gradient with the same op and
 scale factors; allgather's an average allreduce of the gradient, narrowed
 to this rank's rows; broadcast's an average allreduce kept on the root and
 zero elsewhere; alltoall's an alltoall of the gradient back with the
-received splits.  Upstream gradients differ per rank so that the
-reduction is visible."""
+received splits; reducescatter's an allgather of the gradient, scaled.
+Upstream gradients differ per rank so that the reduction is visible."""
 import torch
 
 import hvd.torch as hvd
@@ -116,3 +116,31 @@ def test_alltoall_grad_equal_splits():
     y.backward(g)
     want = torch.cat([torch.full((2, 3), me + 10.0 * d) for d in range(n)])
     assert torch.equal(x.grad, want)
+
+
+def rows_of(dim0, n):
+    """Horovod's split of dim0 rows over n ranks."""
+    return [dim0 // n + (1 if r < dim0 % n else 0) for r in range(n)]
+
+
+def test_reducescatter_grad_is_horovods():
+    """Horovod's gradient of reducescatter: the allgather of the output
+    gradients, times the set's size for Sum (not for Average), times the
+    scale factors.  (Not the true derivative of the sum of the ranks'
+    losses, which would be size times smaller: Horovod's convention, kept
+    so that models moved from Horovod train the same.)"""
+    n, me = hvd.size(), hvd.rank()
+    dim0 = 2 * n + 1
+    rows = rows_of(dim0, n)
+    cases = [(hvd.Sum, "Sum", 1.0, 1.0, n), (hvd.Average, "Average", 1.0, 1.0, 1),
+             (hvd.Sum, "Sum.scaled", 0.5, 3.0, n * 1.5),
+             (hvd.Average, "Average.scaled", 2.0, 0.25, 0.5)]
+    for op, label, pre, post, factor in cases:
+        x = rank_float((dim0, 3), me, seed=14, dtype=torch.float64).requires_grad_()
+        y = hvd.reducescatter(x, op=op, prescale_factor=pre, postscale_factor=post,
+                              name="grad.rs.%s" % label)
+        assert y.shape == (rows[me], 3)
+        gs = [upstream((rows[r], 3), r, seed=15) for r in range(n)]
+        y.backward(gs[me])
+        torch.testing.assert_close(x.grad, torch.cat(gs) * factor, rtol=1e-12, atol=1e-12,
+                                   msg=label)

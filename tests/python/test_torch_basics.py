@@ -1,5 +1,7 @@
-"""Objects, parameter and optimizer-state broadcasts, and errors from the
-engine surfacing as exceptions that name the tensor."""
+"""Objects (through cloudpickle: lambdas and local classes too), parameter
+and optimizer-state broadcasts, errors from the engine surfacing as
+exceptions that name the tensor, and the timeline started and stopped
+from Python."""
 import pytest
 import torch
 
@@ -148,3 +150,54 @@ def test_mismatched_dtypes_and_roots_raise():
     assert "mismatch.async.tensor" in str(info.value)
     out = hvd.allreduce(torch.ones(2), op=hvd.Sum, name="after.mismatch.2")
     assert torch.equal(out, torch.full((2,), float(n)))
+
+
+def test_broadcast_object_lambda_and_local_class():
+    """Objects travel through cloudpickle, as in Horovod: lambdas and
+    classes defined in a function go through too."""
+    import cloudpickle  # noqa: F401  scripts/deps.sh installs it: a missing one fails
+
+    class Local:
+        def __init__(self, r):
+            self.r = r
+
+        def twice(self):
+            return 2 * self.r
+
+    root = hvd.size() - 1
+    me = hvd.rank()
+    f = hvd.broadcast_object(lambda x: x * 10 + me, root_rank=root, name="bobj.lambda")
+    assert f(3) == 30 + root
+    obj = hvd.broadcast_object(Local(me), root_rank=root, name="bobj.local")
+    assert obj.r == root and obj.twice() == 2 * root
+    fs = hvd.allgather_object(lambda: me, name="agobj.lambda")
+    assert [g() for g in fs] == list(range(hvd.size()))
+
+
+def test_start_stop_timeline_writes_valid_json(tmp_path):
+    """start_timeline/stop_timeline on every rank; rank 0 writes a Chrome
+    trace (JSON) that names the collectives run in between, and tells the
+    others what it found."""
+    import json
+    path = hvd.broadcast_object(str(tmp_path / "timeline.json"), root_rank=0,
+                                name="timeline.path")
+    hvd.start_timeline(path)
+    hvd.allreduce(torch.ones(5), name="timeline.allreduce.tensor")
+    hvd.allgather(torch.ones(2, 1), name="timeline.allgather.tensor")
+    hvd.stop_timeline()
+    hvd.stop_timeline()  # stopping again: nothing to stop
+    after = hvd.allreduce(torch.ones(1), name="timeline.after.stop")
+    found = None
+    if hvd.rank() == 0:
+        with open(path) as f:
+            text = f.read()
+        trace = json.loads(text)
+        events = trace["traceEvents"] if isinstance(trace, dict) else trace
+        found = {"events": len(events),
+                 "allreduce": "timeline.allreduce.tensor" in text,
+                 "allgather": "timeline.allgather.tensor" in text,
+                 "after stop": "timeline.after.stop" in text}
+    found = hvd.broadcast_object(found, root_rank=0, name="timeline.found")
+    assert found["events"] > 0 and found["allreduce"] and found["allgather"], found
+    assert not found["after stop"], found
+    assert after.item() == 1.0  # allreduce averages by default

@@ -2,10 +2,11 @@
 allreduce (every op and dtype Horovod allows, in-place and async forms,
 prescale/postscale, compression), grouped_allreduce, allgather (uneven
 first dimensions), broadcast, alltoall (with and without splits),
-reducescatter (uneven first dimension), poll/synchronize, barrier, join,
-Adasum and process sets."""
+reducescatter (uneven first dimension), integer scale factors (against
+numpy), poll/synchronize, barrier, join, Adasum and process sets."""
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -153,6 +154,79 @@ def test_prescale_postscale(dtype):
     torch.testing.assert_close(t, (ssum * 2.0).to(dtype), rtol=1e-6, atol=1e-6)
     h = hvd.allreduce_async(mine, op=hvd.Sum, postscale_factor=0.5)
     torch.testing.assert_close(hvd.synchronize(h), (ssum * 0.5).to(dtype), rtol=1e-6, atol=1e-6)
+
+
+def np_dtype(dtype):
+    return torch.empty(0, dtype=dtype).numpy().dtype
+
+
+def np_scale(x, factor, dtype):
+    """x (int64) times factor in double precision, rounded toward zero and
+    saturated at dtype's range: hvd's (and Horovod's) integer scaling."""
+    info = torch.iinfo(dtype)
+    return np.clip(np.trunc(x.astype(np.float64) * factor), info.min, info.max).astype(np.int64)
+
+
+def int_scaled_reference(ts, op, pre, post, dtype):
+    """Reference of an integer allreduce with scale factors, in numpy:
+    each input scaled, summed in dtype (two's complement), divided toward
+    zero for Average, then scaled again."""
+    scaled = np.stack([np_scale(t.numpy().astype(np.int64), pre, dtype) for t in ts])
+    total = scaled.astype(np_dtype(dtype)).sum(axis=0, dtype=np_dtype(dtype)).astype(np.int64)
+    if op == hvd.Average:
+        total = np.sign(total) * (np.abs(total) // len(ts))
+    return torch.from_numpy(np_scale(total, post, dtype)).to(dtype)
+
+
+INT_SCALES = [(2.5, 0.75), (-1.5, 1.0), (1.0, -0.4), (0.3, 3.7)]
+
+
+@pytest.mark.parametrize("dtype", INT_TYPES, ids=str)
+@pytest.mark.parametrize("opname", ["Sum", "Average"])
+def test_integer_prescale_postscale(dtype, opname):
+    op = getattr(hvd, opname)
+    low = -20 if dtype in SIGNED else 0
+    ts = inputs((4, 5), dtype, seed=18, low=low, high=low + 40)
+    mine = ts[hvd.rank()]
+    for i, (pre, post) in enumerate(INT_SCALES):
+        want = int_scaled_reference(ts, op, pre, post, dtype)
+        out = hvd.allreduce(mine, op=op, prescale_factor=pre, postscale_factor=post,
+                            name="int.scale.%s.%s.%d" % (opname, dtype, i))
+        assert_equal(out, want)
+        t = mine.clone()
+        hvd.allreduce_(t, op=op, prescale_factor=pre, postscale_factor=post)
+        assert_equal(t, want)
+        grouped = hvd.grouped_allreduce([mine, mine[:1]], op=op, prescale_factor=pre,
+                                        postscale_factor=post)
+        assert_equal(grouped[0], want)
+        assert_equal(grouped[1], want[:1])
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16], ids=str)
+def test_integer_scaling_saturates(dtype):
+    info = torch.iinfo(dtype)
+    low = -9 if dtype in SIGNED else 1
+    ts = inputs((6,), dtype, seed=19, low=low, high=10)
+    mine = ts[hvd.rank()]
+    big = 2.0 * (info.max - info.min)
+    for pre, post in ((1.0, big), (1.0, -big), (big, 1.0)):
+        want = int_scaled_reference(ts, hvd.Sum, pre, post, dtype)
+        out = hvd.allreduce(mine, op=hvd.Sum, prescale_factor=pre, postscale_factor=post)
+        assert_equal(out, want)
+    assert int(hvd.allreduce(torch.tensor([5], dtype=dtype), op=hvd.Sum,
+                             postscale_factor=big)) == info.max
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=str)
+def test_integer_reducescatter_scaling(dtype):
+    n, me = hvd.size(), hvd.rank()
+    dim0 = 2 * n + 1
+    ts = inputs((dim0, 2), dtype, seed=22, low=-20, high=20)
+    start, rows = _scatter_rows(dim0, n, me)
+    for op in (hvd.Sum, hvd.Average):
+        want = int_scaled_reference(ts, op, 1.5, -0.5, dtype)[start:start + rows]
+        out = hvd.reducescatter(ts[me], op=op, prescale_factor=1.5, postscale_factor=-0.5)
+        assert_equal(out, want)
 
 
 def test_half_precision_reduces_in_float32_and_rounds_once():
@@ -363,7 +437,7 @@ def test_adasum_allreduce(dtype):
 def test_join_uneven_batches():
     """Rank r has r+1 batches; ranks that run out call join(), and the
     others' allreduces then see zeros from them (Average still divides by
-    the full size), their allgathers nothing."""
+    the full size).  (An allgather meanwhile fails: see test_torch_errors.)"""
     n, me = hvd.size(), hvd.rank()
 
     def value(r, i):
@@ -376,8 +450,7 @@ def test_join_uneven_batches():
         try:
             s = hvd.allreduce(value(me, i), op=hvd.Sum, name="join.sum.%d" % i)
             a = hvd.allreduce(value(me, i), name="join.avg.%d" % i)
-            g = hvd.allgather(torch.tensor([me * 100 + i]), name="join.gather.%d" % i)
-            got.append((s, a, g))
+            got.append((s, a))
         except Exception as e:  # noqa: BLE001
             errors.append(e)
     last = hvd.join()
@@ -385,12 +458,11 @@ def test_join_uneven_batches():
     if errors:
         raise errors[0]
     assert last == n - 1
-    for i, (s, a, g) in enumerate(got):
+    for i, (s, a) in enumerate(got):
         active = [r for r in range(n) if r >= i]
         want = sum(value(r, i) for r in active)
         assert_equal(s, want)
         assert_equal(a, want / n)
-        assert_equal(g, torch.tensor([r * 100 + i for r in active]))
     # after join the job goes on normally
     assert_equal(after, torch.full((3,), float(n)))
 

@@ -14,9 +14,11 @@ from hvd.torch.mpi_ops import (  # noqa: F401
     Adasum, Average, Max, Min, Product, Sum, allgather, allgather_async, allreduce, allreduce_,
     allreduce_async, allreduce_async_, alltoall, alltoall_async, barrier, broadcast, broadcast_,
     broadcast_async, broadcast_async_, ccl_built, cross_rank, cross_size, cuda_built, ddl_built,
-    gloo_built, grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
-    grouped_allreduce_async_, init, is_initialized, join, local_rank, local_size, mpi_built,
-    nccl_built, poll, rank, reducescatter, reducescatter_async, rocm_built, shutdown, size,
-    sparse_allreduce_async, synchronize)
+    gloo_built, gloo_enabled, grouped_allgather, grouped_allgather_async, grouped_allreduce,
+    grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
+    grouped_reducescatter, grouped_reducescatter_async, init, is_initialized, join, local_rank,
+    local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank,
+    reducescatter, reducescatter_async, rocm_built, shutdown, size, sparse_allreduce_async,
+    start_timeline, stop_timeline, synchronize)
 from hvd.torch.optimizer import DistributedOptimizer  # noqa: F401
 from hvd.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401

@@ -1,15 +1,20 @@
 """Broadcasting model and optimizer state, and Python objects, as
 horovod.torch.functions.
 
-Objects travel pickled (Horovod uses cloudpickle, which Debian does not
-package; pickle handles everything but lambdas and locally defined
-classes).
+Objects travel pickled with cloudpickle, as in Horovod (Debian's
+python3-cloudpickle), so lambdas and locally defined classes go through
+too; where cloudpickle is not installed, with the standard pickle, which
+takes everything else.
 """
 import collections
 import io
-import pickle
 
 import torch
+
+try:
+    import cloudpickle as _pickle
+except ImportError:  # pragma: no cover - cloudpickle is a dependency where packaged
+    import pickle as _pickle
 
 from hvd.common.process_sets import global_process_set
 from hvd.torch.mpi_ops import _allgather_async, broadcast_, broadcast_async_, rank, synchronize
@@ -114,12 +119,12 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
 
 def _to_bytes(obj):
     buf = io.BytesIO()
-    pickle.dump(obj, buf)
+    _pickle.dump(obj, buf)
     return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
 
 
 def _from_bytes(t):
-    return pickle.loads(t.numpy().tobytes())
+    return _pickle.loads(t.numpy().tobytes())
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):

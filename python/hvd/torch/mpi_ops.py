@@ -3,15 +3,21 @@
 Every collective is enqueued asynchronously on hvd._C and tracked by an
 integer handle, as in Horovod: ``poll(handle)`` and ``synchronize(handle)``
 take it, and synchronize() returns the operation's output.  The blocking
-forms (allreduce, allgather, broadcast, alltoall, reducescatter) are
-autograd functions with Horovod's backward definitions.
+forms (allreduce, allgather, broadcast, alltoall, reducescatter and the
+grouped ones) are autograd functions with Horovod's backward definitions.
 
 Inputs that are not contiguous are reduced from a contiguous copy; the
-in-place forms copy the result back.  Failures of the engine (ranks that
-disagree, a lost peer, a deadline) raise HorovodInternalError with hvd's
-message; invalid requests raise ValueError.
+in-place forms copy the result back.  Exceptions are horovod.torch's:
+HorovodInternalError (a RuntimeError) for a collective that fails or that
+hvd refuses (ranks that disagree, a lost peer, a deadline, an op a
+collective does not support), ValueError for an invalid argument
+(a tensor hvd cannot take, a name already in flight, a process set this
+rank is not in), NotImplementedError for Adasum over a number of ranks
+that is not a power of two.  Ctrl-C in the main thread interrupts a wait
+(KeyboardInterrupt); the operation goes on and its handle stays valid.
 """
 import itertools
+import os
 import warnings
 
 import numpy as np
@@ -19,6 +25,9 @@ import torch
 
 from hvd import _C
 from hvd.common import process_sets as _process_sets
+from hvd.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built,  # noqa: F401
+                               gloo_enabled, mpi_built, mpi_enabled, mpi_threads_supported,
+                               nccl_built, rocm_built)
 from hvd.common.exceptions import HorovodInternalError
 from hvd.common.process_sets import (ProcessSet, add_process_set, global_process_set,
                                      remove_process_set)
@@ -29,12 +38,15 @@ __all__ = [
     "cross_size", "cross_rank", "Average", "Sum", "Adasum", "Min", "Max", "Product",
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
-    "grouped_allreduce_async_", "allgather", "allgather_async", "broadcast", "broadcast_",
-    "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async", "reducescatter",
-    "reducescatter_async", "sparse_allreduce_async", "join", "barrier", "poll", "synchronize",
+    "grouped_allreduce_async_", "allgather", "allgather_async", "grouped_allgather",
+    "grouped_allgather_async", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
+    "alltoall", "alltoall_async", "reducescatter", "reducescatter_async",
+    "grouped_reducescatter", "grouped_reducescatter_async", "sparse_allreduce_async", "join",
+    "barrier", "poll", "synchronize", "start_timeline", "stop_timeline",
     "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
-    "HorovodInternalError", "mpi_built", "gloo_built", "nccl_built", "ddl_built", "ccl_built",
-    "cuda_built", "rocm_built",
+    "HorovodInternalError", "mpi_threads_supported", "mpi_enabled", "mpi_built",
+    "gloo_enabled", "gloo_built", "nccl_built", "ddl_built", "ccl_built", "cuda_built",
+    "rocm_built",
 ]
 
 # ---- reduction ops (the same values as Horovod's) ----
@@ -78,34 +90,17 @@ def shutdown():
     _process_sets._teardown()
 
 
-# What hvd was built with, as horovod.torch reports it: none of these
-# backends exists in hvd (its own TCP transport does the work).
-def mpi_built():
-    return False
+def start_timeline(file_path, mark_cycles=False):
+    """Starts recording a timeline (Chrome trace JSON) of hvd's activity to
+    file_path, as HOROVOD_TIMELINE does for a whole run; rank 0 writes it.
+    Call it on every rank.  A timeline already being recorded is closed
+    first.  mark_cycles: also mark the engine's cycles."""
+    _C.start_timeline(os.fspath(file_path), bool(mark_cycles))
 
 
-def gloo_built():
-    return False
-
-
-def nccl_built():
-    return False
-
-
-def ddl_built():
-    return False
-
-
-def ccl_built():
-    return False
-
-
-def cuda_built():
-    return False
-
-
-def rocm_built():
-    return False
+def stop_timeline():
+    """Stops recording the timeline and closes its file (valid JSON)."""
+    _C.stop_timeline()
 
 
 # ---- tensors as the native layer sees them ----
@@ -185,15 +180,33 @@ def _global_ranks(process_set):
 # ---- handles ----
 class _Pending:
     """What one integer handle stands for: the native handles to wait for
-    (they keep the tensors they use alive) and a function turning their
-    results into the operation's output."""
+    (they keep the tensors they use alive), what their waits returned so
+    far, and a function turning those results into the operation's
+    output."""
 
-    __slots__ = ("natives", "finish", "error")
+    __slots__ = ("natives", "results", "finish", "error")
 
     def __init__(self, natives, finish):
         self.natives = list(natives)
+        self.results = []
         self.finish = finish
         self.error = None
+
+    def done(self):
+        return all(native.poll() for native in self.natives[len(self.results):])
+
+    def wait(self):
+        """Waits for the natives not waited yet, in order.  A failure is
+        kept for the end (the others must still be waited); Ctrl-C leaves
+        the rest for the next wait()."""
+        while len(self.results) < len(self.natives):
+            native = self.natives[len(self.results)]
+            try:
+                result = native.wait()
+            except HorovodInternalError as e:
+                self.error = self.error or e
+                result = None
+            self.results.append(result)
 
 
 _pending = {}
@@ -206,41 +219,54 @@ def _register(natives, finish):
     return handle
 
 
+class _SparseHandle:
+    """What sparse_allreduce_async() returns: as in horovod.torch, calling
+    it waits and returns the reduced sparse tensor; poll() and
+    synchronize() take it as well."""
+
+    __slots__ = ("_handle", "_finish", "_result")
+
+    def __init__(self, handle, finish):
+        self._handle = handle
+        self._finish = finish
+        self._result = None
+
+    def poll(self):
+        return self._result is not None or poll(self._handle)
+
+    def __call__(self):
+        if self._result is None:
+            self._result = self._finish(synchronize(self._handle))
+        return self._result
+
+
 def poll(handle):
     """True once the operation of handle has completed (then synchronize()
     does not block).  A failed operation counts as completed; synchronize()
     raises its error."""
+    if isinstance(handle, _SparseHandle):
+        return handle.poll()
     p = _pending.get(handle)
     if p is None:
         raise ValueError("unknown handle %r" % (handle,))
-    for native in list(p.natives):
-        try:
-            if not native.poll():
-                return False
-        except HorovodInternalError as e:
-            # The native handle is released by the failure: never wait on it.
-            p.natives.remove(native)
-            p.error = p.error or e
-    return True
+    return p.done()
 
 
 def synchronize(handle):
     """Waits for the operation of handle and returns its output (None for
     an unknown handle, as Horovod).  Raises HorovodInternalError with hvd's
-    message if it failed."""
-    p = _pending.pop(handle, None)
+    message if it failed.  Ctrl-C raises KeyboardInterrupt and leaves the
+    handle pending: synchronize() may be called on it again."""
+    if isinstance(handle, _SparseHandle):
+        return handle()
+    p = _pending.get(handle)
     if p is None:
         return None
-    results, error = [], p.error
-    for native in p.natives:
-        try:
-            results.append(native.wait())
-        except HorovodInternalError as e:
-            error = error or e
-            results.append(None)
-    if error is not None:
-        raise error
-    return p.finish(results)
+    p.wait()
+    del _pending[handle]
+    if p.error is not None:
+        raise p.error
+    return p.finish(p.results)
 
 
 # ---- allreduce ----
@@ -266,6 +292,20 @@ def _check_adasum(process_set):
         raise NotImplementedError("Running Adasum with non-power of 2 ranks is not supported yet.")
 
 
+def _by_dtype(tensors, name):
+    """A grouped call takes one dtype: (name, indices) of each dtype's
+    tensors, in order of first appearance (named "<name>.<dtype>" when
+    there are several)."""
+    by_dtype = {}
+    for i, t in enumerate(tensors):
+        by_dtype.setdefault(t.dtype, []).append(i)
+    for dtype, idx in by_dtype.items():
+        sub_name = name
+        if name is not None and len(by_dtype) > 1:
+            sub_name = "%s.%s" % (name, str(dtype).replace("torch.", ""))
+        yield sub_name, idx
+
+
 def _allreduce_group(tensors, in_place, name, op, prescale_factor, postscale_factor,
                      process_set, grouped):
     """Enqueues an allreduce of tensors (one tensor unless grouped) and
@@ -287,20 +327,14 @@ def _allreduce_group(tensors, in_place, name, op, prescale_factor, postscale_fac
     if not grouped:
         src, dst = srcs[0], dsts[0]
         addr, count, code = _native(src)
-        natives.append(_C.allreduce_async(addr, dst.data_ptr(), count, code, op, name, set_id,
-                                          pre, post, (src, dst)))
+        natives.append(_C.allreduce_async(addr, dst.data_ptr(), count, tuple(src.shape), code,
+                                          op, name, set_id, pre, post, (src, dst)))
     else:
-        by_dtype = {}
-        for i, s in enumerate(srcs):
-            by_dtype.setdefault(s.dtype, []).append(i)
-        for dtype, idx in by_dtype.items():
-            sub_name = name
-            if name is not None and len(by_dtype) > 1:
-                sub_name = "%s.%s" % (name, str(dtype).replace("torch.", ""))
+        for sub_name, idx in _by_dtype(srcs, name):
             natives.append(_C.grouped_allreduce_async(
                 [srcs[i].data_ptr() for i in idx], [dsts[i].data_ptr() for i in idx],
-                [srcs[i].numel() for i in idx], _DTYPES[dtype], op, sub_name, set_id, pre, post,
-                (tuple(srcs[i] for i in idx), tuple(dsts[i] for i in idx))))
+                [srcs[i].numel() for i in idx], _DTYPES[srcs[idx[0]].dtype], op, sub_name,
+                set_id, pre, post, (tuple(srcs[i] for i in idx), tuple(dsts[i] for i in idx))))
 
     def finish(_):
         outputs = dsts
@@ -428,27 +462,40 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     return [compression.decompress(t, c) for t, c in zip(reduced, cctxs)]
 
 
+def _divide(values, n):
+    """values / n, integers rounded toward zero as hvd's Average."""
+    if values.is_floating_point():
+        return values / n
+    return torch.div(values, n, rounding_mode="trunc")
+
+
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
-    """Reduces a sparse COO tensor by allgathering its indices and values
-    (Sum, or Average dividing the values by the set size).  Returns a
-    handle whose output is a sparse tensor of the same size."""
+    """Starts reducing a sparse COO tensor over the processes: every rank's
+    indices and values are gathered (one grouped allgather), and the
+    entries are summed where indices repeat (coalesced); Average then
+    divides by the set's size.  Returns a handle: call it (as in
+    horovod.torch), or pass it to synchronize(), for the sparse result.
+    op: Sum or Average (Horovod treats any other op as Sum)."""
+    if op not in (Sum, Average):
+        raise ValueError("sparse_allreduce_async: op must be Sum or Average, got %s"
+                         % _OPS.get(op, op))
     tensor = tensor.coalesce()
-    # allgather concatenates along the first dimension, so the indices go
-    # as (nnz, ndim) rows.
-    indices, finish_indices = _start_allgather(
-        tensor.indices().t().contiguous(), None if name is None else "%s.indices" % name,
-        process_set)
-    values, finish_values = _start_allgather(
-        tensor.values(), None if name is None else "%s.values" % name, process_set)
+    # Gathering concatenates along the first dimension: the indices go as
+    # (nnz, ndim) rows.
+    indices = tensor.indices().t().contiguous()
+    handle = _grouped_allgather_async([indices, tensor.values()], name, process_set,
+                                      "sparse_allreduce")
 
-    def finish(results):
-        gathered_indices = finish_indices(results[0])[0]
-        gathered_values = finish_values(results[1])[0]
-        if op == Average:
-            gathered_values = gathered_values / _set_size(process_set)
-        return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, tensor.size())
+    def finish(gathered):
+        (indices, _), (values, _) = gathered
+        result = torch.sparse_coo_tensor(indices.t(), values, tensor.size()).coalesce()
+        if op == Sum:
+            return result
+        n = _set_size(process_set)
+        return torch.sparse_coo_tensor(result.indices(), _divide(result.values(), n),
+                                       result.size()).coalesce()
 
-    return _register([indices, values], finish)
+    return _SparseHandle(handle, finish)
 
 
 # ---- allgather and alltoall: framed payloads ----
@@ -488,17 +535,23 @@ def _unframe(raw, counts):
     return frames
 
 
-def _check_frames(frames, what, name, process_set):
+def _label(what, name, index=None):
+    """How errors name a gathered tensor: "allgather 'x'", or tensor i of
+    a group "grouped_allgather 'x.1'" (hvd's name for it)."""
+    if name is None:
+        return what if index is None else "%s tensor %d" % (what, index)
+    return "%s '%s'" % (what, name if index is None else "%s.%d" % (name, index))
+
+
+def _check_frames(frames, label, ranks):
     """Raises HorovodInternalError (on every rank alike) unless all senders
     sent the same dtype and the same dimensions after the first."""
-    ranks = _global_ranks(process_set)
     first = next(r for r, f in enumerate(frames) if f is not None)
     code0, shape0 = frames[first][0], frames[first][1]
     for r, frame in enumerate(frames):
         if frame is None:
             continue
         code, shape, _ = frame
-        label = "%s '%s'" % (what, name) if name else what
         if code != code0:
             raise HorovodInternalError(
                 "%s: mismatched data types: rank %d sent %s, rank %d sent %s"
@@ -525,13 +578,13 @@ def _assemble(frames):
     return out, rows
 
 
-def _gathered(native_result, native, what, name, process_set):
-    """Fetches a completed allgather/alltoall and parses its frames."""
-    counts = native_result
+def _gathered(native, index, counts, label, process_set):
+    """Fetches output index of a completed allgather/alltoall and parses
+    its frames: (tensor, first dims per sender)."""
     raw = torch.empty(sum(counts), dtype=torch.uint8)
-    native.fetch(raw.data_ptr())
+    native.fetch(index, raw.data_ptr())
     frames = _unframe(raw, counts)
-    _check_frames(frames, what, name, process_set)
+    _check_frames(frames, label, _global_ranks(process_set))
     return _assemble(frames)
 
 
@@ -540,21 +593,40 @@ def _as_rows(tensor):
     return tensor.reshape(1) if tensor.dim() == 0 else tensor
 
 
-def _start_allgather(tensor, name, process_set):
-    """Enqueues an allgather: (native handle, function of its result
-    giving (tensor, first dims per rank))."""
-    code = _check_tensor(tensor, "allgather")
+def _start_allgather(tensors, name, process_set, what, grouped):
+    """Enqueues one allgather of tensors, a grouped one if grouped (all
+    negotiated and run together).  Returns (native handle, function of its
+    result giving a (tensor, first dims per rank) per tensor)."""
+    codes = [_check_tensor(t, what) for t in tensors]
     set_id = _set_id(process_set)
-    name = _name(name, "allgather", process_set)
-    payload = _frame(_as_rows(tensor), code)
-    native = _C.allgather_async(payload.data_ptr(), payload.numel(), _C.UINT8, name, set_id,
-                                (payload,))
-    return native, lambda result: _gathered(result, native, "allgather", name, process_set)
+    name = _name(name, what, process_set)
+    payloads = tuple(_frame(_as_rows(t), code) for t, code in zip(tensors, codes))
+    if grouped:
+        native = _C.grouped_allgather_async([p.data_ptr() for p in payloads],
+                                            [p.numel() for p in payloads], _C.UINT8, name,
+                                            set_id, payloads)
+    else:
+        native = _C.allgather_async(payloads[0].data_ptr(), payloads[0].numel(), _C.UINT8, name,
+                                    set_id, payloads)
+
+    def finish(counts_per_tensor):
+        return [_gathered(native, i, counts, _label(what, name, i if grouped else None),
+                          process_set)
+                for i, counts in enumerate(counts_per_tensor)]
+
+    return native, finish
 
 
 def _allgather_async(tensor, name, process_set):
     """A handle whose output is (gathered tensor, first dims per rank)."""
-    native, finish = _start_allgather(tensor, name, process_set)
+    native, finish = _start_allgather([tensor], name, process_set, "allgather", False)
+    return _register([native], lambda results: finish(results[0])[0])
+
+
+def _grouped_allgather_async(tensors, name, process_set, what="grouped_allgather"):
+    """A handle whose output is a (gathered tensor, first dims per rank)
+    per tensor."""
+    native, finish = _start_allgather(list(tensors), name, process_set, what, True)
     return _register([native], lambda results: finish(results[0]))
 
 
@@ -562,8 +634,12 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts concatenating tensor with the other processes' along the
     first dimension (which may differ between ranks; the others must not).
     Returns a handle; its output is the concatenated tensor."""
-    native, finish = _start_allgather(tensor, name, process_set)
-    return _register([native], lambda results: finish(results[0])[0])
+    native, finish = _start_allgather([tensor], name, process_set, "allgather", False)
+    return _register([native], lambda results: finish(results[0])[0][0])
+
+
+def _set_rank(process_set):
+    return process_set.rank() if _set_id(process_set) else rank()
 
 
 class HorovodAllgather(torch.autograd.Function):
@@ -575,7 +651,7 @@ class HorovodAllgather(torch.autograd.Function):
         ctx.process_set = process_set
         ctx.input_shape = tensor.shape
         output, rows = synchronize(_allgather_async(tensor, name, process_set))
-        my = process_set.rank() if _set_id(process_set) else rank()
+        my = _set_rank(process_set)
         ctx.offset, ctx.rows = sum(rows[:my]), rows[my]
         return output
 
@@ -589,6 +665,48 @@ def allgather(tensor, name=None, process_set=global_process_set):
     """Returns tensor concatenated with the other processes' along the
     first dimension; differentiable."""
     return HorovodAllgather.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """Starts gathering a list of tensors as one unit (negotiated and run
+    together), each as allgather_async() gathers it (first dimensions may
+    differ between ranks; dtypes between tensors).  The handle's output is
+    the list of gathered tensors."""
+    native, finish = _start_allgather(list(tensors), name, process_set, "grouped_allgather",
+                                      True)
+    return _register([native], lambda results: [t for t, _ in finish(results[0])])
+
+
+class HorovodGroupedAllgather(torch.autograd.Function):
+    """grouped_allgather as an autograd function: each tensor's gradient is
+    what allgather's would be, the average of the gradients over the set
+    narrowed to this rank's rows (one grouped allreduce)."""
+
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.process_set = process_set
+        ctx.input_shapes = [t.shape for t in tensors]
+        gathered = synchronize(_grouped_allgather_async(tensors, name, process_set))
+        my = _set_rank(process_set)
+        ctx.spans = [(sum(rows[:my]), rows[my]) for _, rows in gathered]
+        return tuple(t for t, _ in gathered)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = grouped_allreduce(list(grad_outputs), op=Average, process_set=ctx.process_set)
+        return (None, None, *[g.narrow(0, start, rows).reshape(shape)
+                              for g, (start, rows), shape
+                              in zip(grads, ctx.spans, ctx.input_shapes)])
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Returns the list of tensors each concatenated with the other
+    processes' along the first dimension, gathered as one unit;
+    differentiable."""
+    tensors = list(tensors)
+    if not tensors:
+        return []
+    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
 
 
 def _splits_list(splits, rows, n):
@@ -625,7 +743,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
                                set_id, (payload,))
 
     def finish(results):
-        output, rows = _gathered(results[0], native, "alltoall", name, process_set)
+        output, rows = _gathered(native, 0, results[0][0], _label("alltoall", name), process_set)
         return output, torch.tensor(rows, dtype=torch.int32)
 
     return _register([native], finish)
@@ -670,7 +788,7 @@ def _broadcast_async(tensor, in_place, root_rank, name, process_set):
     else:
         buf = tensor.clone(memory_format=torch.contiguous_format)
     addr, count, code = _native(buf)
-    native = _C.broadcast_async(addr, count, code, root, name, set_id, (buf,))
+    native = _C.broadcast_async(addr, count, tuple(buf.shape), code, root, name, set_id, (buf,))
 
     def finish(_):
         if in_place and buf is not tensor:
@@ -722,62 +840,105 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
 
 
 # ---- reducescatter ----
+# hvd splits a reducescatter's elements, Horovod splits rows: rank r of n
+# gets dim0 // n rows, one more if r < dim0 % n.  Rows that do not divide
+# evenly are padded with zero rows so that every rank's block has
+# ceil(dim0 / n) rows, of which each rank keeps its own.
+def _scatter_input(src, n, what, name):
+    """(what to send, rows hvd leaves on each rank) for tensor src."""
+    if src.dim() == 0:
+        raise HorovodInternalError("%s: a scalar (zero-dimensional tensor) cannot be scattered"
+                                   % _label(what, name))
+    dim0 = src.shape[0]
+    if dim0 % n == 0:
+        return src, dim0 // n
+    block = -(-dim0 // n)
+    padded = src.new_zeros((n * block,) + tuple(src.shape[1:]))
+    for r, part in enumerate(torch.split(src, _scatter_rows(dim0, n))):
+        padded[r * block:r * block + part.shape[0]] = part
+    return padded, block
+
+
+def _scatter_rows(dim0, n):
+    """Horovod's split of dim0 rows over n ranks."""
+    return [dim0 // n + (1 if r < dim0 % n else 0) for r in range(n)]
+
+
+def _reducescatter_group(tensors, name, op, process_set, prescale_factor, postscale_factor,
+                         grouped):
+    """Enqueues a reducescatter of tensors (one tensor unless grouped: then
+    one grouped call per dtype) and returns a handle whose output is this
+    rank's part (or the list of them)."""
+    what = "grouped_reducescatter" if grouped else "reducescatter"
+    if op not in _OPS:
+        raise ValueError("unknown reduction op %r" % (op,))
+    set_id = _set_id(process_set)
+    n = _set_size(process_set)
+    me = _set_rank(process_set)
+    name = _name(name, what, process_set)
+    pre, post = float(prescale_factor), float(postscale_factor)
+    srcs, blocks = zip(*[_scatter_input(_contiguous(t, what), n, what, name) for t in tensors])
+    recvs = [s.new_empty((b,) + tuple(s.shape[1:])) for s, b in zip(srcs, blocks)]
+    natives = []
+    if not grouped:
+        src, recv = srcs[0], recvs[0]
+        addr, count, code = _native(src)
+        natives.append(_C.reducescatter_async(addr, recv.data_ptr(), count, tuple(src.shape),
+                                              code, op, name, set_id, pre, post, (src, recv)))
+    else:
+        for sub_name, idx in _by_dtype(srcs, name):
+            natives.append(_C.grouped_reducescatter_async(
+                [srcs[i].data_ptr() for i in idx], [recvs[i].data_ptr() for i in idx],
+                [srcs[i].numel() for i in idx], _DTYPES[srcs[idx[0]].dtype], op, sub_name,
+                set_id, pre, post, (tuple(srcs[i] for i in idx), tuple(recvs[i] for i in idx))))
+    mine = [recv[:_scatter_rows(t.shape[0], n)[me]] for t, recv in zip(tensors, recvs)]
+    return _register(natives, lambda _: mine if grouped else mine[0])
+
+
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
                         prescale_factor=1.0, postscale_factor=1.0):
     """Starts reducing tensor over the processes and scattering the result
     along the first dimension: rank r of n gets dim0 // n rows, one more if
     r < dim0 % n (Horovod's split).  The handle's output is this rank's
     part."""
-    if op not in _OPS:
-        raise ValueError("unknown reduction op %r" % (op,))
-    src = _contiguous(tensor, "reducescatter")
-    if src.dim() == 0:
-        raise ValueError("reducescatter: the tensor needs at least one dimension")
-    set_id = _set_id(process_set)
-    n = _set_size(process_set)
-    me = process_set.rank() if set_id else rank()
-    dim0 = src.shape[0]
-    rows = dim0 // n + (1 if me < dim0 % n else 0)
-    if dim0 % n:
-        # hvd splits elements, Horovod splits rows: give every rank a block
-        # of ceil(dim0 / n) rows (zero-padded), then keep this rank's rows.
-        block = -(-dim0 // n)
-        padded = src.new_zeros((n * block,) + tuple(src.shape[1:]))
-        start = 0
-        for r in range(n):
-            r_rows = dim0 // n + (1 if r < dim0 % n else 0)
-            padded[r * block:r * block + r_rows] = src[start:start + r_rows]
-            start += r_rows
-        src, recv_rows = padded, block
-    else:
-        recv_rows = rows
-    recv = src.new_empty((recv_rows,) + tuple(src.shape[1:]))
-    addr, count, code = _native(src)
-    name = _name(name, "reducescatter", process_set)
-    native = _C.reducescatter_async(addr, recv.data_ptr(), count, code, op, name, set_id,
-                                    float(prescale_factor), float(postscale_factor), (src, recv))
-    return _register([native], lambda _: recv[:rows])
+    return _reducescatter_group([tensor], name, op, process_set, prescale_factor,
+                                postscale_factor, grouped=False)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """Starts reducescatter_async() of a list of tensors as one unit
+    (negotiated and run together); the output is the list of this rank's
+    parts."""
+    return _reducescatter_group(list(tensors), name, op, process_set, prescale_factor,
+                                postscale_factor, grouped=True)
+
+
+def _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor):
+    """What Horovod multiplies a reducescatter's output gradient by before
+    allgathering it: the set's size for Sum (1 for Average), and the scale
+    factors."""
+    scale = float(prescale_factor) * float(postscale_factor)
+    return scale * _set_size(process_set) if op == Sum else scale
 
 
 class HorovodReducescatter(torch.autograd.Function):
-    """reducescatter as an autograd function: the gradient is the allgather
-    of the parts' gradients, scaled as the forward scaled its inputs."""
+    """reducescatter as an autograd function, with Horovod's gradient: the
+    allgather of the output gradient, multiplied by the set's size for Sum
+    and by the scale factors."""
 
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
         ctx.process_set = process_set
-        ctx.scale = float(prescale_factor) * float(postscale_factor)
-        if op == Average:
-            ctx.scale /= _set_size(process_set)
+        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor)
         return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
                                                postscale_factor))
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allgather(grad_output, process_set=ctx.process_set)
         if ctx.scale != 1.0:
-            grad = grad * ctx.scale
-        return grad, None, None, None, None, None
+            grad_output = grad_output * ctx.scale
+        return allgather(grad_output, process_set=ctx.process_set), None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
@@ -788,6 +949,39 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
     reduced = HorovodReducescatter.apply(compressed, name, op, process_set, prescale_factor,
                                          postscale_factor)
     return compression.decompress(reduced, cctx)
+
+
+class HorovodGroupedReducescatter(torch.autograd.Function):
+    """grouped_reducescatter as an autograd function: each gradient is what
+    reducescatter's would be (one grouped allgather)."""
+
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.process_set = process_set
+        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor)
+        return tuple(synchronize(grouped_reducescatter_async(
+            tensors, name, op, process_set, prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        if ctx.scale != 1.0:
+            grad_outputs = [g * ctx.scale for g in grad_outputs]
+        grads = grouped_allgather(grad_outputs, process_set=ctx.process_set)
+        return (None, None, None, None, None, *grads)
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """Returns the list of this rank's parts of tensors reduced and
+    scattered as one unit; differentiable."""
+    tensors = list(tensors)
+    if not tensors:
+        return []
+    compressed, cctxs = zip(*[compression.compress(t) for t in tensors])
+    reduced = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor,
+                                                postscale_factor, *compressed)
+    return [compression.decompress(t, c) for t, c in zip(reduced, cctxs)]
 
 
 # ---- join and barrier ----

@@ -1,0 +1,163 @@
+"""The exceptions hvd.torch raises, as horovod.torch raises them: a
+collective that fails (ranks that disagree on a tensor's shape, an
+allgather while a rank has joined) or that hvd refuses (an op a collective
+does not support) raises HorovodInternalError, a RuntimeError, on every
+rank that called it, and the job goes on; an invalid argument raises
+ValueError; Adasum over a number of ranks that is not a power of two,
+NotImplementedError.  And the capability queries answer for this build."""
+import re
+
+import pytest
+import torch
+
+import hvd.torch as hvd
+from hvd.common.exceptions import HorovodInternalError
+
+# Ranks pass shapes with the same number of elements (17 * 1311 =
+# 17 * 23 * 57), so only the shapes tell them apart.
+SHAPES = ([17, 1311], [17, 23, 57])
+
+
+def mismatched_tensor():
+    return torch.ones(SHAPES[hvd.rank() % 2])
+
+
+def assert_names_tensor_and_shapes(error, name):
+    text = str(error)
+    assert name in text, text
+    for shape in SHAPES:
+        # [17, 1311], (17, 1311) or 17x1311: the dimensions, in order
+        assert re.search(r"\D{1,3}".join(str(d) for d in shape), text), text
+
+
+def assert_job_goes_on(name):
+    out = hvd.allreduce(torch.ones(3), op=hvd.Sum, name=name)
+    assert torch.equal(out, torch.full((3,), float(hvd.size())))
+
+
+def raised(call):
+    """The exception call() raises (None if none): the test asserts on it
+    only after the collectives every rank makes, so that a failing rank
+    does not leave the others waiting."""
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001
+        return e
+    return None
+
+
+def needs_two():
+    if hvd.size() == 1:
+        pytest.skip("needs two ranks")  # the same on every rank
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "broadcast", "allgather"])
+def test_mismatched_shapes_raise_runtime_error_on_every_rank(collective):
+    needs_two()
+    name = "mismatch.%s" % collective
+    calls = {"allreduce": lambda: hvd.allreduce(mismatched_tensor(), name=name),
+             "broadcast": lambda: hvd.broadcast(mismatched_tensor(), root_rank=0, name=name),
+             "allgather": lambda: hvd.allgather(mismatched_tensor(), name=name)}
+    error = raised(calls[collective])
+    assert_job_goes_on("after." + name)
+    print("%s: %r" % (collective, error))
+    assert isinstance(error, RuntimeError) and isinstance(error, HorovodInternalError), error
+    assert_names_tensor_and_shapes(error, name)
+
+
+def test_mismatched_shapes_in_reducescatter():
+    needs_two()
+    # rows that divide evenly: hvd sends the shapes the ranks passed
+    n = hvd.size()
+    shape = [4 * n, 6] if hvd.rank() % 2 == 0 else [4 * n, 2, 3]
+    error = raised(lambda: hvd.reducescatter(torch.ones(shape), name="mismatch.reducescatter"))
+    assert_job_goes_on("after.mismatch.reducescatter")
+    assert isinstance(error, HorovodInternalError), error
+    assert "mismatch.reducescatter" in str(error), error
+
+
+def test_unsupported_op_for_a_collective_is_internal_error():
+    error = raised(lambda: hvd.reducescatter(torch.ones(4, 2), op=hvd.Adasum, name="rs.adasum"))
+    assert_job_goes_on("after.rs.adasum")
+    assert isinstance(error, HorovodInternalError), error
+    assert "adasum" in str(error).lower(), error
+
+
+def test_invalid_arguments_are_value_errors():
+    with pytest.raises(ValueError):
+        hvd.allreduce(torch.ones(2, dtype=torch.complex64))
+    with pytest.raises(ValueError):
+        hvd.poll(123456789)
+    with pytest.raises(ValueError):
+        hvd.allreduce(torch.ones(2), average=True, op=hvd.Sum)
+
+
+def test_a_name_already_in_flight_is_a_value_error():
+    """The last rank enqueues the tensor only once the others have tried
+    to enqueue it twice, so that it is still in flight on them."""
+    needs_two()
+    n, me = hvd.size(), hvd.rank()
+    if me == n - 1:
+        hvd.allreduce(torch.ones(1), name="in.flight.tried")
+        hvd.synchronize(hvd.allreduce_async(torch.ones(2), name="in.flight.twice"))
+        return
+    handle = hvd.allreduce_async(torch.ones(2), name="in.flight.twice")
+    error = raised(lambda: hvd.allreduce_async(torch.ones(2), name="in.flight.twice"))
+    hvd.allreduce(torch.ones(1), name="in.flight.tried")
+    assert torch.equal(hvd.synchronize(handle), torch.ones(2))
+    assert isinstance(error, ValueError) and "in.flight.twice" in str(error), error
+
+
+def test_adasum_on_three_ranks_is_not_implemented():
+    if hvd.size() < 4:
+        pytest.skip("needs a set of three ranks")  # same on every rank
+    ps = hvd.add_process_set([1, 2, 3])
+    try:
+        if ps.included():
+            error = raised(lambda: hvd.allreduce(torch.ones(3), op=hvd.Adasum, process_set=ps))
+            assert isinstance(error, NotImplementedError), error
+    finally:
+        hvd.remove_process_set(ps)
+
+
+def test_allgather_while_a_rank_has_joined():
+    """The last rank joins at once; the others' allgather fails on each of
+    them, naming the joined rank; then they join, every rank learns the
+    same last rank, and the next collective works."""
+    needs_two()
+    n, me = hvd.size(), hvd.rank()
+    joiner = n - 1
+    error = None
+    if me != joiner:
+        try:
+            hvd.allgather(torch.tensor([me]), name="gather.while.joined")
+        except HorovodInternalError as e:
+            error = e
+    last = hvd.join()
+    assert_job_goes_on("after.join.gather")
+    everyone = hvd.allgather_object(last)
+    if me != joiner:
+        assert error is not None, "allgather succeeded while rank %d had joined" % joiner
+        print("rank %d: %s" % (me, error))
+        assert "gather.while.joined" in str(error)
+        assert re.search(r"\b%d\b" % joiner, str(error)), error
+    assert everyone == [last] * n
+    assert last != joiner
+    if n == 2:
+        assert last == 0
+
+
+def test_capability_queries_answer_for_this_build():
+    answers = {name: getattr(hvd, name)() for name in (
+        "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "nccl_built", "ddl_built",
+        "ccl_built", "cuda_built", "rocm_built")}
+    assert all(isinstance(v, bool) for v in answers.values()), answers
+    assert answers == {"mpi_built": False, "mpi_enabled": False, "gloo_built": True,
+                       "gloo_enabled": True, "nccl_built": False, "ddl_built": False,
+                       "ccl_built": False, "cuda_built": False, "rocm_built": False}
+    # Horovod raises when MPI is not enabled; code that branches on
+    # mpi_enabled() first never gets there.
+    with pytest.raises(ValueError):
+        hvd.mpi_threads_supported()
+    import hvd.common.basics as basics
+    assert basics.gloo_enabled() and not basics.mpi_built()
