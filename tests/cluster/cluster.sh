@@ -26,16 +26,33 @@
 # Each host runs its own sshd (key-only root login) on its two addresses;
 # `ssh -F "$(cluster.sh ssh-config)" h2 CMD`, run on any host, reaches h2.
 # State lives in /run/hvd-cluster; no system file is changed.
+#
+# HVD_CLUSTER_ID=N (0..63, default 0) selects one of several clusters that
+# may be up at once (say, two test runs side by side): N > 0 uses state
+# /run/hvd-cluster-N, names hvdcN-*, 10.231.N.0/24 and fdc1:7a1:N::/64.  Its
+# hosts are still called h0..hK-1; `exec` and the ssh config of cluster N
+# reach only cluster N's.
 
 set -euo pipefail
 
-readonly STATE=/run/hvd-cluster
-readonly PREFIX=hvdc
-readonly BRIDGE=hvdc-br
-readonly NET4=10.231.0
-readonly NET6=fdc1:7a1:
-readonly SUBNET4=10.231.0.0/24
-readonly SUBNET6=fdc1:7a1::/64
+ID=${HVD_CLUSTER_ID:-0}
+if ! [[ $ID =~ ^(0|[1-9][0-9]?)$ ]] || ((ID > 63)); then
+  printf 'cluster.sh: HVD_CLUSTER_ID must be 0..63, not %s\n' "$ID" >&2
+  exit 2
+fi
+if ((ID == 0)); then
+  readonly STATE=/run/hvd-cluster PREFIX=hvdc NET6=fdc1:7a1:
+else
+  readonly STATE=/run/hvd-cluster-$ID PREFIX=hvdc$ID NET6=fdc1:7a1:$ID:
+fi
+readonly BRIDGE=$PREFIX-br
+# Says that a cluster made /run/sshd (sshd's privilege separation directory),
+# which the last cluster to go removes; outside the state directories, as
+# clusters may come and go in any order.
+readonly MADE_RUN_SSHD=/run/hvd-cluster.made-run-sshd
+readonly NET4=10.231.$ID
+readonly SUBNET4=$NET4.0/24
+readonly SUBNET6=$NET6:/64
 readonly MAX_HOSTS=64
 readonly SSHD=/usr/sbin/sshd
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
@@ -59,7 +76,8 @@ usage: cluster.sh up K [--rate RATE] [--burst SIZE] [--ssh-port PORT]
        cluster.sh ssh-config | status | check
        cluster.sh pids [HOST]
        cluster.sh link HOST down|up
-HOST is hI or I.  Hosts h0..hK-1 have 10.231.0.(I+1) and fdc1:7a1::(I+1).
+HOST is hI or I.  Hosts h0..hK-1 have 10.231.N.(I+1) and fdc1:7a1:N::(I+1)
+(fdc1:7a1::(I+1) for N = 0), N being $HVD_CLUSTER_ID (default 0).
 EOF
   exit 2
 }
@@ -300,7 +318,7 @@ write_hosts_file() {
     cat /etc/hosts
     # (a last line without its newline must not swallow ours)
     [[ -z $(tail -c 1 /etc/hosts) ]] || echo
-    echo "# hosts of the hvd test cluster (cluster.sh)"
+    echo "# hosts of the hvd test cluster $ID (cluster.sh)"
     for ((i = 0; i < k; i++)); do printf '%s h%s\n' "$(addr4 "$i")" "$i"; done
   } > "$STATE/hosts"
   chmod 644 "$STATE/hosts"
@@ -501,7 +519,7 @@ cmd_up() {
   write_ssh_client "$k" "$port"
   if [[ ! -d /run/sshd ]]; then
     mkdir -m 755 /run/sshd
-    touch "$STATE/made-run-sshd"
+    touch "$MADE_RUN_SSHD"
   fi
   for ((i = 0; i < k; i++)); do
     STEP="starting sshd on h$i"
@@ -539,9 +557,22 @@ teardown() {
     if [[ -e $ns ]]; then ip netns del "${ns##*/}" 2> /dev/null || true; fi
   done
   ip link del "$BRIDGE" 2> /dev/null || true
-  if [[ -e $STATE/made-run-sshd ]]; then rmdir /run/sshd 2> /dev/null || true; fi
+  # /run/sshd goes with the last cluster whose sshd may still need it.
+  if [[ -e $MADE_RUN_SSHD ]] && ! others_up; then
+    rmdir /run/sshd 2> /dev/null || true
+    rm -f "$MADE_RUN_SSHD"
+  fi
   rm -rf "$STATE"
   fence_off
+}
+
+# Another cluster (another HVD_CLUSTER_ID) is up, or being made.
+others_up() {
+  local d
+  for d in /run/hvd-cluster /run/hvd-cluster-[0-9]*; do
+    [[ $d != "$STATE" && -d $d ]] && return 0
+  done
+  return 1
 }
 
 cmd_down() {

@@ -34,7 +34,17 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, 'cluster.sh')
-STATE = '/run/hvd-cluster'
+# HVD_CLUSTER_ID=N picks one of several clusters that may be up at once
+# (cluster.sh's own variable): its state, names and subnets.
+INSTANCE = int(os.environ.get('HVD_CLUSTER_ID', '0') or '0')
+if not 0 <= INSTANCE <= 63:
+    raise ValueError('HVD_CLUSTER_ID must be 0..63, not %d' % INSTANCE)
+STATE = '/run/hvd-cluster' + ('-%d' % INSTANCE if INSTANCE else '')
+PREFIX = 'hvdc%s-' % (INSTANCE or '')          # namespaces and links
+NET4 = '10.231.%d.' % INSTANCE                 # + host index + 1
+NET6 = 'fdc1:7a1:%s:' % (INSTANCE or '')       # + ':' + host index + 1
+SUBNET4 = NET4 + '0/24'
+SUBNET6 = NET6 + ':/64'
 NHOSTS = 4
 TIMEOUT = 60          # seconds; every command run through the fixture has one
 
@@ -83,11 +93,11 @@ class Cluster:
 
     @staticmethod
     def addr(i):
-        return '10.231.0.%d' % (i + 1)
+        return NET4 + str(i + 1)
 
     @staticmethod
     def addr6(i):
-        return 'fdc1:7a1::%d' % (i + 1)
+        return NET6 + ':' + str(i + 1)
 
     # -- the script itself
 

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from hvdcluster import STATE, root_ssh_dir, sha256_of, snapshot_dir
+from hvdcluster import (NET4, NET6, PREFIX, STATE, SUBNET4, SUBNET6, root_ssh_dir, sha256_of,
+                        snapshot_dir)
 
 PY = '/usr/bin/python3'
 
@@ -47,10 +48,10 @@ def leftovers():
     """Everything of ours still on the machine, as a list of strings."""
     left = []
     ns = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout
-    left += ['netns ' + l.split()[0] for l in ns.splitlines() if l.startswith('hvdc-')]
+    left += ['netns ' + l.split()[0] for l in ns.splitlines() if l.startswith(PREFIX)]
     links = subprocess.run(['ip', '-o', 'link', 'show'], capture_output=True, text=True).stdout
-    left += ['link ' + l.split(': ')[1] for l in links.splitlines() if ': hvdc-' in l]
-    for fam, subnet in (('-4', '10.231.0.'), ('-6', 'fdc1:7a1:')):
+    left += ['link ' + l.split(': ')[1] for l in links.splitlines() if ': ' + PREFIX in l]
+    for fam, subnet in (('-4', NET4), ('-6', NET6)):
         routes = subprocess.run(['ip', fam, 'route', 'show', 'table', 'all'],
                                 capture_output=True, text=True).stdout
         left += ['route ' + l for l in routes.splitlines() if subnet in l]
@@ -158,12 +159,12 @@ def test_tcp_from_h1_to_a_listener_in_h0(cluster):
 import socket, sys
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("10.231.0.1", 0)); s.listen(1)
+s.bind(("ADDR0", 0)); s.listen(1)
 print(s.getsockname()[1], flush=True)
 s.settimeout(30)
 c, peer = s.accept()
 c.sendall(("%s %s " % (socket.gethostname(), peer[0])).encode() + c.recv(100))
-'''], stdout=subprocess.PIPE, text=True)
+'''.replace('ADDR0', cluster.addr(0))], stdout=subprocess.PIPE, text=True)
     try:
         port = int(server.stdout.readline())
         out = text(cluster, 'h1', [PY, '-c', '''
@@ -180,12 +181,12 @@ print(c.recv(100).decode())
 
 def test_root_namespace_is_fenced_off(cluster):
     cluster.check()
-    r4 = subprocess.run(['ip', '-4', 'route', 'show', 'exact', '10.231.0.0/24'],
+    r4 = subprocess.run(['ip', '-4', 'route', 'show', 'exact', SUBNET4],
                         capture_output=True, text=True)
-    r6 = subprocess.run(['ip', '-6', 'route', 'show', 'exact', 'fdc1:7a1::/64'],
+    r6 = subprocess.run(['ip', '-6', 'route', 'show', 'exact', SUBNET6],
                         capture_output=True, text=True)
-    assert r4.stdout.startswith('unreachable 10.231.0.0/24'), r4.stdout
-    assert r6.stdout.startswith('unreachable fdc1:7a1::/64'), r6.stdout
+    assert r4.stdout.startswith('unreachable ' + SUBNET4), r4.stdout
+    assert r6.stdout.startswith('unreachable ' + SUBNET6), r6.stdout
     # From the root namespace, a host's address fails at once, locally.
     for family, addr in ((socket.AF_INET, (cluster.addr(1), 22)),
                          (socket.AF_INET6, (cluster.addr6(1), 22))):
@@ -203,7 +204,7 @@ def test_machine_files_untouched_while_up(cluster):
     assert sha256_of('/etc/hosts') == cluster.etc_hosts_sha256
     assert snapshot_dir(root_ssh_dir()) == cluster.root_ssh_before
     with open('/etc/hosts') as f:
-        assert '10.231.0.' not in f.read()
+        assert NET4 not in f.read()
 
 
 def test_pids(cluster):
@@ -291,7 +292,7 @@ def test_down_removes_everything_and_up_again(cluster):
         # check, status and ssh-config say it is not up
         r = cluster.cmd('check')
         assert r.returncode == 1
-        assert 'not up' in r.stderr and 'unreachable 10.231.0.0/24' in r.stderr
+        assert 'not up' in r.stderr and 'unreachable ' + SUBNET4 in r.stderr
         assert cluster.cmd('status').returncode == 1
         assert cluster.cmd('ssh-config').returncode != 0
         # down again, with nothing up

@@ -115,7 +115,8 @@ LAYOUTS = [(2, 2), (4, 1), (4, 2)]  # hosts x ranks per host
 
 @pytest.mark.parametrize("hosts,slots", LAYOUTS, ids=lambda v: str(v))
 @pytest.mark.parametrize("name", ["test_collectives", "test_algorithms", "test_engine",
-                                  "test_fusion", "test_process_sets"])
+                                  "test_fusion", "test_process_sets", "test_join",
+                                  "test_adasum"])
 def test_programs_across_hosts(hvd, build_dir, name, hosts, slots):
     np = hosts * slots
     p = hvd.run(np, hosts_arg(hosts, slots), [program(build_dir, name)])
@@ -177,15 +178,33 @@ def test_rendezvous_and_mesh_over_ipv6(hvd, build_dir, cluster):
     p = hvd.run(4, "[%s]:2,[%s]:2" % (cluster.addr6(0), cluster.addr6(1)),
                 [program(build_dir, "test_collectives")], "--verbose")
     assert_ok(p, "test_collectives over IPv6", 4)
-    assert re.search(r"rendezvous listening on \[?fdc1:7a1::1\]?:\d+", p.stderr), p.stderr
+    assert re.search(r"rendezvous listening on \[?%s\]?:\d+" % re.escape(cluster.addr6(0)),
+                     p.stderr), p.stderr
 
 
-def test_network_interface(hvd, build_dir):
+def registered_via(cluster, stderr, iface):
+    """How many ranks hvdrun --verbose saw register on the cluster's
+    addresses through interface iface."""
+    return len(re.findall(r"rank \d registered \(host h\d, listens on %s\d+:\d+ via %s\)"
+                          % (re.escape(cluster.addr(0)[:-1]), iface), stderr))
+
+
+def test_interface_chosen_by_the_route_to_hvdrun(hvd, build_dir, cluster):
+    """No --network-interface: each rank takes the interface whose route
+    reaches the rendezvous, hvdrun listens where the routes to the other
+    hosts lead, and --verbose says which."""
+    p = hvd.run(4, "h0:2,h1:2", [program(build_dir, "test_collectives")], "--verbose")
+    assert_ok(p, "test_collectives, interfaces by route", 4)
+    assert registered_via(cluster, p.stderr, "eth0") == 4, p.stderr
+    assert re.search(r"rendezvous listening on %s:\d+ \(eth0\)" % re.escape(cluster.addr(0)),
+                     p.stderr), p.stderr
+
+
+def test_network_interface(hvd, build_dir, cluster):
     p = hvd.run(4, "h0:2,h1:2", [program(build_dir, "test_collectives")], "--verbose",
                 "--network-interface", "eth0")
     assert_ok(p, "test_collectives --network-interface eth0", 4)
-    assert len(re.findall(r"rank \d registered \(host h\d, listens on 10\.231\.0\.\d:\d+ via "
-                          r"eth0\)", p.stderr)) == 4, p.stderr
+    assert registered_via(cluster, p.stderr, "eth0") == 4, p.stderr
     p = hvd.run(2, "h0:1,h1:1", [program(build_dir, "test_collectives")],
                 "--network-interface", "ib7", timeout=60)
     assert p.returncode != 0
@@ -292,9 +311,10 @@ def test_rank_killed_on_another_host(hvd):
 def test_hvdrun_stopped_or_killed_leaves_nothing(hvd, cluster, sig):
     proc = hvd.start(6, "h0:2,h1:2,h2:2", ["sh", "-c", SLEEPER])
     pids = read_pids(proc, 6)
+    sent = time.monotonic()
     proc.send_signal(sig)
     finish(proc, 10)
-    end = time.monotonic() + 10
+    end = sent + 10  # the issue's bound, from the signal on
     while any(os.path.exists("/proc/%d" % p) and not zombie(p) for p in pids):
         assert time.monotonic() < end, "ranks still running 10 s after signal %d: %s" % (
             sig, ps([p for p in pids if os.path.exists("/proc/%d" % p)]))
@@ -316,20 +336,22 @@ def test_host_whose_link_is_cut(hvd, cluster, build_dir):
     try:
         read_pids(proc, 3)
         cluster.link("h2", "down")
-        rc, out, err, took = finish(proc, 15)
+        rc, out, err, took = finish(proc, 10)
     finally:
         cluster.link("h2", "up")
-    assert rc != 0
+    assert rc == 255, err  # a host failed (README: exit statuses)
     assert re.search(r"hvdrun: host h2: lost contact with hvdrun's agent", err), err
-    assert took < 15, took
+    assert took < 10, took
 
 
-def test_unreachable_host(hvd):
-    # 10.231.0.99 is in the cluster's subnet, but no host has it.
-    p = hvd.run(2, "h1:1,10.231.0.99:1", ["sh", "-c", SLEEPER], timeout=60)
+def test_unreachable_host(hvd, cluster):
+    # .99 is in the cluster's subnet, but no host has it.
+    nobody = cluster.addr(98)
+    p = hvd.run(2, "h1:1,%s:1" % nobody, ["sh", "-c", SLEEPER], timeout=60)
     assert p.returncode == 255, p.stderr
-    assert re.search(r"hvdrun: host '10\.231\.0\.99': cannot start its ranks: ssh exited with "
-                     r"code 255: .*(No route to host|timed out)", p.stderr), p.stderr
+    assert re.search(r"hvdrun: host '%s': cannot start its ranks: ssh exited with "
+                     r"code 255: .*(No route to host|timed out)" % re.escape(nobody),
+                     p.stderr), p.stderr
 
 
 def test_refused_key(hvd, cluster, tmp_path):
