@@ -9,9 +9,11 @@ set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config libssl-dev libopenblas-dev zlib1g-dev
             dataset-fashion-mnist python3-dev)
-# openssh-server, openssh-client, iproute2: the multi-host tests.
+# openssh-server, openssh-client, iproute2: the multi-host tests; clang and
+# its runtimes (libFuzzer): the fuzz targets (scripts/fuzz.sh).
 test_pkgs=(libcmocka-dev python3 python3-pytest procps python3-torch python3-torchvision
-           python3-numpy python3-cloudpickle openssh-server openssh-client iproute2)
+           python3-numpy python3-cloudpickle openssh-server openssh-client iproute2
+           clang libclang-rt-14-dev)
 
 # iperf3 and the test set's ssh and iproute2: the benchmarks across emulated hosts.
 bench_pkgs=(openmpi-bin libopenmpi-dev gnuplot-nox python3 iperf3 openssh-server openssh-client

@@ -2,8 +2,9 @@
 # Runs every test: first the README's two commands in the README's order
 # from a fresh clone of the committed HEAD (tests/readme_order.sh), then
 # the whole suite in a release build, again under AddressSanitizer +
-# UndefinedBehaviorSanitizer, and the multi-threaded unit tests under
-# ThreadSanitizer.  Installs what it needs.
+# UndefinedBehaviorSanitizer, the multi-threaded unit tests under
+# ThreadSanitizer, and every fuzz target for HVD_FUZZ_SECONDS (20) each
+# (scripts/fuzz.sh).  Installs what it needs.
 #
 # Every suite sets the options it depends on explicitly, whatever its build
 # directory cached before (scripts/train.sh configures build/ with
@@ -58,3 +59,5 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 echo "== TSan build: the engine and the threaded unit tests =="
 TSAN_OPTIONS=halt_on_error=1 run_suite build-tsan "-DHVD_SANITIZE=thread" \
   -R '^unit\.|^mpi\.test_(engine|join|process_sets|fusion|collectives)\.'
+echo "== fuzz: every decoder of outside bytes, ${HVD_FUZZ_SECONDS:-20} s each =="
+scripts/fuzz.sh "${HVD_FUZZ_SECONDS:-20}"

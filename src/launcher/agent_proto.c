@@ -299,7 +299,9 @@ int agent_reader_feed(agent_reader *r, const uint8_t *data, size_t n, size_t *us
         return rc;
       }
     }
-    size_t k = take(r->payload + r->got, r->len - r->got, data + u, n - u);
+    /* An empty frame (PING) may come before any payload buffer exists:
+     * no arithmetic on a NULL pointer (found by fuzz_agent_proto). */
+    size_t k = r->got < r->len ? take(r->payload + r->got, r->len - r->got, data + u, n - u) : 0;
     r->got += k;
     u += k;
     if (r->got < r->len) break;

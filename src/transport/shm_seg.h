@@ -100,6 +100,12 @@ static inline unsigned char *seg_window(seg_hdr *h, size_t size, size_t cap, int
 /* Lays out a fresh segment of seg_bytes(size, cap) bytes (shm_setup.c). */
 void hvd__shm_seg_init(seg_hdr *h, int size, size_t cap);
 
+/* Maps the segment open at fd, for `size` ranks, and checks what its
+ * creator wrote there (magic, size, ring capacity, length) before any
+ * offset is derived from it: HVD_E_PROTOCOL if it does not fit.  *out
+ * maps seg_bytes(size, *cap) bytes (shm_setup.c). */
+int hvd__shm_seg_map(int fd, int size, seg_hdr **out, size_t *cap);
+
 /* The shared-memory transport over a mapped segment of `size` ranks and
  * rings of `cap` bytes, validated (shm.c); takes ownership of the mapping
  * on success.  names[i] (copied; NULL: i) is the job's rank of rank i,

@@ -107,19 +107,12 @@ static int seg_check(const seg_hdr *h, size_t mapped, int size, size_t *cap) {
   return 0;
 }
 
-/* Other ranks: maps rank 0's segment. */
-static int seg_open(const char *name, int size, seg_hdr **out, size_t *cap) {
+int hvd__shm_seg_map(int fd, int size, seg_hdr **out, size_t *cap) {
   struct stat st;
-  int fd = shm_open(name, O_RDWR, 0);
-  if (fd < 0) return hvd__err_sys(HVD_E_SYSTEM, errno, "shm_open(%s)", name);
-  if (fstat(fd, &st) != 0 || (size_t)st.st_size < seg_rings_off((size_t)size)) {
-    close(fd);
-    return hvd__err(HVD_E_PROTOCOL, "the shared-memory segment %s is too small", name);
-  }
+  if (fstat(fd, &st) != 0 || (size_t)st.st_size < seg_rings_off((size_t)size))
+    return hvd__err(HVD_E_PROTOCOL, "the shared-memory segment is too small");
   void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
-  close(fd);
-  if (p == MAP_FAILED) return hvd__err_sys(HVD_E_SYSTEM, err, "mapping %s", name);
+  if (p == MAP_FAILED) return hvd__err_sys(HVD_E_SYSTEM, errno, "mapping the segment");
   int rc = seg_check(p, (size_t)st.st_size, size, cap);
   if (rc < 0) {
     munmap(p, (size_t)st.st_size);
@@ -127,6 +120,15 @@ static int seg_open(const char *name, int size, seg_hdr **out, size_t *cap) {
   }
   *out = p;
   return 0;
+}
+
+/* Other ranks: maps rank 0's segment. */
+static int seg_open(const char *name, int size, seg_hdr **out, size_t *cap) {
+  int fd = shm_open(name, O_RDWR, 0);
+  if (fd < 0) return hvd__err_sys(HVD_E_SYSTEM, errno, "shm_open(%s)", name);
+  int rc = hvd__shm_seg_map(fd, size, out, cap);
+  close(fd);
+  return rc < 0 ? hvd__err_prefix(rc, "%s", name) : 0;
 }
 
 /* ---- the messages, all to and from the leader ---- */
