@@ -3,8 +3,9 @@
 # from a fresh clone of the committed HEAD (tests/readme_order.sh), then
 # the whole suite in a release build, again under AddressSanitizer +
 # UndefinedBehaviorSanitizer, the multi-threaded unit tests under
-# ThreadSanitizer, and every fuzz target for HVD_FUZZ_SECONDS (20) each
-# (scripts/fuzz.sh).  Installs what it needs.
+# ThreadSanitizer, every fuzz target for HVD_FUZZ_SECONDS (20) each
+# (scripts/fuzz.sh), and the fault sweep over every call site
+# (scripts/fault-sweep.sh).  Installs what it needs.
 #
 # Every suite sets the options it depends on explicitly, whatever its build
 # directory cached before (scripts/train.sh configures build/ with
@@ -61,3 +62,5 @@ TSAN_OPTIONS=halt_on_error=1 run_suite build-tsan "-DHVD_SANITIZE=thread" \
   -R '^unit\.|^mpi\.test_(engine|join|process_sets|fusion|collectives)\.'
 echo "== fuzz: every decoder of outside bytes, ${HVD_FUZZ_SECONDS:-20} s each =="
 scripts/fuzz.sh "${HVD_FUZZ_SECONDS:-20}"
+echo "== fault injection: every call site of libhvd.so failed in turn =="
+scripts/fault-sweep.sh sites

@@ -68,12 +68,17 @@ int hvd__comm_begin(hvd_comm *c, uint32_t *tag) {
   return 0;
 }
 
+void hvd__comm_abort(hvd_comm *c, const char *why) {
+  if (c->broken) return;
+  c->broken = 1;
+  snprintf(c->broken_why, sizeof c->broken_why, "%s", why);
+  if (c->xport) c->xport->ops->abort(c->xport, -1, c->broken_why);
+}
+
 int hvd__comm_fail(hvd_comm *c, int rc) {
   /* Argument errors are found before any byte moves and leave the peers in
    * a consistent state; everything else may have left a frame half sent. */
-  if (rc == HVD_E_INVALID || rc == HVD_E_UNSUPPORTED || c->broken) return rc;
-  c->broken = 1;
-  snprintf(c->broken_why, sizeof c->broken_why, "%s", hvd_last_error());
-  if (c->xport) c->xport->ops->abort(c->xport, -1, c->broken_why);
+  if (rc == HVD_E_INVALID || rc == HVD_E_UNSUPPORTED) return rc;
+  hvd__comm_abort(c, hvd_last_error());
   return rc;
 }

@@ -84,4 +84,9 @@ int hvd__comm_begin(hvd_comm *c, uint32_t *tag);
  * the peers, remembers this thread's message) and returns rc. */
 int hvd__comm_fail(hvd_comm *c, int rc);
 
+/* Breaks the communicator for `why`, whatever the code: this rank will
+ * not take part in another collective, and its peers learn it now rather
+ * than at their deadline.  No-op if it is broken already. */
+void hvd__comm_abort(hvd_comm *c, const char *why);
+
 #endif /* HVD_COMM_H */

@@ -66,6 +66,11 @@ static void op_release(hvd_engine *e, op *o) {
 
 /* ---- completion ---- */
 
+/* An op's message for "%s": the strdup() of it in hvd__engine_finish()
+ * fails when memory is short, and then the code's description stands in
+ * (the fault sweep printed "(null)" before). */
+static const char *op_msg(const op *o) { return o->msg ? o->msg : hvd_strerror(o->status); }
+
 static void entry_free(entry *en) {
   free(en->sendcounts);
   free(en->ranks);
@@ -166,6 +171,15 @@ void hvd__engine_join_done(hvd_engine *e, int last) {
 
 /* ---- one cycle ---- */
 
+/* Moves en and the entries after it to the front of e->unsent. */
+static void keep_unsent(hvd_engine *e, entry *en) {
+  for (entry *next; en; en = next) {
+    next = en->next;
+    en->next = e->unsent;
+    e->unsent = en;
+  }
+}
+
 /* This rank's message: a cache bit where the cache knows the tensor as
  * enqueued, else the full request. */
 static int build_message(hvd_engine *e, hvd_msg *m) {
@@ -179,15 +193,24 @@ static int build_message(hvd_engine *e, hvd_msg *m) {
   pthread_mutex_unlock(&e->lock);
   size_t n = 0;
   for (entry *en = taken; en; en = en->next) n++;
+  /* Taken entries are in no list until they reach e->unsent: on a
+   * failure here they go there anyway, where hvd__engine_break() fails
+   * them; lost, their callers would wait forever (the fault sweep found
+   * this with a failed malloc). */
   m->reqs = n ? malloc(n * sizeof *m->reqs) : NULL;
-  if (n && !m->reqs) return hvd__err(HVD_E_NOMEM, "allocating %zu requests", n);
+  if (n && !m->reqs) {
+    keep_unsent(e, taken);
+    return hvd__err(HVD_E_NOMEM, "allocating %zu requests", n);
+  }
   for (entry *en = taken, *next; en; en = next) {
     next = en->next;
     int64_t id = hvd__cache_find(e->cache, &en->w.req);
-    if (id >= 0)
-      HVD__CHECK(hvd__msg_set_bit(m, (uint32_t)id));
-    else
-      m->reqs[m->nreq++] = en->w.req;
+    int rc = id >= 0 ? hvd__msg_set_bit(m, (uint32_t)id) : 0;
+    if (rc < 0) {
+      keep_unsent(e, en);
+      return rc;
+    }
+    if (id < 0) m->reqs[m->nreq++] = en->w.req;
     en->next = e->unsent; /* negotiation matches them by name */
     e->unsent = en;
   }
@@ -260,7 +283,17 @@ static int run_cycle(hvd_engine *e, int *shutdown) {
   int rc = build_message(e, &mine);
   if (rc == 0) rc = exchange(e, &mine, all);
   if (rc == 0) rc = hvd__negotiate(e, all, &rs, &nrs, shutdown);
-  for (int i = 0; rc == 0 && i < nrs; i++) rc = hvd__execute(e, &rs[i]);
+  int done = 0;
+  for (; rc == 0 && done < nrs; done++) rc = hvd__execute(e, &rs[done]);
+  if (rc < 0) {
+    /* The responses not executed hold tensors already out of the table,
+     * where hvd__engine_break() would not find them: fail them here, or
+     * their callers wait forever (the fault sweep's persistent mode). */
+    char why[sizeof e->why];
+    snprintf(why, sizeof why, "%s", hvd_last_error());
+    for (int i = done; i < nrs; i++) hvd__execute_abandon(e, &rs[i], rc, why);
+    hvd__err(rc, "%s", why);
+  }
   for (int i = 0; i < nrs; i++) free(rs[i].items);
   free(rs);
   hvd__msg_free(&mine);
@@ -301,7 +334,13 @@ static void *engine_main(void *arg) {
     int shutdown = 0;
     int rc = run_cycle(e, &shutdown);
     if (rc < 0) {
-      hvd__engine_break(e, rc, hvd_last_error());
+      char why[sizeof e->why];
+      snprintf(why, sizeof why, "%s", hvd_last_error());
+      hvd__engine_break(e, rc, why);
+      /* No more cycles here: the peers would wait for this rank's next
+       * message until their deadline (a failed malloc, say, breaks no
+       * connection), so tell them now (found by the fault sweep). */
+      hvd__comm_abort(e->global, why);
       break;
     }
     if (shutdown) {
@@ -502,7 +541,7 @@ int hvd__engine_poll(hvd_engine *e, hvd_handle h) {
   int rc = !o ? hvd__err(HVD_E_INVALID, "unknown or released handle %lld", (long long)h)
                : o->done ? 1 : 0;
   if (o && o->done && o->status < 0) {
-    rc = hvd__err(o->status, "%s", o->msg);
+    rc = hvd__err(o->status, "%s", op_msg(o));
     op_release(e, o);
   }
   pthread_mutex_unlock(&e->lock);
@@ -517,9 +556,17 @@ int hvd__engine_wait(hvd_engine *e, hvd_handle h, int64_t *value) {
     return hvd__err(HVD_E_INVALID, "unknown or released handle %lld%s", (long long)h,
                     o ? " (it completes through its callback)" : "");
   }
-  while (!o->done) pthread_cond_wait(&e->cond, &e->lock);
+  /* A stopped engine has finished every entry it knew; one it lost would
+   * leave this wait without an end, so stop waiting then too. */
+  while (!o->done && !e->stopped) pthread_cond_wait(&e->cond, &e->lock);
+  if (!o->done) { /* o stays: a lost entry may still point to it */
+    int rc = hvd__err(HVD_E_ABORTED, "the engine stopped before handle %lld completed: %s",
+                      (long long)h, e->why);
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+  }
   int rc = o->status;
-  if (rc < 0) hvd__err(rc, "%s", o->msg);
+  if (rc < 0) hvd__err(rc, "%s", op_msg(o));
   if (value) *value = o->value;
   op_release(e, o);
   pthread_mutex_unlock(&e->lock);
@@ -538,7 +585,7 @@ int hvd__engine_join(hvd_engine *e) {
     e->join_requested = 1;
     pthread_cond_signal(&e->work);
     while (!o->done) pthread_cond_wait(&e->cond, &e->lock);
-    rc = o->status < 0 ? hvd__err(o->status, "%s", o->msg) : (int)o->value;
+    rc = o->status < 0 ? hvd__err(o->status, "%s", op_msg(o)) : (int)o->value;
     op_release(e, o);
   }
   pthread_mutex_unlock(&e->lock);

@@ -134,6 +134,8 @@ void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine);
 
 /* execute.c */
 int hvd__execute(hvd_engine *e, response *r);
+/* Fails every tensor of a response that will not be executed. */
+void hvd__execute_abandon(hvd_engine *e, response *r, int status, const char *msg);
 
 /* pset.c */
 pset *hvd__pset_find(hvd_engine *e, int id);

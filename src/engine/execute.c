@@ -252,6 +252,11 @@ static void finish_all(hvd_engine *e, response *r, int status, const char *msg, 
   r->n = 0;
 }
 
+void hvd__execute_abandon(hvd_engine *e, response *r, int status, const char *msg) {
+  r->error = 0; /* each tensor fails for msg, under its own name */
+  finish_all(e, r, status, msg, 0);
+}
+
 int hvd__execute(hvd_engine *e, response *r) {
   if (r->error) {
     finish_all(e, r, r->error, r->errmsg, 0);
