@@ -21,7 +21,7 @@ seconds=${1:-20}
 scripts/deps.sh test
 
 dir=build-fuzz
-targets=(frame auth rdzv_client rdzv_server message shm_seg agent_proto)
+targets=(frame auth tcp rdzv_client rdzv_server message shm_seg agent_proto)
 [ -n "${HVD_FUZZ_ONLY:-}" ] && read -r -a targets <<<"$HVD_FUZZ_ONLY"
 
 CC=clang cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DHVD_BUILD_TESTS=OFF \

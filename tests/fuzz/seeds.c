@@ -78,6 +78,39 @@ static void frame_seeds(void) {
   }
 }
 
+/* ---- what rank 0 sends rank 1 over TCP (fuzz_tcp) ---- */
+
+static void tcp_seeds(void) {
+  uint8_t buf[512], payload[64];
+  size_t len = 0;
+  for (size_t i = 0; i < sizeof payload; i++) payload[i] = (uint8_t)(i * 3);
+  hvd_frame f = {HVD_FRAME_DATA, 1, 64};
+  hvd__frame_encode(&f, buf);
+  memcpy(buf + HVD_FRAME_HDR_LEN, payload, 64);
+  len = HVD_FRAME_HDR_LEN + 64;
+  f = (hvd_frame){HVD_FRAME_DATA, 2, 8};
+  hvd__frame_encode(&f, buf + len);
+  memcpy(buf + len + HVD_FRAME_HDR_LEN, payload, 8);
+  seed("tcp", "two_frames", NULL, 0, buf, len + HVD_FRAME_HDR_LEN + 8);
+  /* An ABORT instead: rank 0 lost rank 3, and why. */
+  uint8_t reason[128];
+  hvd_writer w = {reason, sizeof reason, 0, 0};
+  hvd__put_u32(&w, 3);
+  hvd__put_str(&w, "rank 3 lost: connection closed by peer");
+  f = (hvd_frame){HVD_FRAME_ABORT, 0, w.len};
+  hvd__frame_encode(&f, buf);
+  memcpy(buf + HVD_FRAME_HDR_LEN, reason, w.len);
+  seed("tcp", "abort", NULL, 0, buf, HVD_FRAME_HDR_LEN + w.len);
+  /* The first frame, then an ABORT in place of the second. */
+  f = (hvd_frame){HVD_FRAME_DATA, 1, 64};
+  hvd__frame_encode(&f, buf);
+  memcpy(buf + HVD_FRAME_HDR_LEN, payload, 64);
+  f = (hvd_frame){HVD_FRAME_ABORT, 0, w.len};
+  hvd__frame_encode(&f, buf + HVD_FRAME_HDR_LEN + 64);
+  memcpy(buf + 2 * HVD_FRAME_HDR_LEN + 64, reason, w.len);
+  seed("tcp", "data_then_abort", NULL, 0, buf, 2 * HVD_FRAME_HDR_LEN + 64 + w.len);
+}
+
 /* ---- auth ---- */
 
 static void auth_seeds(void) {
@@ -295,6 +328,7 @@ int main(int argc, char **argv) {
   root = argv[1];
   if (mkdir(root, 0777) != 0 && errno != EEXIST) die(root);
   frame_seeds();
+  tcp_seeds();
   auth_seeds();
   rdzv_seeds();
   message_seeds();
