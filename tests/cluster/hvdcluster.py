@@ -42,7 +42,7 @@ if not 0 <= INSTANCE <= 63:
 STATE = '/run/hvd-cluster' + ('-%d' % INSTANCE if INSTANCE else '')
 PREFIX = 'hvdc%s-' % (INSTANCE or '')          # namespaces and links
 NET4 = '10.231.%d.' % INSTANCE                 # + host index + 1
-NET6 = 'fdc1:7a1:%s:' % (INSTANCE or '')       # + ':' + host index + 1
+NET6 = 'fdc1:7a1:' + ('%d:' % INSTANCE if INSTANCE else '')  # + ':' + host index + 1
 SUBNET4 = NET4 + '0/24'
 SUBNET6 = NET6 + ':/64'
 NHOSTS = 4
