@@ -489,6 +489,9 @@ static int set_timeline(const char *what, const char *path, int mark_cycles) {
   HVD__CHECK(enter(what));
   int rc = 0;
   if (path && !path[0]) rc = hvd__err(HVD_E_INVALID, "the path is empty");
+  /* The timeline being written is closed before the new one is opened:
+   * two descriptors on one path would write over each other. */
+  if (rc == 0 && path && ctx.job.rank == 0) rc = hvd__engine_set_timeline(ctx.engine, NULL);
   if (rc == 0 && path && ctx.job.rank == 0) rc = hvd__timeline_open(path, mark_cycles, &tl);
   if (rc == 0 && ctx.job.rank == 0) rc = hvd__engine_set_timeline(ctx.engine, tl);
   leave();
