@@ -483,14 +483,14 @@ hvd_handle hvd_reducescatter_async(const void *sendbuf, void *recvbuf, size_t co
 
 /* ---- timeline ---- */
 
-/* Rank 0 hands the engine tl (NULL: stop); the others have nothing to do. */
+/* Every rank hands its engine the timeline it writes for path (NULL:
+ * none, which stops the one it may be writing). */
 static int set_timeline(const char *what, const char *path, int mark_cycles) {
   hvd_timeline *tl = NULL;
   HVD__CHECK(enter(what));
   int rc = 0;
-  if (path && !path[0]) rc = hvd__err(HVD_E_INVALID, "the path is empty");
-  if (rc == 0 && path && ctx.job.rank == 0) rc = hvd__timeline_open(path, mark_cycles, &tl);
-  if (rc == 0 && ctx.job.rank == 0) rc = hvd__engine_set_timeline(ctx.engine, tl);
+  if (path) rc = hvd__timeline_open_for_rank(path, ctx.job.rank, mark_cycles, &tl);
+  if (rc == 0) rc = hvd__engine_set_timeline(ctx.engine, tl);
   leave();
   return rc < 0 ? hvd__err_prefix(rc, "%s", what) : 0;
 }
