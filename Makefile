@@ -1,5 +1,5 @@
 # Convenience wrapper over CMake.  `make install PREFIX=DIR` installs
-# DIR/bin/{hvdrun,hvd-bench,hvd-train-fashion-mnist}, DIR/include/hvd{,_nn}.h,
+# DIR/bin/{hvdrun,hvd-bench,hvd-train-fashion-mnist,hvd-report}, DIR/include/hvd{,_nn}.h,
 # DIR/lib/libhvd{,_nn}.{so,a}, DIR/lib/pkgconfig/hvd{,_nn}.pc and the Python
 # package in DIR/lib/python3/dist-packages/hvd.
 PREFIX ?= /usr/local

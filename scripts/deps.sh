@@ -9,8 +9,8 @@ set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config libssl-dev libopenblas-dev zlib1g-dev
             dataset-fashion-mnist python3-dev)
-# openssh-server, openssh-client, iproute2: the multi-host tests.
-test_pkgs=(libcmocka-dev python3 python3-pytest procps python3-torch python3-torchvision
+# openssh-server, openssh-client, iproute2: the multi-host tests; gnuplot-nox: hvd-report's charts.
+test_pkgs=(libcmocka-dev python3 python3-pytest procps python3-torch python3-torchvision gnuplot-nox
            python3-numpy python3-cloudpickle openssh-server openssh-client iproute2)
 
 # iperf3 and the test set's ssh and iproute2: the benchmarks across emulated hosts.
