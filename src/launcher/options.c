@@ -100,7 +100,7 @@ static const flag flags[] = {
     {F_ENV, NULL, "--cache-capacity", "N", "HOROVOD_CACHE_CAPACITY", RANGE(0, 1048576, 1),
      "response cache entries; 0: no cache"},
     {F_ENV, NULL, "--timeline-filename", "PATH", "HOROVOD_TIMELINE", PATH,
-     "rank 0 writes a Chrome-trace timeline to PATH"},
+     "Chrome-trace timeline: rank 0 to PATH; %r in PATH or a directory: every rank"},
     {F_ENV, NULL, "--timeline-mark-cycles", NULL, "HOROVOD_TIMELINE_MARK_CYCLES", SWITCH,
      "mark every negotiation cycle in the timeline"},
     {F_ENV, NULL, "--no-stall-check", NULL, "HOROVOD_STALL_CHECK_DISABLE", SWITCH,
