@@ -8,10 +8,10 @@
  * "last" is the one whose tick is more than RP_LAST_MARGIN_US after every
  * other's (ticks of one cycle lie microseconds apart: nobody was last).
  *
- * A straggler is a rank that is last most of the time -- for half the
- * operations, or 1.5/size of them, whichever is more, so that chance
- * among few ranks does not count -- and late enough to matter: over a
- * millisecond and 5% of the median step on average.
+ * A straggler is the latest rank on average when it stands out: last for
+ * at least half the operations, at least twice as late on average as any
+ * other rank (so that chance among few ranks does not count), and late
+ * enough to matter: over a millisecond and 5% of the median step.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -92,13 +92,14 @@ static int waiters(const rp_timeline *t, tensor_wait *w, int size, rp_lateness *
 
 static void find_straggler(rp_lateness *l, const rp_steps *s) {
   int q = 0;
+  double runner_up = 0;
   for (int r = 1; r < l->size; r++)
     if (l->ranks[r].mean_late > l->ranks[q].mean_late) q = r;
-  double need = 1.5 / l->size > 0.9 ? 0.9 : 1.5 / l->size;
-  if (need < 0.5) need = 0.5;
+  for (int r = 0; r < l->size; r++)
+    if (r != q && l->ranks[r].mean_late > runner_up) runner_up = l->ranks[r].mean_late;
   const rp_rank_late *x = &l->ranks[q];
-  if (l->nocc > 0 && x->last_share >= need && x->mean_late >= 1000 &&
-      x->mean_late >= 0.05 * s->median_len)
+  if (l->nocc > 0 && x->last_share >= 0.5 && x->mean_late >= 2 * runner_up &&
+      x->mean_late >= 1000 && x->mean_late >= 0.05 * s->median_len)
     l->straggler = q;
 }
 

@@ -70,7 +70,8 @@ def test_slow_rank_is_named(hvd_report, slow_job, tmp_path):
     rows = {int(m.group(1)): (int(m.group(2)), int(m.group(3)))
             for m in re.finditer(r"^\s+(\d)\s+29\s+\S+ \S+\s+(\d+)%\s+(\d+)%", p.stdout, re.M)}
     assert sorted(rows) == [0, 1, 2], p.stdout
-    assert rows[2][0] > 80 and rows[0][1] > 50 and rows[1][1] > 50, rows
+    for q in (0, 1):  # rank 2 computes much more of its steps; the others wait for it
+        assert rows[2][0] > rows[q][0] + 20 and rows[q][1] > rows[2][1] + 20, rows
     assert "Rank 2 is slow" in (tmp_path / "out" / "report.html").read_text()
 
 

@@ -216,6 +216,26 @@ static void test_straggler_named(void **state) {
   rp_report_free(&r);
 }
 
+/* A rank late on every tensor but not twice as late as another: the
+ * ranks are slow together, no one of them is the straggler. */
+static void test_straggler_must_stand_out(void **state) {
+  (void)state;
+  job j = default_job();
+  j.size = 3;
+  j.late[1] = 3000;
+  j.late[2] = 5000;
+  rp_report r;
+  analyze(&r, &j, 1, NULL);
+  assert_true(r.late.ranks[2].last_share == 1 && r.late.ranks[2].mean_late == 5000);
+  assert_int_equal(r.late.straggler, -1);
+  assert_null(finding(&r, "straggler"));
+  rp_report_free(&r);
+  j.late[1] = 2500; /* now it is twice as late as rank 1 */
+  analyze(&r, &j, 1, NULL);
+  assert_int_equal(r.late.straggler, 2);
+  rp_report_free(&r);
+}
+
 /* Ticks within the margin of each other: nobody is last, nobody slow. */
 static void test_close_ticks_are_nobodys(void **state) {
   (void)state;
@@ -415,6 +435,7 @@ int main(void) {
       cmocka_unit_test(test_steps_split),
       cmocka_unit_test(test_steps_from_the_most_operations),
       cmocka_unit_test(test_straggler_named),
+      cmocka_unit_test(test_straggler_must_stand_out),
       cmocka_unit_test(test_close_ticks_are_nobodys),
       cmocka_unit_test(test_fusion_off_said),
       cmocka_unit_test(test_threshold_split),
