@@ -8,12 +8,16 @@ This installs into the real /usr: dpkg --root/--instdir would skip what
 is worth testing (the default search paths of the compiler, the linker,
 pkg-config and python3, ldconfig).  So it runs as root only, never while a
 package called hvd is installed (it would be replaced), one at a time
-(a lock), and removes the package in a finally, whatever failed.
+(a lock), and removes the package in a finally, whatever failed.  dpkg
+refuses to start while another dpkg or apt-get holds its lock (another
+job installing packages): every dpkg call here waits for it, the removal
+in the finally longest of all.
 """
 import fcntl
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -32,6 +36,17 @@ pytestmark = [
 def run(args, **kw):
     kw.setdefault("timeout", 300)
     return subprocess.run(args, capture_output=True, text=True, **kw)
+
+
+def dpkg(args, wait=300):
+    """dpkg ARGS, waiting up to `wait` seconds while another process holds
+    dpkg's lock."""
+    end = time.monotonic() + wait
+    while True:
+        p = run(["dpkg"] + args)
+        if p.returncode == 0 or "lock" not in p.stderr or time.monotonic() > end:
+            return p
+        time.sleep(2)
 
 
 def installed():
@@ -104,17 +119,17 @@ def test_install_use_and_remove(deb, lock, tmp_path):
         for line in contents:  # "perms owner size date time ./path[ -> target]"
             path = os.path.normpath("/" + line.split()[5])
             existed[path] = os.path.lexists(path)
-        p = run(["dpkg", "-i", deb])
+        p = dpkg(["-i", deb])
         assert p.returncode == 0, p.stdout + p.stderr
         listed = [os.path.normpath(p) for p in run(["dpkg", "-L", "hvd"]).stdout.split()]
         assert "/usr/bin/hvdrun" in listed and "/usr/include/hvd.h" in listed, listed
         check_installed(tmp_path)
-        p = run(["dpkg", "-r", "hvd"])
+        p = dpkg(["-r", "hvd"])
         assert p.returncode == 0, p.stdout + p.stderr
         assert not installed()
     finally:
-        run(["dpkg", "-P", "hvd"])  # whatever happened above
-    assert not installed()
+        purge = dpkg(["-P", "hvd"], wait=900)  # whatever happened above
+        assert not installed(), "hvd is still installed: dpkg -P hvd said %s" % purge.stderr
     assert run(["dpkg-query", "-W", "hvd"]).returncode != 0, "dpkg still knows hvd"
     assert listed and all(p in existed for p in listed), "dpkg -L and the .deb disagree"
     left = [p for p in listed if os.path.lexists(p) and not existed[p]]
