@@ -186,10 +186,10 @@ static void bandwidth(FILE *f, const rp_report *r, const char *dir, int with_cha
           r->has_bench ? " hvd-bench's busbw is interpolated at each median size." : "");
   for (int i = 0; i < r->bw.nrows; i++) {
     const rp_bw_row *x = &r->bw.rows[i];
-    fprintf(f, "<tr><td>%s-</td><td>%ld</td><td>%s</td><td>%s</td><td>%.3f</td>",
+    fprintf(f, "<tr><td>%s-</td><td>%ld</td><td>%s</td><td>%s</td><td>%.4g</td>",
             rp_fmt_bytes(x->lo, b1, sizeof b1), x->n, rp_fmt_bytes(x->bytes, b2, sizeof b2),
             rp_fmt_time(x->us, b3, sizeof b3), x->busbw);
-    if (x->bench > 0) fprintf(f, "<td>%.3f</td><td>%.0f%%</td></tr>\n", x->bench, 100 * x->busbw / x->bench);
+    if (x->bench > 0) fprintf(f, "<td>%.4g</td><td>%.0f%%</td></tr>\n", x->bench, 100 * x->busbw / x->bench);
     else fprintf(f, "<td></td><td></td></tr>\n");
   }
   fprintf(f, "</table>\n");
