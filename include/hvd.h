@@ -274,8 +274,10 @@ HVD_EXTERN int hvd_join(void);
 
 /* ---- Timeline ------------------------------------------------------------
  * Horovod's start_timeline/stop_timeline: record a Chrome-trace timeline
- * for part of a run.  Called on every rank (only rank 0 writes, as with
- * HOROVOD_TIMELINE).  Starting replaces a timeline already being written
+ * for part of a run.  Called on every rank; path has HOROVOD_TIMELINE's
+ * forms: a plain path is rank 0's file, a path with "%r" or a directory
+ * (DIR/rank.N.json) gives every rank its own, each bounded by
+ * HOROVOD_TIMELINE_MAX_MB.  Starting replaces a timeline already being written
  * (which is closed, valid JSON); stopping without one is a no-op.  0 or an
  * HVD_E_* code (HVD_E_SYSTEM naming the path when it cannot be created). */
 HVD_EXTERN int hvd_start_timeline(const char *path, int mark_cycles);

@@ -9,9 +9,11 @@ set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config libssl-dev libopenblas-dev zlib1g-dev
             dataset-fashion-mnist python3-dev)
-# openssh-server, openssh-client, iproute2: the multi-host tests.
-test_pkgs=(libcmocka-dev python3 python3-pytest procps python3-torch python3-torchvision
-           python3-numpy python3-cloudpickle openssh-server openssh-client iproute2)
+# openssh-server, openssh-client, iproute2: the multi-host tests; gnuplot-nox: hvd-report's
+# charts; python3-venv, -pip, -setuptools, -wheel: pip install . into a venv; dpkg-dev: make deb.
+test_pkgs=(libcmocka-dev python3 python3-pytest procps python3-torch python3-torchvision gnuplot-nox
+           python3-numpy python3-cloudpickle openssh-server openssh-client iproute2
+           python3-venv python3-pip python3-setuptools python3-wheel dpkg-dev)
 
 # iperf3 and the test set's ssh and iproute2: the benchmarks across emulated hosts.
 bench_pkgs=(openmpi-bin libopenmpi-dev gnuplot-nox python3 iperf3 openssh-server openssh-client

@@ -483,7 +483,8 @@ hvd_handle hvd_reducescatter_async(const void *sendbuf, void *recvbuf, size_t co
 
 /* ---- timeline ---- */
 
-/* Rank 0 hands the engine tl (NULL: stop); the others have nothing to do. */
+/* Every rank hands its engine the timeline it writes for path (NULL:
+ * none, which stops the one it may be writing). */
 static int set_timeline(const char *what, const char *path, int mark_cycles) {
   hvd_timeline *tl = NULL;
   HVD__CHECK(enter(what));
@@ -491,9 +492,9 @@ static int set_timeline(const char *what, const char *path, int mark_cycles) {
   if (path && !path[0]) rc = hvd__err(HVD_E_INVALID, "the path is empty");
   /* The timeline being written is closed before the new one is opened:
    * two descriptors on one path would write over each other. */
-  if (rc == 0 && path && ctx.job.rank == 0) rc = hvd__engine_set_timeline(ctx.engine, NULL);
-  if (rc == 0 && path && ctx.job.rank == 0) rc = hvd__timeline_open(path, mark_cycles, &tl);
-  if (rc == 0 && ctx.job.rank == 0) rc = hvd__engine_set_timeline(ctx.engine, tl);
+  if (rc == 0 && path) rc = hvd__engine_set_timeline(ctx.engine, NULL);
+  if (rc == 0 && path) rc = hvd__timeline_open_for_rank(path, ctx.job.rank, mark_cycles, &tl);
+  if (rc == 0) rc = hvd__engine_set_timeline(ctx.engine, tl);
   leave();
   return rc < 0 ? hvd__err_prefix(rc, "%s", what) : 0;
 }

@@ -56,7 +56,12 @@
   X(STALL_SHUTDOWN_TIME_SECONDS, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", INT, "0", 0,      \
     86400, "Seconds of stall after which every rank fails with an error; 0: never")       \
   X(TIMELINE, "HOROVOD_TIMELINE", STR, "", 0, 0,                                          \
-    "Path of the Chrome-trace timeline rank 0 writes; unset: no timeline")                \
+    "Path of the Chrome-trace timeline rank 0 writes; with %r in it, every rank writes "  \
+    "its own file (%r replaced by the rank); a directory (ending in / or existing): "      \
+    "every rank writes DIR/rank.N.json; unset: no timeline")                              \
+  X(TIMELINE_MAX_MB, "HOROVOD_TIMELINE_MAX_MB", INT, "1024", 1, 1L << 20,                 \
+    "Bound of each timeline file in MiB: at the bound the file ends (complete JSON, "      \
+    "the run's first part) and that rank stops tracing")                                  \
   X(TIMELINE_MARK_CYCLES, "HOROVOD_TIMELINE_MARK_CYCLES", BOOL, "0", 0, 1,                \
     "Mark every negotiation cycle in the timeline")                                       \
   X(LOG_LEVEL, "HOROVOD_LOG_LEVEL", LEVEL, "WARNING", 0, 0,                               \

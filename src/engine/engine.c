@@ -214,18 +214,54 @@ static int exchange(hvd_engine *e, const hvd_msg *mine, hvd_msg *all) {
   return rc;
 }
 
+/* The job's settings, as the timeline's "hvd_job" event: what hvd-report
+ * needs to judge a run (the size for bus bandwidth, the fusion threshold,
+ * the cycle time, the transport). */
+static void timeline_job_info(hvd_engine *e) {
+  if (!e->tl) return;
+  const hvd_place *pl = &e->global->place;
+  char args[512];
+  snprintf(args, sizeof args,
+           "{\"rank\":%d,\"size\":%d,\"local_size\":%d,\"cross_size\":%d,"
+           "\"transport\":\"%s\",\"fusion_threshold\":%zu,\"cycle_time_ms\":%g,"
+           "\"cache_capacity\":%u,\"hierarchical_allreduce\":%d,\"version\":\"%s\"}",
+           e->rank, e->size, pl->local_size, pl->cross_size,
+           e->global->xport ? e->global->xport->ops->name : "none", e->fusion_threshold,
+           e->cycle_ms, (unsigned)hvd__cache_capacity(e->cache), e->global->hierarchical,
+           HVD_VERSION_STRING);
+  hvd__timeline_job(e->tl, args);
+}
+
+/* Writes the waits application threads reported since the last cycle. */
+static void timeline_waits(hvd_engine *e) {
+  struct { uint64_t start_us, end_us; } w[HVD_WAITS_MAX];
+  if (!e->tl) return;
+  pthread_mutex_lock(&e->lock);
+  int n = e->nwaits;
+  memcpy(w, e->waits, (size_t)n * sizeof w[0]);
+  e->nwaits = 0;
+  pthread_mutex_unlock(&e->lock);
+  for (int i = 0; i < n; i++) hvd__timeline_wait(e->tl, w[i].start_us, w[i].end_us);
+}
+
 /* A timeline hvd_start/stop_timeline handed over replaces ours. */
 static void switch_timeline(hvd_engine *e) {
   hvd_timeline *old = NULL;
+  timeline_waits(e);
   pthread_mutex_lock(&e->lock);
-  if (e->tl_swap) {
+  int swap = e->tl_swap;
+  if (swap) {
     old = e->tl;
     e->tl = e->tl_next;
     e->tl_next = NULL;
     e->tl_swap = 0;
     e->tl_done = e->tl_asked;
+    e->tl_on = e->tl != NULL;
+    e->nwaits = 0; /* they belong to the old one, written above */
   }
   pthread_mutex_unlock(&e->lock);
+  if (!swap) return;
+  timeline_job_info(e);
   hvd__timeline_close(old); /* complete before the caller goes on */
   pthread_mutex_lock(&e->lock);
   pthread_cond_broadcast(&e->cond);
@@ -332,7 +368,8 @@ static int read_config(hvd_engine *e) {
   e->fusion_threshold = (size_t)fusion;
   HVD__CHECK(hvd__cache_create((uint32_t)cache_cap, &e->cache));
   const char *path = hvd__param_raw(HVD_P_TIMELINE);
-  if (path && e->rank == 0) HVD__CHECK(hvd__timeline_open(path, mark, &e->tl));
+  if (path) HVD__CHECK(hvd__timeline_open_for_rank(path, e->rank, mark, &e->tl));
+  e->tl_on = e->tl != NULL;
   return 0;
 }
 
@@ -355,6 +392,7 @@ static int agree_on_config(hvd_engine *e) {
 }
 
 static void engine_free(hvd_engine *e) {
+  timeline_waits(e);
   hvd__cache_destroy(e->cache);
   hvd__timeline_close(e->tl);
   hvd__timeline_close(e->tl_next);
@@ -393,6 +431,7 @@ int hvd__engine_start(hvd_comm *global, hvd_engine **out) {
   int rc = (e->joined && e->join_cycle) ? read_config(e) : hvd__err(HVD_E_NOMEM, "engine");
   if (rc == 0) rc = agree_on_config(e);
   if (rc == 0) rc = hvd__hier_setup(global); /* after agreeing on the switch */
+  if (rc == 0) timeline_job_info(e);          /* the settings agreed on */
   if (rc == 0 && pthread_create(&e->thread, NULL, engine_main, e) != 0)
     rc = hvd__err(HVD_E_SYSTEM, "starting the engine thread");
   if (rc < 0) {
@@ -517,7 +556,12 @@ int hvd__engine_wait(hvd_engine *e, hvd_handle h, int64_t *value) {
     return hvd__err(HVD_E_INVALID, "unknown or released handle %lld%s", (long long)h,
                     o ? " (it completes through its callback)" : "");
   }
+  uint64_t start_ns = o->done ? 0 : now_ns();
   while (!o->done) pthread_cond_wait(&e->cond, &e->lock);
+  if (start_ns && e->tl_on && e->nwaits < HVD_WAITS_MAX) {
+    e->waits[e->nwaits].start_us = start_ns / 1000;
+    e->waits[e->nwaits++].end_us = now_ns() / 1000;
+  }
   int rc = o->status;
   if (rc < 0) hvd__err(rc, "%s", o->msg);
   if (value) *value = o->value;

@@ -68,6 +68,9 @@ typedef struct pset {
   struct pset *next;
 } pset;
 
+/* Blocked hvd_wait calls remembered between two cycles for the timeline. */
+#define HVD_WAITS_MAX 64
+
 /* A unit of execution: one collective over one or more tensors. */
 typedef struct response {
   pending **items; /* the tensors, in order */
@@ -98,6 +101,13 @@ struct hvd_engine {
   hvd_timeline *tl_next;
   int tl_swap;
   uint64_t tl_asked, tl_done;
+  /* While the engine writes a timeline (tl_on), the stretches of time
+   * application threads spent blocked in hvd_wait, CLOCK_MONOTONIC
+   * microseconds, for the engine thread to write out at its next cycle;
+   * beyond HVD_WAITS_MAX between two cycles they are dropped. */
+  int tl_on;
+  struct { uint64_t start_us, end_us; } waits[HVD_WAITS_MAX];
+  int nwaits;
   /* Engine thread only: */
   hvd_comm *global;
   int rank, size;

@@ -141,8 +141,9 @@ static int run_allreduce(const job *j) {
     at[i] = stage_item(j, j->r->items[i], zeros);
     if (!j->r->items[i]->mine) zeros += j->r->items[i]->req.count * j->esize;
   }
-  char args[64];
-  snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu}", k, total);
+  char args[96];
+  snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu,\"dtype\":\"%s\"}", k, total,
+           hvd_dtype_name(j->dtype));
   if (rc == 0) {
     trace_all(j, "ALLREDUCE", args);
     if (req->op == HVD_ADASUM) { /* per tensor: a group's members one by one */
@@ -275,7 +276,10 @@ int hvd__execute(hvd_engine *e, response *r) {
     rc = 0;
     for (int i = 0; rc == 0 && i < r->n; i++) {
       const char *name = r->items[i]->req.name;
-      hvd__timeline_begin(e->tl, name, collective_name(req->type), NULL);
+      char args[96];
+      snprintf(args, sizeof args, "{\"tensors\":1,\"bytes\":%zu,\"dtype\":\"%s\"}",
+               r->items[i]->req.count * j.esize, hvd_dtype_name(j.dtype));
+      hvd__timeline_begin(e->tl, name, collective_name(req->type), args);
       rc = run_single(&j, r->items[i], &value);
       hvd__timeline_end(e->tl, name);
     }

@@ -20,6 +20,7 @@
 #include <strings.h>
 #include <net/if.h>
 
+#include "check_build.h"
 #include "common.h"
 
 #define DIGITS "0123456789"
@@ -27,7 +28,7 @@
 /* F_ENV: the flag sets the variable its row names; the rest are hvdrun's own. */
 typedef enum {
   F_ENV, F_NP, F_HOSTS, F_HOSTFILE, F_SSH_PORT, F_SSH_IDENTITY, F_SSH_COMMAND, F_OUTPUT,
-  F_VERBOSE, F_VERSION, F_HELP
+  F_VERBOSE, F_CHECK_BUILD, F_VERSION, F_HELP
 } flag_id;
 
 /* What an F_ENV flag's value may be. */
@@ -99,7 +100,7 @@ static const flag flags[] = {
     {F_ENV, NULL, "--cache-capacity", "N", "HOROVOD_CACHE_CAPACITY", RANGE(0, 1048576, 1),
      "response cache entries; 0: no cache"},
     {F_ENV, NULL, "--timeline-filename", "PATH", "HOROVOD_TIMELINE", PATH,
-     "rank 0 writes a Chrome-trace timeline to PATH"},
+     "Chrome-trace timeline: rank 0 to PATH; %r in PATH or a directory: every rank"},
     {F_ENV, NULL, "--timeline-mark-cycles", NULL, "HOROVOD_TIMELINE_MARK_CYCLES", SWITCH,
      "mark every negotiation cycle in the timeline"},
     {F_ENV, NULL, "--no-stall-check", NULL, "HOROVOD_STALL_CHECK_DISABLE", SWITCH,
@@ -111,6 +112,8 @@ static const flag flags[] = {
      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", SECONDS(0), "fail after a stall this long; 0: never"},
     {F_VERBOSE, NULL, "--verbose", NULL, NULL, OWN,
      "say what hvdrun does: rendezvous address, each start and exit"},
+    {F_CHECK_BUILD, "-cb", "--check-build", NULL, NULL, OWN,
+     "print the frameworks, controllers and tensor operations this build has, and exit"},
     {F_VERSION, "-v", "--version", NULL, NULL, OWN, "print hvdrun's version and exit"},
     {F_HELP, "-h", "--help", NULL, NULL, OWN, "print this help and exit"},
 };
@@ -338,6 +341,7 @@ static options_result apply(hvdrun_options *o, const flag *f, const char *value)
     case F_SSH_COMMAND: return set_nonempty(f, value, &o->ssh_command);
     case F_OUTPUT: return set_nonempty(f, value, &o->output_dir);
     case F_VERBOSE: o->verbose = 1; return OPTIONS_RUN;
+    case F_CHECK_BUILD: check_build_print(stdout); return OPTIONS_DONE;
     case F_VERSION: printf("hvdrun (hvd) %s\n", HVD_VERSION_STRING); return OPTIONS_DONE;
     case F_HELP: print_help(); return OPTIONS_DONE;
   }

@@ -671,3 +671,42 @@ def test_rendezvous_survives_strangers(hvdrun, test_program, np):
     assert p.returncode == 0, p.stdout + p.stderr
     ok = {r for r, lines in by_rank(p.stdout).items() if "rdzv_attack OK" in lines}
     assert ok == set(range(np)), p.stdout + p.stderr
+
+
+def built_with(build_dir, option):
+    """An ON/OFF option from the build's CMakeCache.txt."""
+    with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
+        for line in f:
+            if line.startswith(option + ":"):
+                return line.strip().rsplit("=", 1)[1].upper() in ("ON", "1", "TRUE", "YES")
+    return False
+
+
+@pytest.mark.parametrize("flag", ["--check-build", "-cb"])
+def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
+    """horovodrun --check-build's lines, in its order: PyTorch when hvd._C
+    was built here, MPI when the build has it, Gloo (hvd's own controller
+    and operations) always, nothing else; no job is started."""
+    torch = any(n.startswith("_C") for n in os.listdir(os.path.join(build_dir, "python", "hvd"))) \
+        if os.path.isdir(os.path.join(build_dir, "python", "hvd")) else False
+    mpi = built_with(build_dir, "HVD_HAVE_MPI")
+
+    def mark(have):
+        return "[X]" if have else "[ ]"
+
+    want = ["hvd v%s:" % version(hvdrun), "",
+            "Available Frameworks:",
+            "    [ ] TensorFlow", "    %s PyTorch" % mark(torch), "    [ ] MXNet", "",
+            "Available Controllers:",
+            "    %s MPI" % mark(mpi), "    [X] Gloo", "",
+            "Available Tensor Operations:",
+            "    [ ] NCCL", "    [ ] DDL", "    [ ] CCL", "    %s MPI" % mark(mpi), "    [X] Gloo"]
+    p = run(hvdrun, [flag])
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert p.stdout.splitlines() == want, p.stdout
+    # Like --version, it answers before anything else is checked or started.
+    assert run(hvdrun, ["-np", "2", flag, "sh", "-c", "echo ran"]).stdout.splitlines() == want
+
+
+def version(hvdrun):
+    return run(hvdrun, ["--version"]).stdout.split()[-1]

@@ -13,7 +13,8 @@
  *      single-tensor calls (uneven counts per rank, counts that do not
  *      divide by the size, a process set, scale factors);
  *   4. start/stop timeline: rank 0's file holds the collectives between
- *      the two calls and is closed (ends with "]") when stop returns.
+ *      the two calls and is closed (ends with "]") when stop returns; with
+ *      a directory, every rank writes its own.
  */
 #include <math.h>
 #include <stdint.h>
@@ -309,6 +310,30 @@ static void test_timeline(const char *path) {
         "the timeline holds what ran between start and stop only:\n%s", text);
 }
 
+/* Every rank its own file: HOROVOD_TIMELINE's directory form, through
+ * hvd_start_timeline too. */
+static void test_timeline_per_rank(const char *dir) {
+  float x = 1;
+  char spec[300], mine[320], job[80];
+  snprintf(spec, sizeof spec, "%s/", dir);
+  CALL(hvd_start_timeline(spec, 0));
+  CALL(hvd_allreduce(&x, &x, 1, HVD_FLOAT32, HVD_SUM, "per.rank"));
+  CALL(hvd_stop_timeline());
+  snprintf(mine, sizeof mine, "%s/rank.%d.json", dir, rank);
+  FILE *f = fopen(mine, "r");
+  static char text[1 << 16];
+  size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  if (f) fclose(f);
+  text[n] = '\0';
+  snprintf(job, sizeof job, "\"hvd_job\",\"ph\":\"M\",\"pid\":0,\"args\":{\"rank\":%d,", rank);
+  CHECK(n > 2 && strstr(text, "per.rank") && strstr(text, job) && strstr(text, "\n]\n"),
+        "rank %d's own timeline %s is complete and its own:\n%s", rank, mine, text);
+  CALL(hvd_barrier());
+  unlink(mine);
+  CALL(hvd_barrier());
+  if (rank == 0) rmdir(dir);
+}
+
 int main(int argc, char **argv) {
   limit_stalls();
   if (init_or_complain() != 0) return 1;
@@ -321,6 +346,9 @@ int main(int argc, char **argv) {
   snprintf(path, sizeof path, "%s/hvd-timeline-%d.json", argc > 1 ? argv[1] : "/tmp",
            (int)getppid());
   test_timeline(path);
+  char dir[256];
+  snprintf(dir, sizeof dir, "%s/hvd-timelines-%d", argc > 1 ? argv[1] : "/tmp", (int)getppid());
+  test_timeline_per_rank(dir);
   CALL(hvd_barrier());
   if (rank == 0) unlink(path);
   hvd_shutdown();

@@ -92,8 +92,10 @@ def shutdown():
 
 def start_timeline(file_path, mark_cycles=False):
     """Starts recording a timeline (Chrome trace JSON) of hvd's activity to
-    file_path, as HOROVOD_TIMELINE does for a whole run; rank 0 writes it.
-    Call it on every rank.  A timeline already being recorded is closed
+    file_path, as HOROVOD_TIMELINE does for a whole run, with its forms:
+    rank 0 writes a plain path; with "%r" in it (replaced by the rank) or a
+    directory (DIR/rank.N.json) every rank writes its own.  Call it on
+    every rank.  A timeline already being recorded is closed
     first.  mark_cycles: also mark the engine's cycles."""
     _C.start_timeline(os.fspath(file_path), bool(mark_cycles))
 
