@@ -66,6 +66,12 @@ hvd_ar_algo hvd__allreduce_algo(const hvd_comm *c, size_t bytes);
 int hvd__allreduce(hvd_comm *c, const void *sbuf, void *rbuf, size_t count, hvd_dtype dtype,
                    hvd_op op);
 
+/* In place, for a small vector whose latency is all that counts (the
+ * engine's negotiation): the shm windows where c has them, else recursive
+ * doubling; never the hierarchical allreduce, whose three phases cost
+ * more than the bytes they save here. */
+int hvd__allreduce_small(hvd_comm *c, void *buf, size_t count, hvd_dtype dtype, hvd_op op);
+
 
 /* rbuf holds hvd__split_count(count, size, rank) elements. */
 int hvd__reducescatter(hvd_comm *c, const void *sbuf, void *rbuf, size_t count,

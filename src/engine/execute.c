@@ -257,7 +257,7 @@ int hvd__execute(hvd_engine *e, response *r) {
     finish_all(e, r, r->error, r->errmsg, 0);
     return 0;
   }
-  for (int i = 0; i < r->n; i++) hvd__cache_put(e->cache, &r->items[i]->req);
+  for (int i = 0; i < r->n; i++) hvd__held_recheck(e, hvd__cache_put(e->cache, &r->items[i]->req));
   const hvd_request *req = &r->items[0]->req;
   job j = {e, r, comm_of(e, req), (hvd_dtype)req->dtype, hvd_dtype_size((hvd_dtype)req->dtype)};
   /* Process set changes involve every rank; collectives only members. */

@@ -55,6 +55,9 @@ hvd_add_mpi_test(rdzv_attack 2 4)
 # The engine: async enqueue from threads in any order, every async
 # collective, callbacks, scale factors, mismatch and in-flight errors.
 hvd_add_mpi_test(test_engine 1 2 3 4)
+# The cached fast path: the same bits as full negotiation, tensors leaving
+# the cache (new shapes, dtypes, eviction) negotiated again, skewed ranks.
+hvd_add_mpi_test(test_cache_path 1 2 4)
 # Fusion changes no bit; join with uneven batches; process sets.
 hvd_add_mpi_test(test_fusion 2 4)
 hvd_add_mpi_test(test_join 2 3 4)
@@ -84,3 +87,4 @@ hvd_add_mpi_test_tcp(test_collectives 2 3 4)
 hvd_add_mpi_test_tcp(test_algorithms 2 3 4 5)
 hvd_add_mpi_test_tcp(test_engine 2 4)
 hvd_add_mpi_test_tcp(test_fusion 4)
+hvd_add_mpi_test_tcp(test_cache_path 3)
