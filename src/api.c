@@ -88,6 +88,14 @@ const char *hvd__transport_name(void) {
   return name;
 }
 
+int hvd__peer_read_on(void) {
+  pthread_mutex_lock(&ctx.lock);
+  int on = ctx.initialized && ctx.comm.xport && ctx.comm.xport->ops->peer_read;
+  if (on && ctx.comm.peer_buf) on = 2;
+  pthread_mutex_unlock(&ctx.lock);
+  return on;
+}
+
 int hvd__hier_counts(uint32_t *local, uint32_t *cross) {
   pthread_mutex_lock(&ctx.lock);
   int on = ctx.initialized && ctx.comm.local;

@@ -49,6 +49,8 @@ typedef struct hvd_comm {
   struct hvd_comm *local, *cross;
   void *scratch;        /* HVD_CHUNK_BYTES, for receiving before reducing */
   void *staging;        /* HVD_CHUNK_BYTES, for sending a chunk gathered from pieces */
+  void *peer_buf;       /* the shm allreduce's blocks read from other ranks (shm_direct.c) */
+  size_t peer_buf_len;
   int broken;
   char broken_why[512];
 } hvd_comm;

@@ -45,6 +45,14 @@
     "Use TCP between the ranks of a host too (by default they use shared memory among "  \
     "themselves and TCP to other hosts); set on any rank of a host, it applies to that "  \
     "host")                                                                               \
+  X(SHM_SINGLE_COPY, "HOROVOD_SHM_SINGLE_COPY", BOOL, "1", 0, 1,                          \
+    "Let the ranks of a host read each other's memory (process_vm_readv) so that large "  \
+    "allreduces copy each byte once, where the kernel allows it (probed at start; when it " \
+    "does not, said once at INFO level); 0 on any rank of a host: always copy through "   \
+    "shared windows")                                                                     \
+  X(SHM_SINGLE_COPY_MIN_BYTES, "HOROVOD_SHM_SINGLE_COPY_MIN_BYTES", INT, "0", 0, 1L << 50, \
+    "Smallest allreduce that copies once when it can; 0: the crossover measured for the " \
+    "number of ranks (docs/algorithms.md); the first rank of each host decides for it")  \
   X(GLOO_IFACE, "HOROVOD_GLOO_IFACE", STR, "", 0, 0,                                     \
     "Network interface the rank listens on for its peers (a comma-separated list: the "  \
     "first that exists on the rank's host); unset: the one whose route reaches hvdrun's " \

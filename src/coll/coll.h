@@ -158,6 +158,10 @@ typedef struct {
   size_t base; /* logical offset where piece i starts */
 } hvd_cursor;
 
+/* Logical bytes [off, off + len) of ps as one pointer, or NULL if they
+ * cross pieces (off only moves forward, as for the copies below). */
+char *hvd__pieces_whole(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len);
+
 /* Copies logical bytes [off, off + len) of ps to dst / from src. */
 void hvd__pieces_gather(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len, void *dst);
 void hvd__pieces_scatter(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len,
@@ -250,6 +254,11 @@ int hvd__hierarchical(hvd_comm *c, uint32_t tag, const hvd_pieces *segs, hvd_dty
  * sequence numbers), or -1 when the global communicator is flat.  Defined
  * in api.c; call it while no collective runs. */
 int hvd__hier_counts(uint32_t *local, uint32_t *cross);
+
+/* For tests: 1 when the job's ranks read each other's memory for the shm
+ * allreduce (the single-copy probe passed), 2 once an allreduce did, else
+ * 0.  Defined in api.c; call it while no collective runs. */
+int hvd__peer_read_on(void);
 
 /* Recursive doubling over the whole vector `all` (recursive_doubling.c),
  * inside a collective already begun with `tag`; AVERAGE divided. */

@@ -15,13 +15,13 @@
 #include <stdio.h>
 
 #include "../reduce.h"
-#include "coll.h"
+#include "shm_allreduce.h"
 
 int hvd__shm_usable(const hvd_comm *c) {
   /* Only the global communicator: the syncs are barriers of the whole
    * transport, which a process set's subset of ranks cannot be. */
   return c->xport && !c->members && c->xport->ops->window && c->xport->ops->sync &&
-         c->xport->window_bytes >= HVD_SHM_WINDOW_MIN;
+         c->xport->window_bytes >= HVD_SHM_WINDOW_MIN && c->size <= HVD_SHM_MAX_RANKS;
 }
 
 uint64_t hvd__shm_take_windows(hvd_comm *c, uint64_t chunks) {

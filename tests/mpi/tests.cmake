@@ -58,6 +58,9 @@ hvd_add_mpi_test(test_engine 1 2 3 4)
 # The cached fast path: the same bits as full negotiation, tensors leaving
 # the cache (new shapes, dtypes, eviction) negotiated again, skewed ranks.
 hvd_add_mpi_test(test_cache_path 1 2 4)
+# The shm allreduce reading the other ranks' buffers (process_vm_readv)
+# gives the windows' bits; a rank that refuses it turns it off.
+hvd_add_mpi_test(test_single_copy 2)
 # Fusion changes no bit; join with uneven batches; process sets.
 hvd_add_mpi_test(test_fusion 2 4)
 hvd_add_mpi_test(test_join 2 3 4)
