@@ -176,6 +176,13 @@ static int take_waits_at_once(void) {
   return w;
 }
 
+int hvd__tune_history(hvd_tune_change *out, int cap) {
+  HVD__CHECK(enter("hvd__tune_history"));
+  int n = hvd__engine_tune_history(ctx.engine, out, cap);
+  leave();
+  return n;
+}
+
 int hvd__cycle_counts(uint64_t *fast, uint64_t *full) {
   HVD__CHECK(enter("hvd__cycle_counts"));
   hvd__engine_cycle_counts(ctx.engine, fast, full);

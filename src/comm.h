@@ -42,6 +42,7 @@ typedef struct hvd_comm {
   uint64_t shm_chunks;  /* chunks through the shm windows: picks the window */
   int allreduce_algo;   /* hvd_ar_algo (coll/coll.h); 0: auto.  Equal on every rank */
   int hierarchical;     /* HOROVOD_HIERARCHICAL_ALLREDUCE.  Equal on every rank */
+  int hier_tunable;     /* the autotuner may switch it on: build the hierarchy anyway */
   hvd_place place;      /* the global communicator's: this rank's host layout */
   /* The hierarchical allreduce's sub-communicators (coll/hierarchical.c):
    * this host's ranks by local rank, and this local rank's ranks by host.

@@ -32,6 +32,25 @@
     "Bytes of allreduces fused into one collective; 0 disables fusion")                   \
   X(CACHE_CAPACITY, "HOROVOD_CACHE_CAPACITY", INT, "1024", 0, 1 << 20,                    \
     "Entries of the response cache (tensors negotiated with one bit); 0 disables it")     \
+  X(AUTOTUNE, "HOROVOD_AUTOTUNE", BOOL, "0", 0, 1,                                        \
+    "Tune the fusion threshold, cycle time, response cache and hierarchical allreduce "    \
+    "while the job runs, by Bayesian optimisation of the bytes per second the engine "     \
+    "achieves (rank 0 decides; every rank applies its choice in the same cycle); the job's " \
+    "own settings are where the search starts")                                            \
+  X(AUTOTUNE_LOG, "HOROVOD_AUTOTUNE_LOG", STR, "", 0, 0,                                   \
+    "Path of the CSV rank 0 writes with every autotune sample, its settings and its score") \
+  X(AUTOTUNE_WARMUP_SAMPLES, "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", INT, "3", 0, 10000,        \
+    "Autotune samples discarded at the start")                                              \
+  X(AUTOTUNE_STEPS_PER_SAMPLE, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", INT, "10", 1, 1000,    \
+    "Training steps in one autotune sample (a step ends when its first tensor runs again)") \
+  X(AUTOTUNE_BAYES_OPT_MAX_SAMPLES, "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", INT, "20", 1, \
+    64, "Samples of the Bayesian optimisation of fusion threshold and cycle time")         \
+  X(AUTOTUNE_GAUSSIAN_PROCESS_NOISE, "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", FLOAT, "0.8", \
+    0, 100, "Noise of the autotuner's Gaussian process (added to its kernel's diagonal, "  \
+    "scores standardised): larger trusts single samples less")                              \
+  X(AUTOTUNE_RETUNE_DROP, "HOROVOD_AUTOTUNE_RETUNE_DROP", FLOAT, "0.25", 0, 1,              \
+    "After settling, three samples in a row this share below the settled throughput start " \
+    "tuning again (the workload changed); 1: never")                                         \
   X(ALLREDUCE_ALGORITHM, "HOROVOD_ALLREDUCE_ALGORITHM", STR, "auto", 0, 0,                \
     "Allreduce algorithm: auto (on one host the shm-window allreduce; over TCP by a cost " \
     "model: recursive doubling for small tensors, Rabenseifner or the ring for large "    \

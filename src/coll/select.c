@@ -160,7 +160,7 @@ static hvd_ar_algo choose_shm(const hvd_comm *c, size_t bytes) {
 
 hvd_ar_algo hvd__allreduce_algo(const hvd_comm *c, size_t bytes) {
   hvd_ar_algo setting = (hvd_ar_algo)c->allreduce_algo;
-  if (c->local) return HVD_AR_HIERARCHICAL;
+  if (c->local && c->hierarchical) return HVD_AR_HIERARCHICAL;
   if (setting == HVD_AR_AUTO && hvd__shm_usable(c)) return choose_shm(c, bytes);
   if (setting == HVD_AR_SHM && hvd__shm_usable(c)) return HVD_AR_SHM;
   return hvd__allreduce_choose(setting, c->size, bytes);

@@ -78,6 +78,7 @@ static int take_queue(hvd_engine *e, hvd_msg *mine) {
   if (e->stop_requested) mine->flags |= HVD_MSG_SHUTDOWN;
   if (e->join_requested) mine->flags |= HVD_MSG_JOINED;
   pthread_mutex_unlock(&e->lock);
+  hvd__tuning_message(e, mine);
   size_t n = 0;
   for (entry *en = taken; en; en = en->next) n++;
   mine->reqs = n ? malloc(n * sizeof *mine->reqs) : NULL;
@@ -93,7 +94,7 @@ static int take_queue(hvd_engine *e, hvd_msg *mine) {
     next = en->next;
     en->next = NULL;
     hvd__unsent_add(e, en); /* the table takes it by name */
-    int64_t id = hvd__cache_find(e->cache, &en->w.req);
+    int64_t id = e->cache_on ? hvd__cache_find(e->cache, &en->w.req) : -1;
     if (id >= 0 && !e->held[id]) hold(e, en, (uint32_t)id);
     else mine->reqs[mine->nreq++] = en->w.req;
   }
@@ -113,7 +114,7 @@ static int needs_full(hvd_engine *e, const hvd_msg *mine) {
 /* Whether this cycle may take the fast path: the same answer on every
  * rank, from state every rank shares. */
 static int fast_possible(const hvd_engine *e) {
-  return hvd__cache_capacity(e->cache) > 0 && !e->pending_head && !e->njoined;
+  return e->cache_on && hvd__cache_capacity(e->cache) > 0 && !e->pending_head && !e->njoined;
 }
 
 /* ---- the fast path ---- */

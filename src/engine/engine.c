@@ -300,6 +300,7 @@ static int read_config(hvd_engine *e) {
   HVD__CHECK(hvd__param_int(HVD_P_STALL_CHECK_TIME_SECONDS, &e->stall_check_s));
   HVD__CHECK(hvd__param_int(HVD_P_STALL_SHUTDOWN_TIME_SECONDS, &e->stall_shutdown_s));
   HVD__CHECK(hvd__param_bool(HVD_P_TIMELINE_MARK_CYCLES, &mark));
+  HVD__CHECK(hvd__param_bool(HVD_P_AUTOTUNE, &e->autotune));
   e->fusion_threshold = (size_t)fusion;
   HVD__CHECK(cache_create(e, (uint32_t)cache_cap));
   const char *path = hvd__param_raw(HVD_P_TIMELINE);
@@ -311,12 +312,19 @@ static int read_config(hvd_engine *e) {
  * allreduce algorithm and the hierarchical switch are among them: ranks
  * that ran different algorithms would exchange frames neither expects. */
 static int agree_on_config(hvd_engine *e) {
-  uint64_t v[4] = {(uint64_t)e->fusion_threshold, hvd__cache_capacity(e->cache),
-                   (uint64_t)e->global->allreduce_algo, (uint64_t)e->global->hierarchical};
+  uint64_t cycle_bits;
+  memcpy(&cycle_bits, &e->cycle_ms, sizeof cycle_bits);
+  uint64_t v[6] = {(uint64_t)e->fusion_threshold, hvd__cache_capacity(e->cache),
+                   (uint64_t)e->global->allreduce_algo, (uint64_t)e->global->hierarchical,
+                   (uint64_t)e->autotune, cycle_bits};
   HVD__CHECK(hvd__broadcast(e->global, v, sizeof v, 0));
   e->fusion_threshold = (size_t)v[0];
   e->global->allreduce_algo = (int)v[2];
   e->global->hierarchical = v[3] != 0;
+  e->autotune = v[4] != 0;
+  /* the autotuner may switch the hierarchical allreduce on: build it */
+  e->global->hier_tunable = e->autotune;
+  if (e->autotune) memcpy(&e->cycle_ms, &v[5], sizeof e->cycle_ms); /* rank 0 tunes from its own */
   if (v[1] != hvd__cache_capacity(e->cache)) HVD__CHECK(cache_create(e, (uint32_t)v[1]));
   return 0;
 }
@@ -337,6 +345,8 @@ void hvd__engine_dealloc(hvd_engine *e) {
   free(e->held);
   free(e->ready);
   free(e->fast);
+  hvd__autotune_destroy(e->tuner);
+  free(e->tune_log);
   hvd__index_free(&e->inflight);
   hvd__index_free(&e->unsent);
   hvd__index_free(&e->table);
@@ -361,6 +371,7 @@ int hvd__engine_alloc(int rank, int size, uint32_t cache_capacity, hvd_engine **
   e->size = size;
   e->next_pset_id = 1;
   e->cycle_ms = 1;
+  e->cache_on = 1;
   e->joined = calloc((size_t)size, 1);
   e->join_cycle = calloc((size_t)size, sizeof *e->join_cycle);
   int rc = e->joined && e->join_cycle ? cache_create(e, cache_capacity)
@@ -380,6 +391,7 @@ int hvd__engine_start(hvd_comm *global, hvd_engine **out) {
   int rc = read_config(e);
   if (rc == 0) rc = agree_on_config(e);
   if (rc == 0) rc = hvd__hier_setup(global); /* after agreeing on the switch */
+  if (rc == 0) rc = hvd__tuning_start(e);
   if (rc == 0 && pthread_create(&e->thread, NULL, engine_main, e) != 0)
     rc = hvd__err(HVD_E_SYSTEM, "starting the engine thread");
   if (rc < 0) {

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "../comm.h"
+#include "message.h"
 #include "request.h"
 #include "timeline.h"
 
@@ -76,6 +77,17 @@ int hvd__engine_set_timeline(hvd_engine *e, hvd_timeline *tl);
  * engine; -1 before hvd_init. */
 void hvd__engine_cycle_counts(hvd_engine *e, uint64_t *fast, uint64_t *full);
 int hvd__cycle_counts(uint64_t *fast, uint64_t *full);
+
+/* One change of the autotuned settings, applied at `cycle`. */
+typedef struct {
+  uint64_t cycle;
+  hvd_msg_settings settings;
+} hvd_tune_change;
+
+/* The changes so far (the first cap into out); returns how many there are.
+ * hvd__tune_history (api.c) asks the running engine. */
+int hvd__engine_tune_history(hvd_engine *e, hvd_tune_change *out, int cap);
+int hvd__tune_history(hvd_tune_change *out, int cap);
 
 /* A hash of a process set's sorted ranks, so that ranks creating a set
  * can check they name the same ranks. */

@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "autotune.h"
 #include "cache.h"
 #include "engine.h"
 #include "index.h"
@@ -149,6 +150,15 @@ struct hvd_engine {
    * full exchange, for tests (read by any thread, hence atomic). */
   _Atomic uint64_t fast_tensors, full_cycles;
   uint64_t inspected_ms; /* rank 0: the stall inspector's last look */
+  int cache_on;       /* the response cache's fast path (the autotuner may switch it) */
+  /* The autotuner (tuning.c): whether it runs (rank 0's setting), rank
+   * 0's tuner, the settings it asked for and not sent yet. */
+  int autotune;
+  hvd_autotune *tuner;
+  int tune_send;
+  hvd_msg_settings tune_next;
+  hvd_tune_change *tune_log; /* under lock: every change applied, for tests */
+  int ntune_log;
   int njoined;
   uint8_t *joined;    /* [size]: joined in the current join round */
   uint64_t join_since_ms, join_warned_ms; /* local clock: the stall inspector's */
@@ -199,6 +209,15 @@ void hvd__unsent_add(hvd_engine *e, entry *en);
 
 /* execute.c */
 int hvd__execute(hvd_engine *e, response *r);
+
+/* tuning.c: the autotuner's side of the cycle */
+int hvd__tuning_start(hvd_engine *e);
+/* Rank 0: a response ran; its tensors feed the tuner. */
+void hvd__tuning_record(hvd_engine *e, const response *r);
+/* Rank 0: settings to send go into its message; 1 if they did. */
+int hvd__tuning_message(hvd_engine *e, hvd_msg *mine);
+/* Every rank: rank 0's settings in this cycle's messages take effect. */
+int hvd__tuning_apply(hvd_engine *e, const hvd_msg *msgs);
 
 /* pset.c */
 pset *hvd__pset_find(hvd_engine *e, int id);

@@ -285,6 +285,7 @@ int hvd__execute(hvd_engine *e, response *r) {
     finish_all(e, r, rc, hvd_last_error(), 0);
     return fatal ? rc : 0;
   }
+  hvd__tuning_record(e, r);
   finish_all(e, r, 0, NULL, value);
   return 0;
 }

@@ -569,6 +569,7 @@ int hvd__negotiate(hvd_engine *e, hvd_msg *msgs, response **out, int *nout, int 
   for (int q = 0; q < e->size; q++) HVD__CHECK(hvd__negotiate_apply(e, q, &msgs[q]));
   hvd__negotiate_flags(e, msgs, shutdown);
   if (msgs[0].nfail > 0) return 0;
+  HVD__CHECK(hvd__tuning_apply(e, msgs)); /* before planning: every rank fuses alike */
   return hvd__negotiate_plan(e, out, nout);
 }
 
