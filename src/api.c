@@ -88,6 +88,13 @@ const char *hvd__transport_name(void) {
   return name;
 }
 
+uint64_t hvd__steps(void) {
+  pthread_mutex_lock(&ctx.lock);
+  uint64_t n = ctx.initialized ? ctx.comm.steps : 0;
+  pthread_mutex_unlock(&ctx.lock);
+  return n;
+}
+
 int hvd__peer_read_on(void) {
   pthread_mutex_lock(&ctx.lock);
   int on = ctx.initialized && ctx.comm.xport && ctx.comm.xport->ops->peer_read;

@@ -39,6 +39,7 @@ typedef struct hvd_comm {
   hvd_transport *xport; /* NULL when the job has one rank */
   int owns_xport;       /* the global communicator owns it; process sets share it */
   uint32_t seq;         /* collectives started; the frame tag */
+  uint64_t steps;       /* sendrecvs and syncs made: what collectives cost in rounds */
   uint64_t shm_chunks;  /* chunks through the shm windows: picks the window */
   int allreduce_algo;   /* hvd_ar_algo (coll/coll.h); 0: auto.  Equal on every rank */
   int hierarchical;     /* HOROVOD_HIERARCHICAL_ALLREDUCE.  Equal on every rank */
@@ -75,6 +76,7 @@ static inline int hvd__comm_peer(const hvd_comm *c, int r) {
 }
 static inline int hvd__comm_sendrecv(hvd_comm *c, int to, const void *sbuf, size_t slen,
                                      int from, void *rbuf, size_t rlen, uint32_t tag) {
+  c->steps++;
   return hvd__sendrecv(c->xport, hvd__comm_peer(c, to), sbuf, slen, hvd__comm_peer(c, from),
                        rbuf, rlen, tag);
 }

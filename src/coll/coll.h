@@ -255,6 +255,10 @@ int hvd__hierarchical(hvd_comm *c, uint32_t tag, const hvd_pieces *segs, hvd_dty
  * in api.c; call it while no collective runs. */
 int hvd__hier_counts(uint32_t *local, uint32_t *cross);
 
+/* For benchmarks: the global communicator's steps (comm.h) so far; read
+ * it while no collective runs.  Defined in api.c. */
+uint64_t hvd__steps(void);
+
 /* For tests: 1 when the job's ranks read each other's memory for the shm
  * allreduce (the single-copy probe passed), 2 once an allreduce did, else
  * 0.  Defined in api.c; call it while no collective runs. */

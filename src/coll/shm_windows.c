@@ -50,6 +50,7 @@ static void describe(const hvd_sync_stamp *s, char *out, size_t cap) {
 int hvd__shm_sync(hvd_comm *c, const hvd_sync_stamp *mine) {
   hvd_sync_stamp odd;
   int rank = -1;
+  c->steps++;
   int rc = c->xport->ops->sync(c->xport, mine, &odd, &rank);
   if (rc <= 0) return rc;
   char theirs[160], ours[160];
