@@ -141,8 +141,8 @@ static int run_allreduce(const job *j) {
     at[i] = stage_item(j, j->r->items[i], zeros);
     if (!j->r->items[i]->mine) zeros += j->r->items[i]->req.count * j->esize;
   }
-  char args[64];
-  snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu}", k, total);
+  char args[64] = "";
+  if (j->e->tl) snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu}", k, total);
   if (rc == 0) {
     trace_all(j, "ALLREDUCE", args);
     if (req->op == HVD_ADASUM) { /* per tensor: a group's members one by one */
