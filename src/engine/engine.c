@@ -331,6 +331,7 @@ static int agree_on_config(hvd_engine *e) {
 
 void hvd__engine_dealloc(hvd_engine *e) {
   if (!e) return;
+  for (pending *p = e->pending_head, *next; p; p = next) next = p->next, hvd__pending_free(p);
   hvd__cache_destroy(e->cache);
   hvd__timeline_close(e->tl);
   hvd__timeline_close(e->tl_next);

@@ -248,7 +248,11 @@ int hvd__negotiate_agreed(hvd_engine *e, uint32_t id) {
   p->nsubmitted = e->size;
   p->mine = hvd__unsent_take(e, req);
   e->visits++;
-  return ready_push(e, p);
+  HVD__CHECK(ready_push(e, p));
+  if (!p->mine) /* it would run with this rank's zeros */
+    return hvd__err(HVD_E_PROTOCOL, "every rank holds cached tensor '%s', this one does not",
+                    req->name);
+  return 0;
 }
 
 /* ---- step 3: agreement ---- */

@@ -143,6 +143,14 @@ static void test_agreed_tensors_plan_like_negotiated(void **state) {
     hvd_request r = make(name, HVD_FLOAT32, 8);
     assert_int_equal(hvd__cache_put(e->cache, &r), -1);
   }
+  entry held[3];
+  memset(held, 0, sizeof held);
+  for (uint32_t id = 0; id < 3; id++) { /* this rank holds them */
+    held[id].w.req = *hvd__cache_get(e->cache, id);
+    held[id].key = hvd__index_key(held[id].w.req.name, 0);
+    held[id].held = -1;
+    hvd__unsent_add(e, &held[id]);
+  }
   for (uint32_t id = 0; id < 3; id++) assert_int_equal(hvd__negotiate_agreed(e, id), 0);
   response *rs;
   int n;
@@ -150,9 +158,15 @@ static void test_agreed_tensors_plan_like_negotiated(void **state) {
   assert_int_equal(n, 1);
   expect_items(&rs[0], (const char *[]){"g0", "g1", "g2"}, 3);
   assert_null(rs[0].items[0]->submitted); /* nothing per rank to keep */
+  for (int i = 0; i < 3; i++) assert_ptr_equal(rs[0].items[i]->mine, &held[i]);
   hvd__responses_free(rs, n);
-  /* An id nobody put is a protocol error, not a crash. */
+  /* An id nobody put, or one this rank does not hold, is a protocol
+   * error, not a crash or a silent zero. */
   assert_int_equal(hvd__negotiate_agreed(e, 7), HVD_E_PROTOCOL);
+  hvd_request r = make("not.held", HVD_FLOAT32, 8);
+  hvd__cache_put(e->cache, &r);
+  assert_int_equal(hvd__negotiate_agreed(e, 3), HVD_E_PROTOCOL);
+  assert_non_null(strstr(hvd_last_error(), "'not.held'"));
   hvd__engine_dealloc(e);
 }
 
