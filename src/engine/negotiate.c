@@ -496,7 +496,7 @@ int hvd__negotiate_plan(hvd_engine *e, response **out, int *nout) {
     rc = scratch ? rescan(e, scratch) : hvd__err(HVD_E_NOMEM, "allocating %d ranks", e->size);
     free(scratch);
   }
-  qsort(e->ready, e->nready, sizeof *e->ready, by_seq);
+  if (e->nready) qsort(e->ready, e->nready, sizeof *e->ready, by_seq); /* NULL while empty */
   if (rc == 0) rc = link_chains(e);
   for (size_t i = 0; rc == 0 && i < e->nready; i++) {
     e->visits++;
