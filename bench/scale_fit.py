@@ -28,14 +28,21 @@ def median_row(out, mode, np):
 
 
 def fit(points):
-    """Least squares of t/steps = a + b n over (n, steps, t)."""
+    """Least squares of t/steps = a + b n over (n, steps, t), with a and b
+    kept >= 0 (a round cannot cost less than nothing: when the free fit
+    says so, the contention term explains it all and a is 0)."""
     xs = [n for n, s, t in points]
     ys = [t / s for n, s, t in points]
     k = len(xs)
     mx, my = sum(xs) / k, sum(ys) / k
     sxx = sum((x - mx) ** 2 for x in xs)
     b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
-    return my - b * mx, b
+    a = my - b * mx
+    if a < 0:
+        a, b = 0.0, sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)
+    if b < 0:
+        a, b = my, 0.0
+    return a, b
 
 
 def rounds(mode, n):

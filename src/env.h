@@ -70,8 +70,9 @@
     "does not, said once at INFO level); 0 on any rank of a host: always copy through "   \
     "shared windows")                                                                     \
   X(SHM_SINGLE_COPY_MIN_BYTES, "HOROVOD_SHM_SINGLE_COPY_MIN_BYTES", INT, "0", 0, 1L << 50, \
-    "Smallest allreduce that copies once when it can; 0: the crossover measured for the " \
-    "number of ranks (docs/algorithms.md); the first rank of each host decides for it")  \
+    "Smallest allreduce that copies once when it can; 0: the measured default, which on " \
+    "the machine it was measured on is never (docs/algorithms.md); the first rank of each " \
+    "host decides for it")                                                                \
   X(GLOO_IFACE, "HOROVOD_GLOO_IFACE", STR, "", 0, 0,                                     \
     "Network interface the rank listens on for its peers (a comma-separated list: the "  \
     "first that exists on the rank's host); unset: the one whose route reaches hvdrun's " \

@@ -33,6 +33,7 @@
 /* Bytes of a slice read from each rank at a time: a few system calls per
  * MiB, while the blocks of all ranks stay in the caches. */
 #define READ_BLOCK (128u * 1024u)
+#define GATHER_BLOCK (1024u * 1024u)
 #define OVERFLOW UINT64_MAX
 
 typedef hvd_shm_job job;
@@ -178,17 +179,21 @@ static int reduce_slice(job *j, peers *ps) {
   return 0;
 }
 
-/* Every other rank's reduced slice, straight into this rank's pieces. */
+/* Every other rank's reduced slice, straight into this rank's pieces, a
+ * GATHER_BLOCK at a time (the kernel pins what it copies: measured, a
+ * megabyte per call copies faster than a whole slice at once). */
 static int gather_slices(job *j, peers *ps) {
   size_t count = j->total / j->esize;
   for (int q = 0; q < j->c->size; q++) {
     if (q == j->c->rank) continue;
-    size_t off = hvd__split_offset(count, j->c->size, q) * j->esize;
-    size_t len = hvd__split_count(count, j->c->size, q) * j->esize;
-    if (len == 0) continue;
-    size_t nl = as_iov(ps, j->all.p, j->all.n, off, len, ps->local);
-    size_t nr = as_iov(ps, ps->pieces[q], ps->n[q], off, len, ps->remote);
-    HVD__CHECK(j->c->xport->ops->peer_read(j->c->xport, q, ps->local, nl, ps->remote, nr));
+    size_t at = hvd__split_offset(count, j->c->size, q) * j->esize;
+    size_t end = at + hvd__split_count(count, j->c->size, q) * j->esize;
+    for (size_t off = at; off < end; off += GATHER_BLOCK) {
+      size_t len = end - off < GATHER_BLOCK ? end - off : GATHER_BLOCK;
+      size_t nl = as_iov(ps, j->all.p, j->all.n, off, len, ps->local);
+      size_t nr = as_iov(ps, ps->pieces[q], ps->n[q], off, len, ps->remote);
+      HVD__CHECK(j->c->xport->ops->peer_read(j->c->xport, q, ps->local, nl, ps->remote, nr));
+    }
   }
   return 0;
 }

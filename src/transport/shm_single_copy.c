@@ -105,14 +105,16 @@ int hvd__shm_peer_read(hvd_transport *t, int rank, const struct iovec *local, si
 
 /* ---- the probe ---- */
 
-/* The smallest allreduce worth reading directly among n ranks.  The kernel
- * pins every page it copies, which costs about as much as the copy into a
- * window saves while the data stays in the caches: measured on the 2-core
- * development machine (bench/shm-single-copy, docs/algorithms.md), reading
- * directly paid only past the last-level cache, and only between two
- * ranks; with more ranks than cores it never did. */
+/* The smallest allreduce worth reading directly among n ranks, when
+ * HOROVOD_SHM_SINGLE_COPY_MIN_BYTES does not say.  The kernel pins every
+ * page it copies, which costs about as much as the copy into a window
+ * saves: measured on the 2-core development machine (bench/shm-single-copy,
+ * docs/algorithms.md), reading directly did not pay at any size or job
+ * size there, so by default it does not run; machines whose memory
+ * bandwidth the second copy hurts more can turn it on from a size. */
 static size_t direct_min(int n) {
-  return n == 2 ? (size_t)32 << 20 : SIZE_MAX;
+  (void)n;
+  return SIZE_MAX;
 }
 
 static int probe_sync(hvd_transport *t) {

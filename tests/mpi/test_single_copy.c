@@ -3,8 +3,9 @@
  * buffers (coll/shm_direct.c), between processes, against the same
  * allreduce through the shared windows.
  *
- * Run on one host at np 2 (where large allreduces read directly): a
- * vector past the crossover, of floats whose sum depends on the order of
+ * Run on one host at np 2, with HOROVOD_SHM_SINGLE_COPY_MIN_BYTES at 1 MiB
+ * (by default the direct way does not run: it did not pay where it was
+ * measured): a vector past it, of floats whose sum depends on the order of
  * reduction, is reduced with single copy on (the probe must have passed
  * here: the internal hvd__peer_read_on() says so) and again with
  * HOROVOD_SHM_SINGLE_COPY=0 on one rank (the fallback: it must be off).  The bits
@@ -24,7 +25,7 @@
 
 static int rank, size, failures, checks;
 
-#define BIG ((size_t)40 << 20) / sizeof(float) /* past the crossover */
+#define BIG (((size_t)6 << 20) / sizeof(float) + 3) /* past the 1 MiB minimum, uneven slices */
 
 static void fill(float *v, size_t n, int who) {
   for (size_t i = 0; i < n; i++) {
@@ -52,6 +53,7 @@ int main(void) {
   uint64_t on[3], off[3], *all = NULL;
   if (learn_job(&rank, &size) != 0) return 1;
 
+  setenv("HOROVOD_SHM_SINGLE_COPY_MIN_BYTES", "1048576", 1);
   setenv("HOROVOD_SHM_SINGLE_COPY", "1", 1);
   CALL(hvd_init());
   CHECK(hvd__peer_read_on(), "the single-copy probe failed on one host");

@@ -397,6 +397,7 @@ static void test_direct_same_bits_as_windows(void **state) {
     direct_equals_windows(n, HVD_FLOAT32, HVD_SUM, DIRECT_COUNT, 0);
     direct_equals_windows(n, HVD_FLOAT32, HVD_AVERAGE, DIRECT_COUNT / 3, 0);
   }
+  direct_equals_windows(2, HVD_FLOAT32, HVD_SUM, 3 * DIRECT_COUNT, 0); /* slices over 1 MiB */
   direct_equals_windows(3, HVD_FLOAT16, HVD_SUM, DIRECT_COUNT, 0);
   direct_equals_windows(4, HVD_BFLOAT16, HVD_AVERAGE, DIRECT_COUNT, 0);
   direct_equals_windows(3, HVD_FLOAT64, HVD_MIN, DIRECT_COUNT / 2, 0);
