@@ -175,9 +175,12 @@ HVD_EXTERN int hvd_barrier(void);
  * (the enqueue failed, hvd_last_error() says why). */
 typedef int64_t hvd_handle;
 
-/* Called on hvd's background thread when an operation completes: status 0
- * or its HVD_E_* code.  Keep it short; do not call hvd functions that wait
- * from it.  After it returns the handle is released: do not wait on it. */
+/* Called when an operation completes, on the thread running hvd's cycle:
+ * its background thread, or a thread of yours that waits in hvd (hvd_wait,
+ * a blocking collective) and drives the cycle itself while the engine is
+ * otherwise idle.  status: 0 or the HVD_E_* code.  Keep it short; do not
+ * call hvd functions that wait from it.  After it returns the handle is
+ * released: do not wait on it. */
 typedef void (*hvd_callback)(hvd_handle handle, int status, void *arg);
 
 /* Optional settings of an enqueued collective.  Start from HVD_OPTS_INIT;

@@ -88,6 +88,21 @@ const char *hvd__transport_name(void) {
   return name;
 }
 
+uint64_t hvd__steps(void) {
+  pthread_mutex_lock(&ctx.lock);
+  uint64_t n = ctx.initialized ? ctx.comm.steps : 0;
+  pthread_mutex_unlock(&ctx.lock);
+  return n;
+}
+
+int hvd__peer_read_on(void) {
+  pthread_mutex_lock(&ctx.lock);
+  int on = ctx.initialized && ctx.comm.xport && ctx.comm.xport->ops->peer_read;
+  if (on && ctx.comm.peer_buf) on = 2;
+  pthread_mutex_unlock(&ctx.lock);
+  return on;
+}
+
 int hvd__hier_counts(uint32_t *local, uint32_t *cross) {
   pthread_mutex_lock(&ctx.lock);
   int on = ctx.initialized && ctx.comm.local;
@@ -155,6 +170,32 @@ static int enter(const char *what) {
 }
 
 static void leave(void) { pthread_rwlock_unlock(&ctx.calls); }
+
+/* The blocking forms set this around their enqueue: the calling thread
+ * waits at once (and drives the cycle itself if the engine is idle), so
+ * the engine's thread need not be woken for it.  Cleared by the enqueue
+ * and by every wait, so it never outlives the call that set it. */
+static _Thread_local int waits_at_once;
+
+static int take_waits_at_once(void) {
+  int w = waits_at_once;
+  waits_at_once = 0;
+  return w;
+}
+
+int hvd__tune_history(hvd_tune_change *out, int cap) {
+  HVD__CHECK(enter("hvd__tune_history"));
+  int n = hvd__engine_tune_history(ctx.engine, out, cap);
+  leave();
+  return n;
+}
+
+int hvd__cycle_counts(uint64_t *fast, uint64_t *full) {
+  HVD__CHECK(enter("hvd__cycle_counts"));
+  hvd__engine_cycle_counts(ctx.engine, fast, full);
+  leave();
+  return 0;
+}
 
 /* ---- describing and checking a call ---- */
 
@@ -280,7 +321,8 @@ static hvd_handle enqueue_one(const char *what, int type, const char *name, cons
   memset(&w, 0, sizeof w);
   HVD__CHECK(enter(what));
   hvd_handle h = prepare(&w, type, name, o, prep, a);
-  if (h == 0) h = hvd__engine_enqueue(ctx.engine, &w, 1, o->callback, o->callback_arg);
+  if (h == 0)
+    h = hvd__engine_enqueue(ctx.engine, &w, 1, o->callback, o->callback_arg, take_waits_at_once());
   leave();
   return h < 0 ? fail_call(what, &w.req, (int)h) : h;
 }
@@ -416,7 +458,8 @@ static hvd_handle enqueue_group(const char *what, int type, prepare_fn prep, con
     w[i].req.group_size = (uint32_t)n;
     w[i].req.group_index = (uint32_t)i;
   }
-  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, w, n, o->callback, o->callback_arg);
+  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, w, n, o->callback, o->callback_arg,
+                                                   take_waits_at_once());
   leave();
   free(w);
   return h < 0 ? fail_call(what, &group, (int)h) : h;
@@ -516,6 +559,7 @@ int hvd_poll(hvd_handle h) {
 }
 
 static int wait_value(hvd_handle h, int64_t *value) {
+  waits_at_once = 0;
   if (h < 0) return (int)h; /* the enqueue failed; its message is already set */
   HVD__CHECK(enter("hvd_wait"));
   int rc = hvd__engine_wait(ctx.engine, h, value);
@@ -529,33 +573,39 @@ int hvd_wait(hvd_handle h) { return wait_value(h, NULL); }
 
 int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype, hvd_op op,
                   const char *name) {
+  waits_at_once = 1;
   return hvd_wait(hvd_allreduce_async(sendbuf, recvbuf, count, dtype, op, name));
 }
 
 int hvd_grouped_allreduce(const void *const *sendbufs, void *const *recvbufs,
                           const size_t *counts, int n, hvd_dtype dtype, hvd_op op,
                           const char *name) {
+  waits_at_once = 1;
   return hvd_wait(
       hvd_grouped_allreduce_async(sendbufs, recvbufs, counts, n, dtype, op, name, NULL));
 }
 
 int hvd_broadcast(void *buf, size_t count, hvd_dtype dtype, int root_rank, const char *name) {
+  waits_at_once = 1;
   return hvd_wait(hvd_broadcast_async(buf, count, dtype, root_rank, name));
 }
 
 int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype, void **recvbuf,
                   size_t *recvcounts, const char *name) {
+  waits_at_once = 1;
   return hvd_wait(hvd_allgather_async(sendbuf, count, dtype, recvbuf, recvcounts, name, NULL));
 }
 
 int hvd_alltoall(const void *sendbuf, const size_t *sendcounts, hvd_dtype dtype, void **recvbuf,
                  size_t *recvcounts, const char *name) {
+  waits_at_once = 1;
   return hvd_wait(
       hvd_alltoall_async(sendbuf, sendcounts, dtype, recvbuf, recvcounts, name, NULL));
 }
 
 int hvd_reducescatter(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype,
                       hvd_op op, const char *name) {
+  waits_at_once = 1;
   return hvd_wait(hvd_reducescatter_async(sendbuf, recvbuf, count, dtype, op, name, NULL));
 }
 
@@ -575,7 +625,7 @@ static int control(int type, const char *what, uint64_t count, int32_t root, con
   w.req.count = count;
   w.req.root = root;
   w.ranks = ranks;
-  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, &w, 1, NULL, NULL);
+  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, &w, 1, NULL, NULL, 1);
   leave();
   if (h < 0) return fail_call(what, &w.req, (int)h);
   return wait_value(h, value);

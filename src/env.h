@@ -32,6 +32,25 @@
     "Bytes of allreduces fused into one collective; 0 disables fusion")                   \
   X(CACHE_CAPACITY, "HOROVOD_CACHE_CAPACITY", INT, "1024", 0, 1 << 20,                    \
     "Entries of the response cache (tensors negotiated with one bit); 0 disables it")     \
+  X(AUTOTUNE, "HOROVOD_AUTOTUNE", BOOL, "0", 0, 1,                                        \
+    "Tune the fusion threshold, cycle time, response cache and hierarchical allreduce "    \
+    "while the job runs, by Bayesian optimisation of the bytes per second the engine "     \
+    "achieves (rank 0 decides; every rank applies its choice in the same cycle); the job's " \
+    "own settings are where the search starts")                                            \
+  X(AUTOTUNE_LOG, "HOROVOD_AUTOTUNE_LOG", STR, "", 0, 0,                                   \
+    "Path of the CSV rank 0 writes with every autotune sample, its settings and its score") \
+  X(AUTOTUNE_WARMUP_SAMPLES, "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", INT, "3", 0, 10000,        \
+    "Autotune samples discarded at the start")                                              \
+  X(AUTOTUNE_STEPS_PER_SAMPLE, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", INT, "10", 1, 1000,    \
+    "Training steps in one autotune sample (a step ends when its first tensor runs again)") \
+  X(AUTOTUNE_BAYES_OPT_MAX_SAMPLES, "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", INT, "20", 1, \
+    64, "Samples of the Bayesian optimisation of fusion threshold and cycle time")         \
+  X(AUTOTUNE_GAUSSIAN_PROCESS_NOISE, "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", FLOAT, "0.8", \
+    0, 100, "Noise of the autotuner's Gaussian process (added to its kernel's diagonal, "  \
+    "scores standardised): larger trusts single samples less")                              \
+  X(AUTOTUNE_RETUNE_DROP, "HOROVOD_AUTOTUNE_RETUNE_DROP", FLOAT, "0.25", 0, 1,              \
+    "After settling, three samples in a row this share below the settled throughput start " \
+    "tuning again (the workload changed); 1: never")                                         \
   X(ALLREDUCE_ALGORITHM, "HOROVOD_ALLREDUCE_ALGORITHM", STR, "auto", 0, 0,                \
     "Allreduce algorithm: auto (on one host the shm-window allreduce; over TCP by a cost " \
     "model: recursive doubling for small tensors, Rabenseifner or the ring for large "    \
@@ -45,6 +64,15 @@
     "Use TCP between the ranks of a host too (by default they use shared memory among "  \
     "themselves and TCP to other hosts); set on any rank of a host, it applies to that "  \
     "host")                                                                               \
+  X(SHM_SINGLE_COPY, "HOROVOD_SHM_SINGLE_COPY", BOOL, "1", 0, 1,                          \
+    "Let the ranks of a host read each other's memory (process_vm_readv) so that large "  \
+    "allreduces copy each byte once, where the kernel allows it (probed at start; when it " \
+    "does not, said once at INFO level); 0 on any rank of a host: always copy through "   \
+    "shared windows")                                                                     \
+  X(SHM_SINGLE_COPY_MIN_BYTES, "HOROVOD_SHM_SINGLE_COPY_MIN_BYTES", INT, "0", 0, 1L << 50, \
+    "Smallest allreduce that copies once when it can; 0: the measured default, which on " \
+    "the machine it was measured on is never (docs/algorithms.md); the first rank of each " \
+    "host decides for it")                                                                \
   X(GLOO_IFACE, "HOROVOD_GLOO_IFACE", STR, "", 0, 0,                                     \
     "Network interface the rank listens on for its peers (a comma-separated list: the "  \
     "first that exists on the rank's host); unset: the one whose route reaches hvdrun's " \

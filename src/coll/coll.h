@@ -66,6 +66,12 @@ hvd_ar_algo hvd__allreduce_algo(const hvd_comm *c, size_t bytes);
 int hvd__allreduce(hvd_comm *c, const void *sbuf, void *rbuf, size_t count, hvd_dtype dtype,
                    hvd_op op);
 
+/* In place, for a small vector whose latency is all that counts (the
+ * engine's negotiation): the shm windows where c has them, else recursive
+ * doubling; never the hierarchical allreduce, whose three phases cost
+ * more than the bytes they save here. */
+int hvd__allreduce_small(hvd_comm *c, void *buf, size_t count, hvd_dtype dtype, hvd_op op);
+
 
 /* rbuf holds hvd__split_count(count, size, rank) elements. */
 int hvd__reducescatter(hvd_comm *c, const void *sbuf, void *rbuf, size_t count,
@@ -151,6 +157,10 @@ typedef struct {
   int i;       /* the piece holding `base` */
   size_t base; /* logical offset where piece i starts */
 } hvd_cursor;
+
+/* Logical bytes [off, off + len) of ps as one pointer, or NULL if they
+ * cross pieces (off only moves forward, as for the copies below). */
+char *hvd__pieces_whole(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len);
 
 /* Copies logical bytes [off, off + len) of ps to dst / from src. */
 void hvd__pieces_gather(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len, void *dst);
@@ -244,6 +254,15 @@ int hvd__hierarchical(hvd_comm *c, uint32_t tag, const hvd_pieces *segs, hvd_dty
  * sequence numbers), or -1 when the global communicator is flat.  Defined
  * in api.c; call it while no collective runs. */
 int hvd__hier_counts(uint32_t *local, uint32_t *cross);
+
+/* For benchmarks: the global communicator's steps (comm.h) so far; read
+ * it while no collective runs.  Defined in api.c. */
+uint64_t hvd__steps(void);
+
+/* For tests: 1 when the job's ranks read each other's memory for the shm
+ * allreduce (the single-copy probe passed), 2 once an allreduce did, else
+ * 0.  Defined in api.c; call it while no collective runs. */
+int hvd__peer_read_on(void);
 
 /* Recursive doubling over the whole vector `all` (recursive_doubling.c),
  * inside a collective already begun with `tag`; AVERAGE divided. */

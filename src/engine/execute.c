@@ -141,9 +141,10 @@ static int run_allreduce(const job *j) {
     at[i] = stage_item(j, j->r->items[i], zeros);
     if (!j->r->items[i]->mine) zeros += j->r->items[i]->req.count * j->esize;
   }
-  char args[96];
-  snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu,\"dtype\":\"%s\"}", k, total,
-           hvd_dtype_name(j->dtype));
+  char args[96] = "";
+  if (j->e->tl)
+    snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu,\"dtype\":\"%s\"}", k, total,
+             hvd_dtype_name(j->dtype));
   if (rc == 0) {
     trace_all(j, "ALLREDUCE", args);
     if (req->op == HVD_ADASUM) { /* per tensor: a group's members one by one */
@@ -258,7 +259,7 @@ int hvd__execute(hvd_engine *e, response *r) {
     finish_all(e, r, r->error, r->errmsg, 0);
     return 0;
   }
-  for (int i = 0; i < r->n; i++) hvd__cache_put(e->cache, &r->items[i]->req);
+  for (int i = 0; i < r->n; i++) hvd__held_recheck(e, hvd__cache_put(e->cache, &r->items[i]->req));
   const hvd_request *req = &r->items[0]->req;
   job j = {e, r, comm_of(e, req), (hvd_dtype)req->dtype, hvd_dtype_size((hvd_dtype)req->dtype)};
   /* Process set changes involve every rank; collectives only members. */
@@ -289,6 +290,7 @@ int hvd__execute(hvd_engine *e, response *r) {
     finish_all(e, r, rc, hvd_last_error(), 0);
     return fatal ? rc : 0;
   }
+  hvd__tuning_record(e, r);
   finish_all(e, r, 0, NULL, value);
   return 0;
 }

@@ -131,6 +131,14 @@ ENGINE_FLAGS = [
     (["--stall-check-shutdown-time-seconds", "86400"], "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
      "86400"),
     (["--network-interface", "lo,eth9"], "HOROVOD_GLOO_IFACE", "lo,eth9"),
+    (["--autotune"], "HOROVOD_AUTOTUNE", "1"),
+    (["--autotune-log-file", "/tmp/tune.csv"], "HOROVOD_AUTOTUNE_LOG", "/tmp/tune.csv"),
+    (["--autotune-warmup-samples", "0"], "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "0"),
+    (["--autotune-steps-per-sample", "5"], "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "5"),
+    (["--autotune-bayes-opt-max-samples", "64"], "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "64"),
+    (["--autotune-gaussian-process-noise", "0.2"], "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
+     "0.2"),
+    (["--autotune-retune-drop=0.5"], "HOROVOD_AUTOTUNE_RETUNE_DROP", "0.5"),
 ]
 
 
@@ -585,6 +593,9 @@ def test_usage_errors(hvdrun, args):
     ("--stall-check-shutdown-time-seconds", "-1", "a whole number of seconds in 0..86400"),
     ("--stall-check-shutdown-time-seconds", "never", "a whole number of seconds in 0..86400"),
     ("--start-timeout", "0", "a whole number of seconds in 1..86400"),
+    ("--autotune-steps-per-sample", "0", "a whole number in 1..1000"),
+    ("--autotune-bayes-opt-max-samples", "65", "a whole number in 1..64"),
+    ("--autotune-retune-drop", "1.5", "a number like 2.5 in 0..1"),
 ])
 def test_bad_engine_values_are_refused(hvdrun, flag, value, accepted):
     for args in ([flag, value], [flag + "=" + value]):
