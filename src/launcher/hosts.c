@@ -29,9 +29,7 @@ static int out_of_memory(void) {
   return -1;
 }
 
-/* A host name hvdrun can pass to ssh as one argument and to the ranks in
- * HOROVOD_HOSTNAME: printable, no blanks, and not an ssh option. */
-static int name_ok(const char *host) {
+int hosts_name_ok(const char *host) {
   size_t n = strlen(host);
   if (n == 0 || n >= HVD_HOSTNAME_MAX || host[0] == '-') return 0;
   for (size_t i = 0; i < n; i++)
@@ -66,7 +64,7 @@ static int merge(host_plan *p, int *cap, const char *host, long slots) {
 static int add_host(const char *host, const char *slots, const char *where, host_plan *p,
                     int *cap) {
   long n = 1;
-  if (!name_ok(host)) {
+  if (!hosts_name_ok(host)) {
     fprintf(stderr, "hvdrun: %s: bad host name '%s'\n", where, host);
     return -1;
   }
@@ -83,27 +81,32 @@ static int is_ipv6(const char *s) {
   return inet_pton(AF_INET6, s, &a) == 1;
 }
 
-/* One -H item: "host", "host:N", "[v6addr]:N" or "[v6addr]", and without
- * brackets "v6addr:N" where what comes before the last ':' is an IPv6
- * address, else the whole item is one ("::1", "fd00::3"). */
-static int add_item(char *item, host_plan *p, int *cap) {
-  char *host = item, *slots = NULL, *colon = strrchr(item, ':');
+int hosts_split_item(char *item, char **host, char **slots) {
+  char *colon = strrchr(item, ':');
+  *host = item;
+  *slots = NULL;
   if (item[0] == '[') {
     char *close = strchr(item, ']');
-    if (!close || (close[1] != '\0' && close[1] != ':')) {
-      fprintf(stderr, "hvdrun: -H: malformed host '%s'\n", item);
-      return -1;
-    }
+    if (!close || (close[1] != '\0' && close[1] != ':')) return -1;
     *close = '\0';
-    host = item + 1;
-    if (close[1] == ':') slots = close + 2;
+    *host = item + 1;
+    if (close[1] == ':') *slots = close + 2;
   } else if (colon) {
     int one = colon == strchr(item, ':');
     *colon = '\0';
     if (one || is_ipv6(item))
-      slots = colon + 1;
+      *slots = colon + 1;
     else
       *colon = ':';
+  }
+  return 0;
+}
+
+static int add_item(char *item, host_plan *p, int *cap) {
+  char *host, *slots;
+  if (hosts_split_item(item, &host, &slots) < 0) {
+    fprintf(stderr, "hvdrun: -H: malformed host '%s'\n", item);
+    return -1;
   }
   return add_host(host, slots, "-H", p, cap);
 }

@@ -30,4 +30,15 @@ typedef struct {
 int hosts_plan(const hvdrun_options *o, host_plan *p);
 void hosts_plan_free(host_plan *p);
 
+/* Splits one -H item in place: "host", "host:N", "[v6addr]:N" or
+ * "[v6addr]", and without brackets "v6addr:N" where what comes before the
+ * last ':' is an IPv6 address, else the whole item is the host ("::1",
+ * "fd00::3").  *slots is NULL when the item gives none.  -1 when a
+ * bracket is not closed or is followed by something other than ":N". */
+int hosts_split_item(char *item, char **host, char **slots);
+
+/* 1 for a host name hvdrun can pass to ssh as one argument and to the
+ * ranks in HOROVOD_HOSTNAME: printable, no blanks, not an ssh option. */
+int hosts_name_ok(const char *host);
+
 #endif /* HVDRUN_HOSTS_H */
