@@ -17,9 +17,17 @@
 
 #include "bootstrap/bootstrap.h"
 #include "coll/coll.h"
+#include "elastic_int.h"
 #include "engine/engine.h"
 #include "env.h"
 #include "reduce.h"
+
+/* A process set the program added, kept to add it again when elastic
+ * training re-forms the job. */
+typedef struct {
+  int id, n;
+  int *ranks;
+} user_pset;
 
 static struct {
   pthread_mutex_t lock;     /* init, shutdown, the fields below */
@@ -31,6 +39,13 @@ static struct {
   /* Counters for generated names; atomic, because calls hold the read
    * lock and must not take ctx.lock (shutdown takes them the other way). */
   atomic_ullong unnamed[HVD_REQ__COUNT];
+  /* Every hvd_init() numbers its engine's handles anew (1..0x7fff), so
+   * that a handle from before a re-formed job is recognised as such;
+   * kept across hvd_shutdown(). */
+  atomic_uint epoch;
+  /* The process sets the program added (under ctx.lock). */
+  user_pset *psets;
+  int npsets;
 } ctx = {.lock = PTHREAD_MUTEX_INITIALIZER, .calls = PTHREAD_RWLOCK_INITIALIZER};
 
 /* ---- life cycle ---- */
@@ -74,6 +89,9 @@ static int init_locked(void) {
     hvd__comm_destroy(&ctx.comm);
     return rc;
   }
+  unsigned epoch = atomic_load(&ctx.epoch) % 0x7fffu + 1;
+  atomic_store(&ctx.epoch, epoch);
+  hvd__engine_set_epoch(ctx.engine, epoch);
   for (int t = 0; t < HVD_REQ__COUNT; t++) atomic_store(&ctx.unnamed[t], 0);
   ctx.initialized = 1;
   hvd__log(HVD_LOG_DEBUG, "initialized: rank %d of %d on %s", ctx.job.rank, ctx.job.size,
@@ -103,8 +121,15 @@ int hvd_init(void) {
   return rc < 0 ? hvd__err_prefix(rc, "hvd_init") : 0;
 }
 
-int hvd_shutdown(void) {
-  pthread_mutex_lock(&ctx.lock);
+static void forget_psets(void) {
+  for (int i = 0; i < ctx.npsets; i++) free(ctx.psets[i].ranks);
+  free(ctx.psets);
+  ctx.psets = NULL;
+  ctx.npsets = 0;
+}
+
+/* Leaves the job; ctx.lock held. */
+static void shutdown_locked(void) {
   if (ctx.initialized) {
     /* Stopping fails whatever is pending, which wakes every waiter; then
      * no call is left inside the engine and it can go. */
@@ -116,6 +141,12 @@ int hvd_shutdown(void) {
     pthread_rwlock_unlock(&ctx.calls);
     hvd__comm_destroy(&ctx.comm);
   }
+}
+
+int hvd_shutdown(void) {
+  pthread_mutex_lock(&ctx.lock);
+  shutdown_locked();
+  forget_psets();
   pthread_mutex_unlock(&ctx.lock);
   return 0;
 }
@@ -504,7 +535,17 @@ int hvd_stop_timeline(void) { return set_timeline("hvd_stop_timeline", NULL, 0);
 
 /* ---- completion ---- */
 
+/* A handle from an earlier hvd_init(): its job is gone. */
+static int stale(hvd_handle h, const char *what) {
+  unsigned epoch = (unsigned)((uint64_t)h >> 48);
+  if (h <= 0 || epoch == 0 || epoch == atomic_load(&ctx.epoch)) return 0;
+  return hvd__err(HVD_E_ABORTED, "%s: handle %lld belongs to an earlier job: the job was "
+                  "re-formed since (hvd_shutdown/hvd_init, or a change of membership)",
+                  what, (long long)h);
+}
+
 int hvd_poll(hvd_handle h) {
+  HVD__CHECK(stale(h, "hvd_poll"));
   HVD__CHECK(enter("hvd_poll"));
   int rc = hvd__engine_poll(ctx.engine, h);
   leave();
@@ -513,6 +554,7 @@ int hvd_poll(hvd_handle h) {
 
 static int wait_value(hvd_handle h, int64_t *value) {
   if (h < 0) return (int)h; /* the enqueue failed; its message is already set */
+  HVD__CHECK(stale(h, "hvd_wait"));
   HVD__CHECK(enter("hvd_wait"));
   int rc = hvd__engine_wait(ctx.engine, h, value);
   leave();
@@ -592,6 +634,30 @@ static int by_value(const void *a, const void *b) {
   return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
 }
 
+static int remember_pset(int id, const int *ranks, int n) {
+  pthread_mutex_lock(&ctx.lock);
+  user_pset *p = realloc(ctx.psets, (size_t)(ctx.npsets + 1) * sizeof *p);
+  int *copy = p ? malloc((size_t)n * sizeof *copy) : NULL;
+  if (p) ctx.psets = p;
+  if (copy) {
+    memcpy(copy, ranks, (size_t)n * sizeof *copy);
+    ctx.psets[ctx.npsets++] = (user_pset){id, n, copy};
+  }
+  pthread_mutex_unlock(&ctx.lock);
+  return copy ? 0 : hvd__err(HVD_E_NOMEM, "remembering process set %d", id);
+}
+
+static void forget_pset(int id) {
+  pthread_mutex_lock(&ctx.lock);
+  for (int i = 0; i < ctx.npsets; i++) {
+    if (ctx.psets[i].id != id) continue;
+    free(ctx.psets[i].ranks);
+    ctx.psets[i] = ctx.psets[--ctx.npsets];
+    break;
+  }
+  pthread_mutex_unlock(&ctx.lock);
+}
+
 int hvd_add_process_set(const int *ranks, int n) {
   int size = hvd_size();
   if (size < 0) return size;
@@ -610,6 +676,7 @@ int hvd_add_process_set(const int *ranks, int n) {
   if (rc == 0)
     rc = control(HVD_REQ_PSET_ADD, "add_process_set", (uint64_t)n,
                  (int32_t)hvd__ranks_hash(sorted, n), sorted, &id);
+  if (rc == 0) rc = remember_pset((int)id, sorted, n);
   free(sorted);
   return rc < 0 ? rc : (int)id;
 }
@@ -617,7 +684,9 @@ int hvd_add_process_set(const int *ranks, int n) {
 int hvd_remove_process_set(int process_set) {
   if (process_set <= 0)
     return hvd__err(HVD_E_INVALID, "process set %d cannot be removed", process_set);
-  return control(HVD_REQ_PSET_REMOVE, "remove_process_set", 0, process_set, NULL, NULL);
+  int rc = control(HVD_REQ_PSET_REMOVE, "remove_process_set", 0, process_set, NULL, NULL);
+  if (rc == 0) forget_pset(process_set);
+  return rc;
 }
 
 static int pset_query(int id, int want_rank, int *out) {
@@ -647,4 +716,67 @@ int hvd_process_set_included(int process_set) {
   int rank;
   HVD__CHECK(pset_query(process_set, 1, &rank));
   return rank >= 0;
+}
+
+/* ---- elastic training: the next job (elastic_int.h) ---- */
+
+int hvd__elastic_poll_updates(hvd__elastic_update *u) {
+  memset(u, 0, sizeof *u);
+  return 0; /* hvdrun's announcements arrive with the elastic rendezvous */
+}
+
+static int by_pset_id(const void *a, const void *b) {
+  return ((const user_pset *)a)->id - ((const user_pset *)b)->id;
+}
+
+/* Adds set p again with its id, over its ranks below size. */
+static int add_again(const user_pset *p, int size) {
+  int *ranks = malloc((size_t)p->n * sizeof *ranks), n = 0;
+  if (!ranks) return hvd__err(HVD_E_NOMEM, "adding process set %d again", p->id);
+  for (int i = 0; i < p->n; i++)
+    if (p->ranks[i] < size) ranks[n++] = p->ranks[i];
+  int rc = 0;
+  if (n == 0) {
+    hvd__log(HVD_LOG_WARNING, "process set %d is left without ranks in a job of %d: not "
+             "added again", p->id, size);
+  } else if ((rc = enter("add_process_set")) == 0) {
+    hvd__engine_set_next_pset_id(ctx.engine, p->id);
+    leave();
+    int64_t id = 0;
+    rc = control(HVD_REQ_PSET_ADD, "add_process_set", (uint64_t)n,
+                 (int32_t)hvd__ranks_hash(ranks, n), ranks, &id);
+  }
+  free(ranks);
+  return rc;
+}
+
+/* A copy of the program's sets (ctx.lock held), or NULL. */
+static user_pset *copy_psets(int n) {
+  user_pset *sets = calloc((size_t)n, sizeof *sets);
+  for (int i = 0; sets && i < n; i++) {
+    sets[i] = ctx.psets[i];
+    sets[i].ranks = malloc((size_t)sets[i].n * sizeof *sets[i].ranks);
+    if (!sets[i].ranks) {
+      while (i-- > 0) free(sets[i].ranks);
+      free(sets);
+      return NULL;
+    }
+    memcpy(sets[i].ranks, ctx.psets[i].ranks, (size_t)sets[i].n * sizeof *sets[i].ranks);
+  }
+  return sets;
+}
+
+int hvd__elastic_reform(void) {
+  pthread_mutex_lock(&ctx.lock);
+  shutdown_locked();
+  int rc = init_locked(), size = ctx.job.size, n = ctx.npsets;
+  user_pset *sets = rc == 0 && n ? copy_psets(n) : NULL;
+  pthread_mutex_unlock(&ctx.lock);
+  if (rc < 0) return hvd__err_prefix(rc, "forming the next job");
+  if (n && !sets) return hvd__err(HVD_E_NOMEM, "adding %d process sets again", n);
+  qsort(sets, (size_t)n, sizeof *sets, by_pset_id);
+  for (int i = 0; rc == 0 && i < n; i++) rc = add_again(&sets[i], size);
+  for (int i = 0; i < n; i++) free(sets[i].ranks);
+  free(sets);
+  return rc;
 }
