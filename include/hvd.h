@@ -392,6 +392,20 @@ HVD_EXTERN int hvd_elastic_sync(hvd_elastic_state *st);
 HVD_EXTERN int hvd_elastic_run(hvd_elastic_state *st,
                                int (*train)(hvd_elastic_state *st, void *arg), void *arg);
 
+/* The two steps of hvd_elastic_run that need the library, for bindings
+ * that keep their state themselves (hvd.torch's elastic module).
+ * hvd_elastic_reset: leaves the job and joins the next one (again while a
+ * worker is lost in the middle of it), adding the program's process sets
+ * again with their ids over those of their ranks that still exist; fails
+ * when hvdrun ended the job.  hvd_elastic_host_updates: what hvdrun has
+ * announced to this worker, without waiting: *stamp grows with every
+ * announcement (0: none), *added / *removed say whether hosts were added
+ * or removed since the job was formed.  Each rank sees announcements at
+ * its own time: agree on them with a collective (as
+ * hvd_elastic_check_host_updates does with an allreduce of the maximum). */
+HVD_EXTERN int hvd_elastic_reset(void);
+HVD_EXTERN int hvd_elastic_host_updates(uint64_t *stamp, int *added, int *removed);
+
 /* ---- Errors and helpers ---------------------------------------------- */
 
 /* The message of this thread's last failed call ("" if none). */

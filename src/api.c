@@ -766,7 +766,8 @@ static user_pset *copy_psets(int n) {
   return sets;
 }
 
-int hvd__elastic_reform(void) {
+/* One try at the next job. */
+static int reform_once(void) {
   pthread_mutex_lock(&ctx.lock);
   shutdown_locked();
   int rc = init_locked(), size = ctx.job.size, n = ctx.npsets;
@@ -778,5 +779,30 @@ int hvd__elastic_reform(void) {
   for (int i = 0; rc == 0 && i < n; i++) rc = add_again(&sets[i], size);
   for (int i = 0; i < n; i++) free(sets[i].ranks);
   free(sets);
+  return rc;
+}
+
+int hvd__elastic_recoverable(int rc) {
+  return rc == HVD_E_PEER_LOST || rc == HVD_E_TIMEOUT || rc == HVD_E_ABORTED ||
+         rc == HVD_E_PROTOCOL;
+}
+
+int hvd_elastic_host_updates(uint64_t *stamp, int *added, int *removed) {
+  hvd__elastic_update u;
+  if (!stamp || !added || !removed)
+    return hvd__err(HVD_E_INVALID, "hvd_elastic_host_updates: NULL argument");
+  HVD__CHECK(hvd__elastic_poll_updates(&u));
+  *stamp = u.stamp;
+  *added = u.added;
+  *removed = u.removed;
+  return 0;
+}
+
+int hvd_elastic_reset(void) { return hvd__elastic_reform(); }
+
+int hvd__elastic_reform(void) {
+  int rc;
+  while ((rc = reform_once()) < 0 && hvd__elastic_recoverable(rc))
+    hvd__log(HVD_LOG_INFO, "elastic: forming the next job failed (%s); again", hvd_last_error());
   return rc;
 }

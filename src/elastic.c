@@ -195,12 +195,6 @@ int hvd_elastic_commit(hvd_elastic_state *st) {
 
 /* ---- the loop ---- */
 
-/* Errors after which a new job can go on from the last commit. */
-static int recoverable(int rc) {
-  return rc == HVD_E_PEER_LOST || rc == HVD_E_TIMEOUT || rc == HVD_E_ABORTED ||
-         rc == HVD_E_PROTOCOL;
-}
-
 static int run_resets(hvd_elastic_state *st) {
   for (int i = 0; i < st->nresets; i++) {
     int rc = st->resets[i].fn(st->resets[i].arg);
@@ -209,16 +203,10 @@ static int run_resets(hvd_elastic_state *st) {
   return 0;
 }
 
-/* Leaves the job and joins the next one, again while a worker is lost in
- * the middle of it; hvdrun decides when there is no next one (it refuses
- * the registration, which is not recoverable).  Then the reset callbacks,
- * before the state is synced (as Horovod). */
+/* Leaves the job and joins the next one; then the reset callbacks, before
+ * the state is synced (as Horovod). */
 static int reform(hvd_elastic_state *st) {
-  int rc;
-  while ((rc = hvd__elastic_reform()) < 0) {
-    if (!recoverable(rc)) return rc;
-    hvd__log(HVD_LOG_INFO, "elastic: forming the new job failed (%s); again", hvd_last_error());
-  }
+  HVD__CHECK(hvd__elastic_reform());
   return run_resets(st);
 }
 
@@ -232,7 +220,7 @@ int hvd_elastic_run(hvd_elastic_state *st, int (*train)(hvd_elastic_state *st, v
     if (rc == 0) return 0;
     if (rc == HVD_E_HOSTS_UPDATED) {
       skip_sync = st->removed_only;
-    } else if (recoverable(rc)) {
+    } else if (hvd__elastic_recoverable(rc)) {
       hvd__log(HVD_LOG_INFO, "elastic: %s; back to commit %lld and re-forming the job",
                hvd_last_error(), (long long)st->commits);
       int restored = hvd_elastic_restore(st);

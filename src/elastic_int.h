@@ -24,7 +24,13 @@ int hvd__elastic_poll_updates(hvd__elastic_update *u);
 /* hvd_shutdown() and hvd_init() for the next job of an elastic run,
  * adding the process sets the program added again, with their ids, over
  * those of their ranks that still exist (a set left without any is not
- * added: collectives on it then fail saying it does not exist). */
+ * added: collectives on it then fail saying it does not exist).  Tries
+ * again while a worker is lost in the middle of it; fails when hvdrun
+ * refuses the next job (it ended the job: not recoverable). */
 int hvd__elastic_reform(void);
+
+/* 1 for the errors after which a new job can go on from the last
+ * commit: a worker was lost or the communicator broke. */
+int hvd__elastic_recoverable(int rc);
 
 #endif /* HVD_ELASTIC_INT_H */

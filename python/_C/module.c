@@ -52,6 +52,29 @@ static PyObject *shutdown(PyObject *self, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+/* elastic_reset(): leave the job and join the next one (hvd_elastic_reset);
+ * HorovodInternalError with hvdrun's reason when there is none. */
+static PyObject *elastic_reset(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = hvd_elastic_reset();
+  Py_END_ALLOW_THREADS
+  return rc < 0 ? pyhvd_raise_failure(rc, hvd_last_error()) : Py_NewRef(Py_None);
+}
+
+/* elastic_updates() -> (stamp, added, removed): hvdrun's announcements so far. */
+static PyObject *elastic_updates(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  uint64_t stamp;
+  int added, removed;
+  int rc = hvd_elastic_host_updates(&stamp, &added, &removed);
+  if (rc < 0) return pyhvd_raise_query(rc);
+  return Py_BuildValue("(Kii)", (unsigned long long)stamp, added, removed);
+}
+
 static PyObject *is_initialized(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
@@ -77,6 +100,10 @@ static PyMethodDef basic_methods[] = {
     {"init", init, METH_NOARGS, "Join the job (hvd_init)."},
     {"shutdown", shutdown, METH_NOARGS, "Leave the job (hvd_shutdown)."},
     {"is_initialized", is_initialized, METH_NOARGS, "True between init() and shutdown()."},
+    {"elastic_reset", elastic_reset, METH_NOARGS,
+     "Leave the job and join the next one of an elastic run (hvd_elastic_reset)."},
+    {"elastic_updates", elastic_updates, METH_NOARGS,
+     "(stamp, added, removed): host updates hvdrun announced (hvd_elastic_host_updates)."},
     {"rank", rank_py, METH_NOARGS, "This process's rank."},
     {"size", size_py, METH_NOARGS, "The number of processes."},
     {"local_rank", local_rank_py, METH_NOARGS, "Rank on this host."},
