@@ -37,6 +37,9 @@ class _Handler:
         self.value = value
         self.save()
 
+    def reset(self):
+        """After a change of membership, before the reset callbacks."""
+
 
 class _ModelHandler(_Handler):
     def sync(self):
@@ -56,6 +59,11 @@ class _SamplerHandler(_Handler):
         state["processed_indices"] = set().union(*allgather_object(
             self.value.processed_indices, name="hvd.elastic.sampler.processed"))
         self._saved = state
+
+    def reset(self):
+        # Hosts were removed right after a commit (nothing restored or
+        # synced): split what every worker had processed over the new job.
+        self.value.load_state_dict(self._saved)
 
 
 _HANDLERS = [
@@ -115,3 +123,7 @@ class TorchState(ObjectState):
         for handler in self._handlers.values():
             handler.sync()
         super()._sync()
+
+    def reset(self):
+        for handler in self._handlers.values():
+            handler.reset()
