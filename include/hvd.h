@@ -3,8 +3,9 @@
  *
  * hvd averages (or otherwise reduces) buffers across the processes of a
  * distributed training job, the way Horovod does for PyTorch and TensorFlow.
- * A job is started by `hvdrun -np N prog` (or later mpirun/srun); a program
- * started on its own is a job of size 1 and every call still works.
+ * A job is started by `hvdrun -np N prog`, `mpirun -np N prog` or
+ * `srun -n N prog`; a program started on its own is a job of size 1 and
+ * every call still works.
  *
  * Conventions, for every function below:
  *   - Functions that return int return 0 (HVD_OK) on success and a negative
@@ -88,12 +89,31 @@ typedef enum {
 
 /* ---- Life cycle ------------------------------------------------------ */
 
-/* Joins the job described by the environment (hvdrun's HOROVOD_RANK,
- * HOROVOD_SIZE, rendezvous address and secret; none of them: a job of size
- * 1), connects to every peer and authenticates each connection.  Waits at
- * most HOROVOD_START_TIMEOUT seconds (default 30) for the others.
+/* Joins the job described by the environment -- hvdrun's HOROVOD_RANK,
+ * HOROVOD_SIZE, rendezvous address and secret; Open MPI's
+ * OMPI_COMM_WORLD_*; SLURM's SLURM_PROCID, SLURM_NTASKS, ... under srun
+ * (with _HOROVOD_SECRET_KEY); MPICH's PMI_RANK/PMI_SIZE; none of them: a
+ * job of size 1 -- connects to every peer and authenticates each
+ * connection.  Waits at most HOROVOD_START_TIMEOUT seconds (default 30)
+ * for the others.  A bad or inconsistent variable is HVD_E_ENV naming it.
  * Fails with HVD_E_ALREADY_INITIALIZED when called twice. */
 HVD_EXTERN int hvd_init(void);
+
+/* hvd_init() for a job of the n listed ranks of the job the environment
+ * describes (Horovod's init(comm=[ranks])): ranks[i] becomes rank i.
+ * Under MPI the listed ranks form a sub-communicator of MPI_COMM_WORLD and
+ * only they call it; otherwise every rank of the job calls it with the
+ * same list (they meet as a whole first), and a rank the list leaves out
+ * gets HVD_E_INVALID. */
+HVD_EXTERN int hvd_init_ranks(const int *ranks, int n);
+
+/* What MPI does here: 1 if this libhvd was built with MPI; 1 if the
+ * current job was formed through MPI (mpirun, srun --mpi=pmix,
+ * hvd_init_comm()); 1 if MPI runs at MPI_THREAD_MULTIPLE.  Each 0
+ * otherwise. */
+HVD_EXTERN int hvd_mpi_built(void);
+HVD_EXTERN int hvd_mpi_enabled(void);
+HVD_EXTERN int hvd_mpi_threads_supported(void);
 
 /* Leaves the job and frees everything hvd_init() made.  hvd_init() may be
  * called again afterwards.  Safe to call when not initialized (returns 0). */

@@ -14,12 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bootstrap/bootstrap.h"
 #include "coll/coll.h"
 #include "elastic_int.h"
 #include "engine/engine.h"
 #include "env.h"
+#include "mpi_controller.h"
 #include "reduce.h"
 
 /* A process set the program added, kept to add it again when elastic
@@ -67,26 +69,69 @@ static int check_params(void) {
   return 0;
 }
 
-static int init_locked(void) {
-  hvd_transport *xport = NULL;
+/* hvd_init_comm(): the communicator alone says who we are. */
+static void job_of_comm(hvd_job *job, const void *mpi_comm) {
+  memset(job, 0, sizeof *job);
+  job->rank = job->size = job->local_rank = job->local_size = -1;
+  job->cross_rank = job->cross_size = -1;
+  job->source = "hvd_init_comm";
+  job->meet.kind = HVD_MEET_MPI;
+  job->meet.launcher = "MPI";
+  job->meet.mpi_comm = mpi_comm;
+  hvd__own_hostname(job);
+  hvd__host_id(job->host_id);
+}
+
+/* The job's communicator, with MPI's collectives when asked for. */
+static int start_comm(hvd_transport *xport, int cpu_mpi) {
   hvd_ar_algo algo;
   int hierarchical;
-  if (ctx.initialized)
-    return hvd__err(HVD_E_ALREADY_INITIALIZED, "already initialized (call hvd_shutdown() first)");
-  HVD__CHECK(check_params());
   HVD__CHECK(hvd__allreduce_algo_env(&algo));
   HVD__CHECK(hvd__param_bool(HVD_P_HIERARCHICAL_ALLREDUCE, &hierarchical));
-  HVD__CHECK(hvd__job_from_env(&ctx.job));
-  hvd__log_set_rank(ctx.job.rank);
-  HVD__CHECK(hvd__bootstrap(&ctx.job, &xport));
   int rc = hvd__comm_init(&ctx.comm, ctx.job.rank, ctx.job.size, xport);
   ctx.comm.allreduce_algo = (int)algo; /* the engine makes rank 0's win */
   ctx.comm.hierarchical = hierarchical;  /* likewise; then builds the hierarchy */
   ctx.comm.place = (hvd_place){ctx.job.local_rank, ctx.job.local_size, ctx.job.cross_rank,
                                ctx.job.cross_size};
+  if (rc == 0 && cpu_mpi) rc = hvd__mpi_ops_attach(&ctx.comm);
+  return rc;
+}
+
+/* HOROVOD_CPU_OPERATIONS: *mpi 1 for "mpi", 0 for "gloo" (hvd's own). */
+static int cpu_operations(int *mpi) {
+  const char *v = hvd__param_raw(HVD_P_CPU_OPERATIONS);
+  *mpi = v && strcasecmp(v, "mpi") == 0;
+  if (v && !*mpi && strcasecmp(v, "gloo") != 0)
+    return hvd__err(HVD_E_ENV, "HOROVOD_CPU_OPERATIONS='%s': expected mpi or gloo", v);
+  if (*mpi && !hvd__mpi_built())
+    return hvd__err(HVD_E_ENV, "HOROVOD_CPU_OPERATIONS=mpi: this hvd was built without MPI "
+                    "(HVD_WITH_MPI=OFF); unset it or set it to gloo");
+  return 0;
+}
+
+static int init_locked(const hvd_init_spec *spec) {
+  hvd_transport *xport = NULL;
+  int cpu_mpi;
+  if (ctx.initialized)
+    return hvd__err(HVD_E_ALREADY_INITIALIZED, "already initialized (call hvd_shutdown() first)");
+  HVD__CHECK(check_params());
+  HVD__CHECK(cpu_operations(&cpu_mpi));
+  if (spec->mpi_comm)
+    job_of_comm(&ctx.job, spec->mpi_comm);
+  else
+    HVD__CHECK(hvd__job_from_env(&ctx.job));
+  ctx.job.ranks = spec->ranks;
+  ctx.job.nranks = spec->nranks;
+  hvd__log_set_rank(ctx.job.rank);
+  int rc = hvd__bootstrap(&ctx.job, &xport);
+  ctx.job.ranks = NULL; /* the caller's */
+  hvd__log_set_rank(ctx.job.rank);
+  if (rc == 0) rc = start_comm(xport, cpu_mpi);
+  else if (xport) xport->ops->destroy(xport);
   if (rc == 0) rc = hvd__engine_start(&ctx.comm, &ctx.engine);
   if (rc < 0) {
     hvd__comm_destroy(&ctx.comm);
+    hvd__mpi_release(1); /* the others may be anywhere: never wait on them */
     return rc;
   }
   unsigned epoch = atomic_load(&ctx.epoch) % 0x7fffu + 1;
@@ -94,10 +139,34 @@ static int init_locked(void) {
   hvd__engine_set_epoch(ctx.engine, epoch);
   for (int t = 0; t < HVD_REQ__COUNT; t++) atomic_store(&ctx.unnamed[t], 0);
   ctx.initialized = 1;
-  hvd__log(HVD_LOG_DEBUG, "initialized: rank %d of %d on %s", ctx.job.rank, ctx.job.size,
-           ctx.job.hostname);
+  hvd__log(HVD_LOG_DEBUG, "initialized: rank %d of %d on %s (%s, meeting through %s)",
+           ctx.job.rank, ctx.job.size, ctx.job.hostname, ctx.job.source,
+           ctx.job.meet.launcher);
   return 0;
 }
+
+int hvd__init(const hvd_init_spec *spec) {
+  pthread_mutex_lock(&ctx.lock);
+  int rc = init_locked(spec);
+  pthread_mutex_unlock(&ctx.lock);
+  return rc < 0 ? hvd__err_prefix(rc, "hvd_init") : 0;
+}
+
+int hvd_init(void) {
+  hvd_init_spec spec = {NULL, 0, NULL};
+  return hvd__init(&spec);
+}
+
+int hvd_init_ranks(const int *ranks, int n) {
+  if (!ranks || n < 1)
+    return hvd__err(HVD_E_INVALID, "hvd_init_ranks: %s", ranks ? "no ranks" : "ranks is NULL");
+  hvd_init_spec spec = {ranks, n, NULL};
+  return hvd__init(&spec);
+}
+
+int hvd_mpi_built(void) { return hvd__mpi_built(); }
+int hvd_mpi_enabled(void) { return hvd__mpi_enabled(); }
+int hvd_mpi_threads_supported(void) { return hvd__mpi_threads_supported(); }
 
 const char *hvd__transport_name(void) {
   pthread_mutex_lock(&ctx.lock);
@@ -112,13 +181,6 @@ int hvd__hier_counts(uint32_t *local, uint32_t *cross) {
   if (on) *local = ctx.comm.local->seq, *cross = ctx.comm.cross->seq;
   pthread_mutex_unlock(&ctx.lock);
   return on ? 0 : -1;
-}
-
-int hvd_init(void) {
-  pthread_mutex_lock(&ctx.lock);
-  int rc = init_locked();
-  pthread_mutex_unlock(&ctx.lock);
-  return rc < 0 ? hvd__err_prefix(rc, "hvd_init") : 0;
 }
 
 static void forget_psets(void) {
@@ -139,7 +201,9 @@ static void shutdown_locked(void) {
     ctx.engine = NULL;
     ctx.initialized = 0;
     pthread_rwlock_unlock(&ctx.calls);
+    int broken = ctx.comm.broken;
     hvd__comm_destroy(&ctx.comm);
+    hvd__mpi_release(broken);
   }
 }
 
@@ -770,7 +834,8 @@ static user_pset *copy_psets(int n) {
 static int reform_once(void) {
   pthread_mutex_lock(&ctx.lock);
   shutdown_locked();
-  int rc = init_locked(), size = ctx.job.size, n = ctx.npsets;
+  hvd_init_spec spec = {NULL, 0, NULL}; /* elastic jobs are hvdrun's: from the environment */
+  int rc = init_locked(&spec), size = ctx.job.size, n = ctx.npsets;
   user_pset *sets = rc == 0 && n ? copy_psets(n) : NULL;
   pthread_mutex_unlock(&ctx.lock);
   if (rc < 0) return hvd__err_prefix(rc, "forming the next job");

@@ -41,6 +41,9 @@
     "Allreduce in three steps: reduce-scatter within each host, allreduce across hosts "  \
     "among the ranks of one local rank, allgather within each host; used when the job "   \
     "spans several hosts of the same size; rank 0's setting applies to every rank")       \
+  X(CPU_OPERATIONS, "HOROVOD_CPU_OPERATIONS", STR, "gloo", 0, 0,                         \
+    "Who runs the collectives: gloo (hvd's own algorithms and transports) or mpi (MPI's "  \
+    "collectives, for a job formed through MPI; hvd's engine still negotiates and fuses)") \
   X(SHM_DISABLE, "HOROVOD_SHM_DISABLE", BOOL, "0", 0, 1,                                  \
     "Use TCP between the ranks of a host too (by default they use shared memory among "  \
     "themselves and TCP to other hosts); set on any rank of a host, it applies to that "  \

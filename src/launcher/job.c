@@ -40,7 +40,7 @@
 #include "addrs.h"
 #include "common.h"
 #include "launch.h"
-#include "rdzv_server.h"
+#include "bootstrap/rdzv_server.h"
 #include "signals.h"
 #include "transport/shm.h"
 
@@ -66,8 +66,8 @@ typedef struct launch_job {
   launch_rank *ranks;
   int undone; /* ranks whose exit is not known yet */
   hvd_secret key;
-  rdzv_server *rdzv;
-  int port[RDZV_LISTEN_MAX]; /* where it listens on addrs->addr[i] */
+  hvd_rdzv_server *rdzv;
+  int port[HVD_RDZV_LISTEN_MAX]; /* where it listens on addrs->addr[i] */
   int sig_fd;
   output_sink out, err;
   phase phase;
@@ -346,7 +346,7 @@ static void prepare(job *j, uint64_t now) {
     j->nfds += j->host_count[h];
   }
   j->rdzv_first = j->nfds;
-  j->rdzv_count = rdzv_server_prepare(j->rdzv, j->fds + j->nfds, now);
+  j->rdzv_count = hvd__rdzv_server_prepare(j->rdzv, j->fds + j->nfds, now);
   j->nfds += j->rdzv_count;
 }
 
@@ -362,12 +362,12 @@ static void dispatch(job *j) {
   }
   for (int h = 0; h < nhosts(j); h++)
     j->hosts[h].backend->dispatch(&j->hosts[h], j->fds + j->host_first[h], j->host_count[h]);
-  rdzv_server_dispatch(j->rdzv, j->fds + j->rdzv_first, j->rdzv_count);
+  hvd__rdzv_server_dispatch(j->rdzv, j->fds + j->rdzv_first, j->rdzv_count);
   if (signals) on_signals(j); /* last: reaping reads the exec pipes */
 }
 
 static uint64_t next_wake(const job *j) {
-  uint64_t wake = rdzv_server_deadline(j->rdzv);
+  uint64_t wake = hvd__rdzv_server_deadline(j->rdzv);
   if (j->phase_end < wake) wake = j->phase_end;
   for (int h = 0; h < nhosts(j); h++) {
     uint64_t d = j->hosts[h].backend->deadline(&j->hosts[h]);
@@ -387,7 +387,7 @@ static void turn(job *j) {
   }
   if (n > 0) dispatch(j);
   now = hvd__now_ms();
-  rdzv_server_expire(j->rdzv, now);
+  hvd__rdzv_server_expire(j->rdzv, now);
   for (int h = 0; h < nhosts(j); h++) j->hosts[h].backend->expire(&j->hosts[h], now);
   if (now >= j->phase_end) on_deadline(j);
   if (j->undone == 0 && j->phase == PHASE_RUN && streams_open(j))
@@ -418,13 +418,19 @@ static void say_listening(job *j) {
   }
 }
 
+/* The rendezvous server's lines, on hvdrun's stderr. */
+static void rdzv_log(void *arg, const char *line) {
+  output_sink_printf(arg, "hvdrun: rendezvous: %s", line);
+}
+
 /* The job's secret and the rendezvous server. */
 static int start_rendezvous(job *j) {
   const rdzv_addrs *a = j->addrs;
+  hvd_rdzv_server_config cfg = {(uint32_t)j->ctx.opt->np, &j->key, a->list, a->n, "hvdrun",
+                                rdzv_log, &j->err, j->ctx.opt->verbose};
   if (hvd__secret_generate(&j->key) < 0 ||
       hvd__secret_encode(&j->key, j->ctx.secret, sizeof j->ctx.secret) < 0 ||
-      rdzv_server_start((uint32_t)j->ctx.opt->np, &j->key, a->list, a->n, &j->err,
-                        j->ctx.opt->verbose, &j->rdzv, j->port) < 0) {
+      hvd__rdzv_server_start(&cfg, j->port, &j->rdzv) < 0) {
     say(j, 1, "cannot start the rendezvous: %s", hvd_last_error());
     return -1;
   }
@@ -481,7 +487,7 @@ static int init_hosts(job *j) {
     }
   }
   j->undone = j->ctx.opt->np;
-  j->fds_cap = slots + rdzv_server_poll_max(j->rdzv);
+  j->fds_cap = slots + hvd__rdzv_server_poll_max(j->rdzv);
   j->fds = calloc(j->fds_cap, sizeof *j->fds);
   return j->fds ? 0 : -1;
 }
@@ -588,7 +594,7 @@ static int job_finish(job *j) {
   drain_sinks(j);
   output_sink_free(&j->out);
   output_sink_free(&j->err);
-  rdzv_server_free(j->rdzv);
+  hvd__rdzv_server_free(j->rdzv);
   if (j->sig_fd >= 0) close(j->sig_fd);
   free(j->hosts);
   free(j->ranks);

@@ -31,7 +31,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "../common.h"
 
 #define HANDSHAKE_MS 10000 /* accept to complete REGISTER */
 #define REPLY_MS 10000     /* to hand over the TABLE or ERROR */
@@ -61,13 +61,16 @@ typedef struct {
   char peer[HVD_NET_ADDR_MAX + 8];
 } conn;
 
-struct rdzv_server {
-  int listen_fd[RDZV_LISTEN_MAX];
+struct hvd_rdzv_server {
+  int listen_fd[HVD_RDZV_LISTEN_MAX];
   size_t nlisten;
   uint32_t size;
   hvd_secret key;
-  output_sink *log;
+  const char *who;
+  hvd_rdzv_log_fn log;
+  void *log_arg;
   int verbose;
+  uint64_t rounds;
   uint64_t accept_resume; /* 0, or when to accept again after EMFILE */
   uint64_t serial;
   conn **conns; /* nconns live or dead connections, max_conns slots */
@@ -80,15 +83,15 @@ struct rdzv_server {
   uint32_t nwaiting;
 };
 
-static void say(const rdzv_server *s, const char *fmt, ...) HVD__PRINTF(2, 3);
-static void say(const rdzv_server *s, const char *fmt, ...) {
+static void say(const hvd_rdzv_server *s, const char *fmt, ...) HVD__PRINTF(2, 3);
+static void say(const hvd_rdzv_server *s, const char *fmt, ...) {
   if (!s->verbose) return;
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  output_sink_printf(s->log, "hvdrun: rendezvous: %s", msg);
+  s->log(s->log_arg, msg);
 }
 
 /* ---- blobs ---- */
@@ -128,14 +131,14 @@ static void conn_expect(conn *c, conn_state state, size_t need) {
   c->in_need = need;
 }
 
-static void unregister(rdzv_server *s, conn *c) {
+static void unregister(hvd_rdzv_server *s, conn *c) {
   if (c->state != C_WAITING || s->waiting[c->rank] != c) return;
   s->waiting[c->rank] = NULL;
   s->nwaiting--;
 }
 
 /* Closes c for `why` (printed under --verbose). */
-static void conn_drop(rdzv_server *s, conn *c, const char *why) {
+static void conn_drop(hvd_rdzv_server *s, conn *c, const char *why) {
   if (c->state == C_DEAD) return;
   if (why) say(s, "dropped %s: %s", c->peer, why);
   unregister(s, c);
@@ -147,9 +150,10 @@ static void conn_drop(rdzv_server *s, conn *c, const char *why) {
 
 /* Answers an authenticated rank with an ERROR frame, then closes.  Always
  * printed: the job is misconfigured, and this says how. */
-static void conn_refuse(rdzv_server *s, conn *c, const char *reason) {
-  output_sink_printf(s->log, "hvdrun: rendezvous: refused rank %u (%s): %s", c->rank, c->peer,
-                     reason);
+static void conn_refuse(hvd_rdzv_server *s, conn *c, const char *reason) {
+  char line[1024];
+  snprintf(line, sizeof line, "refused rank %u (%s): %s", c->rank, c->peer, reason);
+  s->log(s->log_arg, line);
   unregister(s, c);
   char text[400]; /* the client takes reasons up to 511 bytes */
   uint8_t payload[2 + sizeof text];
@@ -166,7 +170,7 @@ static void conn_refuse(rdzv_server *s, conn *c, const char *reason) {
   c->deadline = hvd__deadline_in(REPLY_MS);
 }
 
-static void sweep(rdzv_server *s) {
+static void sweep(hvd_rdzv_server *s) {
   size_t kept = 0;
   for (size_t i = 0; i < s->nconns; i++) {
     if (s->conns[i]->state == C_DEAD)
@@ -180,7 +184,7 @@ static void sweep(rdzv_server *s) {
 
 /* ---- the round: everyone registered ---- */
 
-static blob *table_frame(rdzv_server *s) {
+static blob *table_frame(hvd_rdzv_server *s) {
   size_t cap = 4 + (size_t)s->size * HVD_RDZV_BODY_MAX;
   if (cap > HVD_FRAME_CONTROL_MAX) cap = HVD_FRAME_CONTROL_MAX;
   blob *b = frame_new(HVD_FRAME_RDZV_TABLE, cap);
@@ -196,7 +200,7 @@ static blob *table_frame(rdzv_server *s) {
   return b;
 }
 
-static void complete_round(rdzv_server *s) {
+static void complete_round(hvd_rdzv_server *s) {
   blob *table = table_frame(s);
   char reason[512];
   if (!table) snprintf(reason, sizeof reason, "cannot build the table: %s", hvd_last_error());
@@ -213,13 +217,14 @@ static void complete_round(rdzv_server *s) {
     s->waiting[r] = NULL;
   }
   s->nwaiting = 0;
+  s->rounds++;
   blob_unref(table);
   if (table) say(s, "all %u ranks registered; sent them the table", s->size);
 }
 
 /* ---- messages ---- */
 
-static void on_response(rdzv_server *s, conn *c) {
+static void on_response(hvd_rdzv_server *s, conn *c) {
   blob *proof = blob_new(HVD_AUTH_PROOF_LEN);
   if (!proof) {
     conn_drop(s, c, "out of memory");
@@ -237,7 +242,7 @@ static void on_response(rdzv_server *s, conn *c) {
   conn_expect(c, C_HEADER, HVD_FRAME_HDR_LEN);
 }
 
-static void on_header(rdzv_server *s, conn *c) {
+static void on_header(hvd_rdzv_server *s, conn *c) {
   hvd_frame f;
   char reason[256];
   if (hvd__frame_decode(c->in, &f) < 0) {
@@ -257,13 +262,13 @@ static void on_header(rdzv_server *s, conn *c) {
 }
 
 /* Why entry e from connection c cannot join this round, or NULL. */
-static const char *registration_error(rdzv_server *s, const conn *c, const hvd_rdzv_entry *e,
+static const char *registration_error(hvd_rdzv_server *s, const conn *c, const hvd_rdzv_entry *e,
                                       char *buf, size_t cap) {
   if (e->rank != c->rank)
     snprintf(buf, cap, "registered as rank %u but authenticated as rank %u", e->rank, c->rank);
   else if (e->size != s->size)
-    snprintf(buf, cap, "rank %u says the job has %u ranks; hvdrun started %u", e->rank,
-             e->size, s->size);
+    snprintf(buf, cap, "rank %u says the job has %u ranks; %s expects %u", e->rank, e->size,
+             s->who, s->size);
   else if (s->waiting[e->rank])
     snprintf(buf, cap, "rank %u is already registered (from %s)", e->rank,
              s->waiting[e->rank]->peer);
@@ -272,7 +277,7 @@ static const char *registration_error(rdzv_server *s, const conn *c, const hvd_r
   return buf;
 }
 
-static void on_register(rdzv_server *s, conn *c) {
+static void on_register(hvd_rdzv_server *s, conn *c) {
   hvd_rdzv_entry e;
   char buf[256];
   const char *why = NULL;
@@ -295,7 +300,7 @@ static void on_register(rdzv_server *s, conn *c) {
   if (s->nwaiting == s->size) complete_round(s);
 }
 
-static void on_message(rdzv_server *s, conn *c) {
+static void on_message(hvd_rdzv_server *s, conn *c) {
   switch (c->state) {
     case C_AUTH: on_response(s, c); break;
     case C_HEADER: on_header(s, c); break;
@@ -306,7 +311,7 @@ static void on_message(rdzv_server *s, conn *c) {
 
 /* ---- I/O ---- */
 
-static void on_writable(rdzv_server *s, conn *c) {
+static void on_writable(hvd_rdzv_server *s, conn *c) {
   struct iovec iov = {c->out->data + c->out_off, c->out->len - c->out_off};
   long n = hvd__net_writev_some(c->fd, &iov, 1);
   if (n < 0) {
@@ -320,7 +325,7 @@ static void on_writable(rdzv_server *s, conn *c) {
   if (c->state == C_REPLY) conn_drop(s, c, NULL); /* the reply was the last word */
 }
 
-static void on_readable(rdzv_server *s, conn *c) {
+static void on_readable(hvd_rdzv_server *s, conn *c) {
   if (c->state == C_WAITING) { /* a waiting rank says nothing more: EOF or garbage */
     uint8_t byte;
     long n = hvd__net_read_some(c->fd, &byte, 1);
@@ -341,7 +346,7 @@ static void on_readable(rdzv_server *s, conn *c) {
 /* Frees a slot for a new connection by dropping the oldest one that has
  * not registered.  Registered and replying connections number at most
  * 2*size, so with 2*size + STRANGERS_MAX slots there is always one. */
-static int make_room(rdzv_server *s) {
+static int make_room(hvd_rdzv_server *s) {
   conn *oldest = NULL;
   if (s->nconns < s->max_conns) return 0;
   for (size_t i = 0; i < s->nconns; i++) {
@@ -373,7 +378,7 @@ static void peer_name(int fd, char *out, size_t cap) {
   snprintf(out, cap, "%s:%d", addr, port);
 }
 
-static void add_conn(rdzv_server *s, int fd) {
+static void add_conn(hvd_rdzv_server *s, int fd) {
   const char *why = "out of memory";
   conn *c = calloc(1, sizeof *c);
   blob *challenge = blob_new(HVD_AUTH_CHALLENGE_LEN);
@@ -399,7 +404,7 @@ refuse:
   close(fd);
 }
 
-static void accept_all(rdzv_server *s, int listen_fd) {
+static void accept_all(hvd_rdzv_server *s, int listen_fd) {
   for (;;) {
     int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
@@ -416,9 +421,9 @@ static void accept_all(rdzv_server *s, int listen_fd) {
 
 /* ---- the loop interface ---- */
 
-size_t rdzv_server_poll_max(const rdzv_server *s) { return s->nlisten + s->max_conns; }
+size_t hvd__rdzv_server_poll_max(const hvd_rdzv_server *s) { return s->nlisten + s->max_conns; }
 
-size_t rdzv_server_prepare(rdzv_server *s, struct pollfd *fds, uint64_t now) {
+size_t hvd__rdzv_server_prepare(hvd_rdzv_server *s, struct pollfd *fds, uint64_t now) {
   size_t n = 0;
   if (s->accept_resume && now >= s->accept_resume) s->accept_resume = 0;
   s->listen_polled = s->accept_resume ? 0 : s->nlisten;
@@ -432,7 +437,7 @@ size_t rdzv_server_prepare(rdzv_server *s, struct pollfd *fds, uint64_t now) {
   return n;
 }
 
-void rdzv_server_dispatch(rdzv_server *s, const struct pollfd *fds, size_t n) {
+void hvd__rdzv_server_dispatch(hvd_rdzv_server *s, const struct pollfd *fds, size_t n) {
   size_t first = s->listen_polled;
   for (size_t i = first; i < n && i - first < s->npolled; i++) {
     conn *c = s->polled[i - first];
@@ -447,7 +452,7 @@ void rdzv_server_dispatch(rdzv_server *s, const struct pollfd *fds, size_t n) {
     if (fds[i].revents) accept_all(s, fds[i].fd);
 }
 
-void rdzv_server_expire(rdzv_server *s, uint64_t now) {
+void hvd__rdzv_server_expire(hvd_rdzv_server *s, uint64_t now) {
   for (size_t i = 0; i < s->nconns; i++) {
     conn *c = s->conns[i];
     if (c->state != C_DEAD && now >= c->deadline)
@@ -457,7 +462,7 @@ void rdzv_server_expire(rdzv_server *s, uint64_t now) {
   sweep(s);
 }
 
-uint64_t rdzv_server_deadline(const rdzv_server *s) {
+uint64_t hvd__rdzv_server_deadline(const hvd_rdzv_server *s) {
   uint64_t d = s->accept_resume ? s->accept_resume : HVD__NEVER;
   for (size_t i = 0; i < s->nconns; i++)
     if (s->conns[i]->deadline < d) d = s->conns[i]->deadline;
@@ -468,9 +473,9 @@ uint64_t rdzv_server_deadline(const rdzv_server *s) {
 
 /* One listening socket, which the ranks must not inherit and which
  * accept_all() must find empty (EAGAIN) rather than block on. */
-static int listen_on(rdzv_server *s, const char *addr, int *port) {
+static int listen_on(hvd_rdzv_server *s, const char *addr, int *port) {
   int *fd = &s->listen_fd[s->nlisten];
-  HVD__CHECK(hvd__net_listen(addr, 0, fd, port));
+  HVD__CHECK(hvd__net_listen(addr, *port, fd, port));
   s->nlisten++;
   int fl = fcntl(*fd, F_GETFL);
   if (fcntl(*fd, F_SETFD, FD_CLOEXEC) != 0 || fl < 0 || fcntl(*fd, F_SETFL, fl | O_NONBLOCK) != 0)
@@ -478,15 +483,17 @@ static int listen_on(rdzv_server *s, const char *addr, int *port) {
   return 0;
 }
 
-int rdzv_server_start(uint32_t size, const hvd_secret *key, const char *const *addrs,
-                      size_t naddrs, output_sink *log, int verbose, rdzv_server **out,
-                      int *ports) {
-  rdzv_server *s = calloc(1, sizeof *s);
+int hvd__rdzv_server_start(const hvd_rdzv_server_config *cfg, int *ports,
+                           hvd_rdzv_server **out) {
+  uint32_t size = cfg->size;
+  hvd_rdzv_server *s = calloc(1, sizeof *s);
   if (!s) return hvd__err(HVD_E_NOMEM, "allocating the rendezvous server");
   s->size = size;
-  s->key = *key;
-  s->log = log;
-  s->verbose = verbose;
+  s->key = *cfg->key;
+  s->who = cfg->who;
+  s->log = cfg->log;
+  s->log_arg = cfg->log_arg;
+  s->verbose = cfg->verbose;
   s->max_conns = 2 * (size_t)size + STRANGERS_MAX;
   s->conns = calloc(s->max_conns, sizeof *s->conns);
   s->polled = calloc(s->max_conns, sizeof *s->polled);
@@ -497,20 +504,25 @@ int rdzv_server_start(uint32_t size, const hvd_secret *key, const char *const *a
     hvd__err(rc, "allocating the rendezvous tables for %u ranks", size);
     goto free_server;
   }
-  rc = naddrs > 0 && naddrs <= RDZV_LISTEN_MAX
+  rc = cfg->naddrs > 0 && cfg->naddrs <= HVD_RDZV_LISTEN_MAX
            ? 0
-           : hvd__err(HVD_E_INVALID, "%zu addresses to listen on (1..%d)", naddrs,
-                      RDZV_LISTEN_MAX);
-  for (size_t i = 0; rc == 0 && i < naddrs; i++) rc = listen_on(s, addrs[i], &ports[i]);
+           : hvd__err(HVD_E_INVALID, "%zu addresses to listen on (1..%d)", cfg->naddrs,
+                      HVD_RDZV_LISTEN_MAX);
+  for (size_t i = 0; rc == 0 && i < cfg->naddrs; i++)
+    rc = listen_on(s, cfg->addrs[i], &ports[i]);
   if (rc < 0) goto free_server;
   *out = s;
   return 0;
 free_server:
-  rdzv_server_free(s);
+  hvd__rdzv_server_free(s);
   return rc;
 }
 
-void rdzv_server_free(rdzv_server *s) {
+uint64_t hvd__rdzv_server_rounds(const hvd_rdzv_server *s) { return s->rounds; }
+
+int hvd__rdzv_server_busy(const hvd_rdzv_server *s) { return s->nconns > 0; }
+
+void hvd__rdzv_server_free(hvd_rdzv_server *s) {
   if (!s) return;
   for (size_t i = 0; i < s->nconns; i++) conn_drop(s, s->conns[i], NULL);
   sweep(s);
