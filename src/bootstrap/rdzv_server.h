@@ -35,8 +35,18 @@ typedef struct hvd_rdzv_server hvd_rdzv_server;
 /* Where the server's messages go: one line, without "\n". */
 typedef void (*hvd_rdzv_log_fn)(void *arg, const char *line);
 
+/* An elastic job's workers join with their ids and are placed in jobs by
+ * the server's owner (hvdrun's elastic driver, rdzv_elastic.h): it learns
+ * through these that worker `worker` joined (its entry is kept), or that
+ * a joined worker's connection went away before it was placed. */
 typedef struct {
-  uint32_t size;             /* ranks in the job */
+  void *arg;
+  void (*joined)(void *arg, uint32_t worker);
+  void (*left)(void *arg, uint32_t worker);
+} hvd_rdzv_elastic_hooks;
+
+typedef struct {
+  uint32_t size;             /* ranks in the job (elastic: the most workers at once) */
   const hvd_secret *key;
   const char *const *addrs;  /* numeric addresses to listen on: where the ranks reach it */
   size_t naddrs;
@@ -44,6 +54,7 @@ typedef struct {
   hvd_rdzv_log_fn log;       /* refusals of a real rank always; the rest under verbose */
   void *log_arg;
   int verbose;
+  const hvd_rdzv_elastic_hooks *elastic; /* NULL: a job of `size` ranks registering */
 } hvd_rdzv_server_config;
 
 /* Listens on each of cfg->addrs, addrs[i] on ports[i] (0: an ephemeral
@@ -63,6 +74,24 @@ uint64_t hvd__rdzv_server_deadline(const hvd_rdzv_server *s);
  * connection is still open (a reply still on its way). */
 uint64_t hvd__rdzv_server_rounds(const hvd_rdzv_server *s);
 int hvd__rdzv_server_busy(const hvd_rdzv_server *s);
+
+/* ---- elastic jobs (config.elastic) ---- */
+
+/* A member of a job the owner formed, in rank order. */
+typedef struct {
+  uint32_t worker;
+  uint32_t local_rank, local_size, cross_rank, cross_size;
+} hvd_rdzv_member;
+
+/* Sends every member (n, in rank order, all joined) its PLACE in the job
+ * `generation`; their connections stay open for NOTICEs.  HVD_E_INVALID
+ * naming a member that has not joined (nothing is sent then). */
+int hvd__rdzv_server_place(hvd_rdzv_server *s, uint32_t generation, const hvd_rdzv_member *m,
+                           int n);
+/* Refuses a joined worker (an ERROR saying why); 0 if it had not joined. */
+void hvd__rdzv_server_refuse(hvd_rdzv_server *s, uint32_t worker, const char *why);
+/* Sends a NOTICE to every placed worker still connected. */
+void hvd__rdzv_server_notice(hvd_rdzv_server *s, uint64_t stamp, int added, int removed);
 
 void hvd__rdzv_server_free(hvd_rdzv_server *s);
 

@@ -427,7 +427,7 @@ static void rdzv_log(void *arg, const char *line) {
 static int start_rendezvous(job *j) {
   const rdzv_addrs *a = j->addrs;
   hvd_rdzv_server_config cfg = {(uint32_t)j->ctx.opt->np, &j->key, a->list, a->n, "hvdrun",
-                                rdzv_log, &j->err, j->ctx.opt->verbose};
+                                rdzv_log, &j->err, j->ctx.opt->verbose, NULL};
   if (hvd__secret_generate(&j->key) < 0 ||
       hvd__secret_encode(&j->key, j->ctx.secret, sizeof j->ctx.secret) < 0 ||
       hvd__rdzv_server_start(&cfg, j->port, &j->rdzv) < 0) {
