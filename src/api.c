@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/rdzv_elastic.h"
 #include "coll/coll.h"
 #include "elastic_int.h"
 #include "engine/engine.h"
@@ -48,7 +49,11 @@ static struct {
   /* The process sets the program added (under ctx.lock). */
   user_pset *psets;
   int npsets;
-} ctx = {.lock = PTHREAD_MUTEX_INITIALIZER, .calls = PTHREAD_RWLOCK_INITIALIZER};
+  /* Elastic: what hvdrun announces on the rendezvous connection (under
+   * ctx.lock; fd -1 outside an elastic job). */
+  hvd_rdzv_notices notices;
+} ctx = {.lock = PTHREAD_MUTEX_INITIALIZER, .calls = PTHREAD_RWLOCK_INITIALIZER,
+       .notices = {.fd = -1}};
 
 /* ---- life cycle ---- */
 
@@ -72,6 +77,7 @@ static int check_params(void) {
 /* hvd_init_comm(): the communicator alone says who we are. */
 static void job_of_comm(hvd_job *job, const void *mpi_comm) {
   memset(job, 0, sizeof *job);
+  job->control_fd = -1;
   job->rank = job->size = job->local_rank = job->local_size = -1;
   job->cross_rank = job->cross_size = -1;
   job->source = "hvd_init_comm";
@@ -134,6 +140,7 @@ static int init_locked(const hvd_init_spec *spec) {
     hvd__mpi_release(1); /* the others may be anywhere: never wait on them */
     return rc;
   }
+  hvd__rdzv_notices_init(&ctx.notices, ctx.job.control_fd);
   unsigned epoch = atomic_load(&ctx.epoch) % 0x7fffu + 1;
   atomic_store(&ctx.epoch, epoch);
   hvd__engine_set_epoch(ctx.engine, epoch);
@@ -204,6 +211,7 @@ static void shutdown_locked(void) {
     int broken = ctx.comm.broken;
     hvd__comm_destroy(&ctx.comm);
     hvd__mpi_release(broken);
+    hvd__rdzv_notices_close(&ctx.notices);
   }
 }
 
@@ -786,7 +794,14 @@ int hvd_process_set_included(int process_set) {
 
 int hvd__elastic_poll_updates(hvd__elastic_update *u) {
   memset(u, 0, sizeof *u);
-  return 0; /* hvdrun's announcements arrive with the elastic rendezvous */
+  pthread_mutex_lock(&ctx.lock);
+  int rc = ctx.initialized ? hvd__rdzv_notices_poll(&ctx.notices) : 0;
+  u->stamp = ctx.notices.last.stamp;
+  u->added = ctx.notices.added;
+  u->removed = ctx.notices.removed;
+  pthread_mutex_unlock(&ctx.lock);
+  if (rc < 0) hvd__log(HVD_LOG_WARNING, "hvdrun's notices: %s; none will be heard", hvd_last_error());
+  return 0;
 }
 
 static int by_pset_id(const void *a, const void *b) {

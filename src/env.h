@@ -80,7 +80,11 @@
   X(RDZV_PORT, "HOROVOD_GLOO_RENDEZVOUS_PORT", JOB, "", 0, 0,                             \
     "Port of hvdrun's rendezvous service")                                                \
   X(SECRET_KEY, "_HOROVOD_SECRET_KEY", JOB, "", 0, 0,                                     \
-    "The job's secret (base64, 32 bytes) that authenticates every connection")
+    "The job's secret (base64, 32 bytes) that authenticates every connection")           \
+  X(ELASTIC, "HOROVOD_ELASTIC", JOB, "0", 0, 0,                                           \
+    "1 in the workers of an elastic job: hvdrun places them in each job")                 \
+  X(ELASTIC_WORKER_ID, "HOROVOD_ELASTIC_WORKER_ID", JOB, "", 0, 0,                        \
+    "An elastic worker's id at hvdrun's rendezvous (its rank changes from job to job)")
 
 typedef enum {
 #define HVD__PARAM_ENUM(id, name, kind, def, min, max, doc) HVD_P_##id,

@@ -27,6 +27,7 @@
 #include "../transport/shm.h"
 #include "bootstrap.h"
 #include "host_plan.h"
+#include "rdzv_elastic.h"
 #include "rdzv_host.h"
 
 /* What meeting gives: everyone's entry, where this rank listens, the key. */
@@ -53,23 +54,66 @@ static int listen_addr(const hvd_job *job, int rdzv_fd, hvd_rdzv_entry *me) {
   return 0;
 }
 
+/* This rank's entry: where it listens for the peers (listening there). */
+static int listen_entry(const hvd_job *job, int want_shm, int rdzv_fd, hvd_rdzv_entry *me,
+                        int *listen_fd) {
+  memset(me, 0, sizeof *me);
+  me->shm = (uint8_t)want_shm;
+  strcpy(me->hostname, job->hostname);
+  strcpy(me->host_id, job->host_id);
+  HVD__CHECK(listen_addr(job, rdzv_fd, me));
+  HVD__CHECK(hvd__net_listen(me->listen.addr, 0, listen_fd, &me->listen.port));
+  hvd__log(HVD_LOG_DEBUG, "listening for peers on %s:%d (%s)", me->listen.addr,
+           me->listen.port, me->iface);
+  return 0;
+}
+
 /* Listens where the peers can reach us and registers there. */
 static int register_at(const hvd_job *job, int want_shm, int rdzv_fd, uint64_t deadline,
                        met *m) {
   hvd_rdzv_entry me;
-  memset(&me, 0, sizeof me);
+  HVD__CHECK(listen_entry(job, want_shm, rdzv_fd, &me, &m->listen_fd));
   me.rank = (uint32_t)job->rank;
   me.size = (uint32_t)job->size;
   me.local_rank = (uint32_t)job->local_rank;
   me.local_size = (uint32_t)job->local_size;
-  me.shm = (uint8_t)want_shm;
-  strcpy(me.hostname, job->hostname);
-  strcpy(me.host_id, job->host_id);
-  HVD__CHECK(listen_addr(job, rdzv_fd, &me));
-  hvd__log(HVD_LOG_DEBUG, "rank %d: listening for peers on %s (%s)", job->rank, me.listen.addr,
-           me.iface);
-  HVD__CHECK(hvd__net_listen(me.listen.addr, 0, &m->listen_fd, &me.listen.port));
   return hvd__rdzv_register(rdzv_fd, &me, deadline, m->table);
+}
+
+/* Step 1 for an elastic worker: hvdrun places it in the job it forms
+ * and keeps the connection for its notices.  The transports are keyed
+ * per job, so that nothing of an earlier job (a late connection, a shared
+ * memory segment) is ever taken for this one's. */
+static int meet_elastic(hvd_job *job, int want_shm, uint64_t deadline, met *m) {
+  const hvd_meet *how = &job->meet;
+  hvd_rdzv_entry me;
+  hvd_rdzv_place p;
+  char label[64];
+  int fd = -1;
+  int rc = hvd__rdzv_connect(how->addr, how->port, &how->key, how->worker, deadline, &fd);
+  if (rc == 0) rc = listen_entry(job, want_shm, fd, &me, &m->listen_fd);
+  if (rc == 0) rc = hvd__rdzv_join(fd, how->worker, &me, deadline, &p, &m->table);
+  if (rc == 0) {
+    snprintf(label, sizeof label, "hvd elastic job %u", p.generation);
+    rc = hvd__secret_derive(&how->key, label, &m->key);
+  }
+  if (rc < 0) {
+    hvd__net_close(&fd);
+    return hvd__err_prefix(rc, "worker %u at hvdrun's rendezvous at %s:%d", how->worker,
+                           how->addr, how->port);
+  }
+  job->rank = (int)p.rank;
+  job->size = (int)p.size;
+  job->local_rank = (int)m->table[p.rank].local_rank;
+  job->local_size = (int)m->table[p.rank].local_size;
+  job->cross_rank = (int)p.cross_rank;
+  job->cross_size = (int)p.cross_size;
+  job->generation = p.generation;
+  job->control_fd = fd;
+  hvd__log_set_rank(job->rank);
+  hvd__log(HVD_LOG_DEBUG, "worker %u: rank %d of %d in job %u", how->worker, job->rank,
+           job->size, p.generation);
+  return 0;
 }
 
 /* Step 1 at a rendezvous server; rank 0 runs it when the meeting says so. */
@@ -198,6 +242,7 @@ static int check_ranks(const hvd_job *job) {
 
 /* Step 1, whichever way the job meets. */
 static int meet(hvd_job *job, int want_shm, uint64_t deadline, met *m) {
+  if (job->meet.kind == HVD_MEET_ELASTIC) return meet_elastic(job, want_shm, deadline, m);
   if (job->meet.kind == HVD_MEET_MPI)
     return hvd__mpi_meet(job, deadline, &m->table, &m->listen_fd, &m->key);
   m->table = calloc((size_t)job->size, sizeof *m->table);
@@ -224,5 +269,6 @@ int hvd__bootstrap(hvd_job *job, hvd_transport **xport) {
   if (rc == 0 && job->size > 1) rc = connect_all(job, &m, deadline, timeout_s, xport);
   hvd__net_close(&m.listen_fd);
   free(m.table);
+  if (rc < 0) hvd__net_close(&job->control_fd); /* no job: nothing to hear about */
   return rc;
 }

@@ -19,7 +19,8 @@ typedef enum {
   HVD_MEET_ALONE,  /* a job of one rank: nobody to meet */
   HVD_MEET_SERVER, /* at a rendezvous server the launcher runs (hvdrun's) */
   HVD_MEET_RANK0,  /* at a rendezvous server rank 0 runs inside hvd_init (rdzv_host.h) */
-  HVD_MEET_MPI     /* through MPI: entries and a fresh secret exchanged (mpi_controller.h) */
+  HVD_MEET_MPI,    /* through MPI: entries and a fresh secret exchanged (mpi_controller.h) */
+  HVD_MEET_ELASTIC /* an elastic worker: hvdrun's rendezvous places it (rdzv_elastic.h) */
 } hvd_meet_kind;
 
 typedef struct {
@@ -31,6 +32,7 @@ typedef struct {
   hvd_secret key;
   const char *launcher;  /* who started the job, for messages: "hvdrun", "srun", ... */
   const void *mpi_comm;  /* MPI: an MPI_Comm * from hvd_init_comm(); NULL: MPI_COMM_WORLD */
+  uint32_t worker;       /* ELASTIC: this worker's id */
 } hvd_meet;
 
 typedef struct {
@@ -44,6 +46,11 @@ typedef struct {
    * that form this job, numbered by their place in the list; NULL: all. */
   const int *ranks;
   int nranks;
+  /* ELASTIC, after the meeting: the job's number (generation) and the
+   * connection to hvdrun on which it announces host changes (the
+   * caller's to close); -1 otherwise. */
+  uint32_t generation;
+  int control_fd;
 } hvd_job;
 
 /* What hvd_init's variants ask for beyond the environment. */

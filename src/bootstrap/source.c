@@ -14,7 +14,7 @@
 #include "../env.h"
 
 static const hvd_source *const sources[] = {
-    &hvd__source_hvdrun, &hvd__source_ompi, &hvd__source_pmix, &hvd__source_pmi,
+    &hvd__source_elastic, &hvd__source_hvdrun, &hvd__source_ompi, &hvd__source_pmix, &hvd__source_pmi,
     &hvd__source_slurm,
 };
 
@@ -147,6 +147,7 @@ static void alone(hvd_job *job) {
 int hvd__job_from_env(hvd_job *job) {
   memset(job, 0, sizeof *job);
   job->cross_rank = job->cross_size = -1;
+  job->control_fd = -1;
   hvd__host_id(job->host_id);
   for (size_t i = 0; i < HVD__ARRAY_LEN(sources); i++) {
     if (!sources[i]->present()) continue;

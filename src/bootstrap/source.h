@@ -2,6 +2,7 @@
  * source.h -- the sources of "who am I": one per launcher whose
  * environment hvd reads, tried in this order (source.c's table):
  *
+ *   elastic   HOROVOD_ELASTIC=1, HOROVOD_ELASTIC_WORKER_ID  hvdrun's, which places it
  *   hvdrun    HOROVOD_RANK, _SIZE, _LOCAL_.., _CROSS_..  hvdrun's rendezvous
  *   Open MPI  OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_..   MPI (built without it: rank 0's)
  *   PMIx      PMIX_RANK and SLURM's, in MPI builds     MPI: `srun --mpi=pmix`
@@ -26,10 +27,14 @@ typedef struct {
   int (*read)(hvd_job *job); /* fills job and job->meet; 0 or HVD_E_ENV */
 } hvd_source;
 
-extern const hvd_source hvd__source_hvdrun, hvd__source_ompi, hvd__source_pmix,
-    hvd__source_pmi, hvd__source_slurm;
+extern const hvd_source hvd__source_elastic, hvd__source_hvdrun, hvd__source_ompi,
+    hvd__source_pmix, hvd__source_pmi, hvd__source_slurm;
 
 /* ---- helpers the sources share (source.c) ---- */
+
+/* hvdrun's rendezvous from HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT and
+ * _HOROVOD_SECRET_KEY (source_hvdrun.c; the elastic source's too). */
+int hvd__meet_hvdrun(hvd_meet *m);
 
 /* The value of `name`, or NULL when unset or empty. */
 const char *hvd__env(const char *name);

@@ -23,8 +23,7 @@ static int present(void) {
   return hvd__param_raw(HVD_P_SIZE) != NULL || hvd__param_raw(HVD_P_RANK) != NULL;
 }
 
-/* Where the rendezvous is and the key that opens it. */
-static int rdzv_from_env(hvd_meet *m) {
+int hvd__meet_hvdrun(hvd_meet *m) {
   const char *a = hvd__param_raw(HVD_P_RDZV_ADDR);
   const char *p = hvd__param_raw(HVD_P_RDZV_PORT);
   const char *k = hvd__param_raw(HVD_P_SECRET_KEY);
@@ -71,7 +70,7 @@ static int read_job(hvd_job *job) {
   job->meet.launcher = "hvdrun";
   if (job->size == 1) return 0;
   job->meet.kind = HVD_MEET_SERVER;
-  return rdzv_from_env(&job->meet);
+  return hvd__meet_hvdrun(&job->meet);
 }
 
 const hvd_source hvd__source_hvdrun = {"hvdrun", present, read_job};
