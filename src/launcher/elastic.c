@@ -129,7 +129,8 @@ static void fill(elastic *e, uint64_t now) {
   for (int h = 0; h < e->pool->n && total < e->target; h++) {
     if (!host_pool_usable(e->pool, h, now)) continue;
     int room = e->pool->hosts[h].slots - alive_on(e, h), n = 0;
-    for (; n < room && total < e->target; n++, total++) {
+    for (; n < room && total < e->target && e->next_id < (uint32_t)e->cfg.max_workers;
+         n++, total++) {
       worker *w = add_worker(e, h, now);
       if (!w) break;
       ids[n] = w->id;
@@ -146,6 +147,7 @@ static void announce(elastic *e, int added, int removed) {
 
 /* The hosts or the workers changed: fill again, tell the members. */
 static void rebalance(elastic *e, uint64_t now) {
+  e->slots_seen = host_pool_slots(e->pool, now);
   if (leave_unusable(e, now)) announce(e, 0, 1);
   fill(e, now);
 }
@@ -234,6 +236,7 @@ void elastic_hosts_changed(elastic *e, int changed, uint64_t now) {
   if (!e->started) {
     if (host_pool_slots(e->pool, now) < e->cfg.min_np) return; /* tick() times out */
     e->started = 1;
+    e->slots_seen = host_pool_slots(e->pool, now);
     fill(e, now);
     return;
   }
@@ -266,6 +269,13 @@ void elastic_registered(elastic *e, uint32_t id, uint64_t now) {
   try_form(e, now);
 }
 
+void elastic_left(elastic *e, uint32_t id, uint64_t now) {
+  worker *w = find(e, id);
+  if (!w || e->ended) return;
+  if (w->state == W_WAITING) set_state(w, W_STARTING, now); /* awaited again, for a while */
+  if (w->state == W_ACTIVE) w->back = 0;
+}
+
 void elastic_exited(elastic *e, uint32_t id, int ok, uint64_t now) {
   worker *w = find(e, id);
   if (!w || w->state == W_DONE || w->state == W_GONE) return;
@@ -295,6 +305,11 @@ void elastic_exited(elastic *e, uint32_t id, int ok, uint64_t now) {
 
 void elastic_tick(elastic *e, uint64_t now) {
   if (e->ended) return;
+  e->last_tick = now;
+  if (e->started && host_pool_slots(e->pool, now) != e->slots_seen) { /* a cooldown ended */
+    e->target = e->cfg.max_np;
+    rebalance(e, now);
+  }
   int enough = e->started ? alive_count(e) >= e->cfg.min_np
                           : host_pool_slots(e->pool, now) >= e->cfg.min_np;
   if (enough) {
@@ -326,6 +341,8 @@ uint64_t elastic_deadline(const elastic *e) {
   uint64_t next = HVD__NEVER;
   if (e->ended) return next;
   if (e->short_since) next = e->short_since + (uint64_t)e->cfg.elastic_timeout_ms;
+  uint64_t back = host_pool_next_return(e->pool, e->last_tick);
+  if (e->started && back < next) next = back;
   for (int i = 0; i < e->nw; i++) {
     const worker *w = &workers(e)[i];
     uint64_t due = HVD__NEVER;

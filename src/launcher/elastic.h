@@ -83,6 +83,7 @@ typedef struct {
 
 typedef struct {
   int np, min_np, max_np;
+  int max_workers;         /* workers a job may start over its life (ids 0..max-1) */
   long elastic_timeout_ms; /* --elastic-timeout */
   long start_timeout_ms;   /* how long members may take to come back */
   int reset_limit;         /* -1: none */
@@ -100,6 +101,8 @@ typedef struct {
   uint64_t forming_since;  /* a member came back: waiting for the rest (0: not) */
   uint64_t short_since;    /* fewer than min_np usable since then (0: enough) */
   uint64_t stamp;          /* announcements made */
+  long slots_seen;         /* usable slots at the last rebalance: a cooldown's end changes them */
+  uint64_t last_tick;
   int started;             /* the first workers were started */
   int ended;
 } elastic;
@@ -112,6 +115,9 @@ void elastic_free(elastic *e);
 void elastic_hosts_changed(elastic *e, int changed, uint64_t now);
 /* A worker reached the rendezvous (authenticated as id). */
 void elastic_registered(elastic *e, uint32_t id, uint64_t now);
+/* A worker's connection to the rendezvous went before it was placed: it
+ * is no longer there (if it lives, it comes back). */
+void elastic_left(elastic *e, uint32_t id, uint64_t now);
 /* A worker exited: ok when with code 0. */
 void elastic_exited(elastic *e, uint32_t id, int ok, uint64_t now);
 /* Time passed: deadlines that fell due. */

@@ -73,7 +73,7 @@ static void setup(elastic *e, const char *hosts, int np, int min_np, int max_np,
   end_code = -1;
   host_pool_init(&pool, 1, 0, 0);
   int changed = host_pool_update(&pool, hosts, strlen(hosts), 1, why, sizeof why);
-  elastic_config cfg = {np, min_np, max_np, 10000, 3000, reset_limit};
+  elastic_config cfg = {np, min_np, max_np, 64, 10000, 3000, reset_limit};
   elastic_init(e, &cfg, &actions, &pool);
   elastic_hosts_changed(e, changed, 1);
 }
@@ -260,6 +260,46 @@ static void test_reset_limit(void **state) {
   teardown(&e);
 }
 
+static void test_a_connection_lost_before_the_job_forms(void **state) {
+  (void)state;
+  elastic e;
+  setup(&e, "a:3\n", 3, 2, 3, -1);
+  register_all(&e, 0, 2, 10);
+  log_[0] = '\0';
+  elastic_registered(&e, 0, 20);
+  elastic_registered(&e, 1, 20);
+  elastic_left(&e, 1, 21); /* 1's connection went: not placed until it is back */
+  elastic_registered(&e, 2, 22);
+  expect("");
+  elastic_registered(&e, 1, 23);
+  expect("form 2: 0=r0(0/3,0/1) 1=r1(1/3,0/1) 2=r2(2/3,0/1); ");
+  teardown(&e);
+}
+
+static void test_at_most_max_workers_over_the_job(void **state) {
+  (void)state;
+  elastic e;
+  char why[64];
+  log_[0] = '\0';
+  host_pool_init(&pool, 1, 1, 1); /* hosts come back after a second */
+  host_pool_update(&pool, "a:1\nb:1\n", 8, 1, why, sizeof why);
+  elastic_config cfg = {2, 1, 2, 3, 10000, 3000, -1};
+  elastic_init(&e, &cfg, &actions, &pool);
+  elastic_hosts_changed(&e, 1, 1);
+  expect("start a: 0; start b: 1; ");
+  register_all(&e, 0, 1, 10);
+  log_[0] = '\0';
+  elastic_exited(&e, 1, 0, 20);
+  elastic_tick(&e, 21);
+  assert_true(elastic_deadline(&e) >= 1020 && elastic_deadline(&e) <= 1120); /* b's return */
+  elastic_tick(&e, 3000);
+  expect("start b: 2; ");
+  elastic_exited(&e, 2, 0, 3100); /* the third and last worker this job may start */
+  elastic_tick(&e, 6000);
+  expect("");
+  teardown(&e);
+}
+
 static void test_every_member_lost(void **state) {
   (void)state;
   elastic e;
@@ -282,6 +322,8 @@ int main(void) {
       cmocka_unit_test(test_below_min_np_until_the_timeout),
       cmocka_unit_test(test_waiting_for_hosts_at_start),
       cmocka_unit_test(test_reset_limit),
+      cmocka_unit_test(test_a_connection_lost_before_the_job_forms),
+      cmocka_unit_test(test_at_most_max_workers_over_the_job),
       cmocka_unit_test(test_every_member_lost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
