@@ -77,6 +77,8 @@ static void end(elastic *e, int code, const char *why) {
   e->act.end(e->act.ctx, code, why);
 }
 
+void elastic_end(elastic *e, int code, const char *why) { end(e, code, why); }
+
 /* ---- starting and stopping workers ---- */
 
 static worker *add_worker(elastic *e, int host, uint64_t now) {
@@ -276,13 +278,24 @@ void elastic_left(elastic *e, uint32_t id, uint64_t now) {
   if (w->state == W_ACTIVE) w->back = 0;
 }
 
+/* Once a job ran, some worker must still hold its state; else the job
+ * ends (returns 0). */
+static int state_left(elastic *e) {
+  if (e->ended || e->generation == 0 || elastic_count(e, W_DONE) > 0) return !e->ended;
+  for (int i = 0; i < e->nw; i++)
+    if (e->w[i].state == W_ACTIVE || (e->w[i].state == W_LEAVING && !e->w[i].stopped))
+      return 1;
+  end(e, 1, "every worker that held the job's state was lost: there is nothing to go on from");
+  return 0;
+}
+
 void elastic_exited(elastic *e, uint32_t id, int ok, uint64_t now) {
   worker *w = find(e, id);
   if (!w || w->state == W_DONE || w->state == W_GONE) return;
   int was = w->state;
   if (was == W_LEAVING) {
     set_state(w, W_GONE, now);
-    try_form(e, now);
+    if (state_left(e)) try_form(e, now);
     return;
   }
   if (ok && was == W_ACTIVE) {
@@ -293,12 +306,8 @@ void elastic_exited(elastic *e, uint32_t id, int ok, uint64_t now) {
   set_state(w, W_GONE, now);
   if (e->ended) return;
   host_pool_failed(e->pool, e->pool->hosts[w->host].name, now);
+  if (!state_left(e)) return;
   e->target = e->cfg.max_np;
-  if (was == W_ACTIVE && elastic_count(e, W_ACTIVE) == 0 && e->generation > 0 &&
-      elastic_count(e, W_DONE) == 0) {
-    end(e, 1, "every worker of the job was lost: there is no state to go on from");
-    return;
-  }
   rebalance(e, now);
   try_form(e, now);
 }

@@ -120,6 +120,9 @@ void elastic_registered(elastic *e, uint32_t id, uint64_t now);
 void elastic_left(elastic *e, uint32_t id, uint64_t now);
 /* A worker exited: ok when with code 0. */
 void elastic_exited(elastic *e, uint32_t id, int ok, uint64_t now);
+/* Ends the job now (a misconfiguration found outside): stops every
+ * worker, says end(code, why). */
+void elastic_end(elastic *e, int code, const char *why);
 /* Time passed: deadlines that fell due. */
 void elastic_tick(elastic *e, uint64_t now);
 /* When elastic_tick() has something to do next (HVD__NEVER: nothing). */

@@ -187,19 +187,22 @@ int host_pool_update(host_pool *p, const char *text, size_t len, uint64_t now, c
   return changed;
 }
 
-void host_pool_failed(host_pool *p, const char *name, uint64_t now) {
+int host_pool_failed(host_pool *p, const char *name, uint64_t now) {
   int i = host_pool_find(p, name);
-  if (i < 0) return;
+  if (i < 0) return 0;
   pool_host *h = &p->hosts[i];
-  h->failures++;
+  if (++h->failures < HOST_POOL_FAILURES) return 0;
+  h->failures = 0;
+  h->blacklistings++;
   if (p->cool_min_ms <= 0 && p->cool_max_ms <= 0) {
     h->cool_until = HVD__NEVER;
-    return;
+    return 1;
   }
   long ms = p->cool_min_ms;
-  for (int k = 1; k < h->failures && ms < p->cool_max_ms; k++) ms *= 2;
+  for (int k = 1; k < h->blacklistings && ms < p->cool_max_ms; k++) ms *= 2;
   if (ms > p->cool_max_ms) ms = p->cool_max_ms;
   p->rand_state = p->rand_state * 1103515245u + 12345u;
   ms += (long)((p->rand_state >> 16) % (unsigned)(ms / 10 + 1));
   h->cool_until = now + (uint64_t)ms;
+  return 1;
 }

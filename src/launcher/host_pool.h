@@ -8,12 +8,14 @@
  * "host" that gets --slots-per-host slots (1 without it); blank lines
  * and '#' comments are skipped.
  *
- * A host whose worker fails is blacklisted: for the rest of the job, or
- * with --blacklist-cooldown-range MIN MAX for MIN seconds after its first
- * failure, twice as long after each further one, at most MAX (plus up to
- * a tenth at random, so that hosts that failed together come back one by
- * one).  A blacklisted host is usable again once its cooldown is over and
- * discovery still lists it.
+ * A host whose workers keep failing -- HOST_POOL_FAILURES of them since it
+ * was last blacklisted -- is blacklisted: for the rest of the job, or with
+ * --blacklist-cooldown-range MIN MAX for MIN seconds the first time, twice
+ * as long each further time, at most MAX (plus up to a tenth at random, so
+ * that hosts that failed together come back one by one).  A blacklisted
+ * host is usable again once its cooldown is over and discovery still
+ * lists it.  One failure alone (a worker killed) leaves the host in use:
+ * the driver starts a new worker there.
  *
  * The pool keeps every host it has seen, in the order first seen: ranks
  * are assigned host by host in that order, so the workers that survive a
@@ -25,11 +27,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define HOST_POOL_FAILURES 2
+
 typedef struct {
   char *name;
   int slots;           /* as last listed */
   int listed;          /* in the latest listing */
-  int failures;        /* workers of this host that failed */
+  int failures;        /* workers of this host that failed since it was last blacklisted */
+  int blacklistings;   /* times it was blacklisted */
   uint64_t cool_until; /* ms clock: blacklisted until then; 0 never was, HVD__NEVER for good */
 } pool_host;
 
@@ -51,8 +56,9 @@ void host_pool_free(host_pool *p);
 int host_pool_update(host_pool *p, const char *text, size_t len, uint64_t now, char *why,
                      size_t cap);
 
-/* A worker of host `name` failed at `now`: blacklist it (see above). */
-void host_pool_failed(host_pool *p, const char *name, uint64_t now);
+/* A worker of host `name` failed at `now`: 1 if that blacklisted the
+ * host (see above), else 0. */
+int host_pool_failed(host_pool *p, const char *name, uint64_t now);
 
 /* 1 if host i is listed and not blacklisted at `now`. */
 int host_pool_usable(const host_pool *p, int i, uint64_t now);

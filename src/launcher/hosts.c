@@ -206,6 +206,18 @@ static int place(const hvdrun_options *o, host_plan *p) {
   return 0;
 }
 
+int hosts_list(const hvdrun_options *o, host_plan *p) {
+  int cap = 0;
+  memset(p, 0, sizeof *p);
+  int rc = !o->hosts && !o->hostfile ? this_machine(o, p, &cap)
+           : o->hosts                ? parse_list(o->hosts, p, &cap)
+                                     : parse_file(o->hostfile, p, &cap);
+  for (int i = 0; rc == 0 && i < p->n; i++)
+    if (o->hosts || o->hostfile) p->hosts[i].local = hvd__iface_host_is_local(p->hosts[i].name);
+  if (rc < 0) hosts_plan_free(p);
+  return rc;
+}
+
 int hosts_plan(const hvdrun_options *o, host_plan *p) {
   memset(p, 0, sizeof *p);
   if (load(o, p) < 0 || place(o, p) < 0) {

@@ -30,6 +30,12 @@ typedef struct {
 int hosts_plan(const hvdrun_options *o, host_plan *p);
 void hosts_plan_free(host_plan *p);
 
+/* The hosts of -H or --hostfile (this machine with -np slots without
+ * either), all of them, merged as hosts_plan() does but with no ranks
+ * placed (first 0, nranks 0, no places) and no check against -np: an
+ * elastic job's hosts.  0, or -1 after printing why. */
+int hosts_list(const hvdrun_options *o, host_plan *p);
+
 /* Splits one -H item in place: "host", "host:N", "[v6addr]:N" or
  * "[v6addr]", and without brackets "v6addr:N" where what comes before the
  * last ':' is an IPv6 address, else the whole item is the host ("::1",

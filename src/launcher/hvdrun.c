@@ -47,7 +47,8 @@ int main(int argc, char **argv) {
     case OPTIONS_USAGE: return HVDRUN_EXIT_USAGE;
     case OPTIONS_RUN: break;
   }
-  if (hosts_plan(&o, &hosts) < 0) return HVDRUN_EXIT_USAGE;
+  if ((o.elastic ? job_elastic_first_hosts(&o, &hosts) : hosts_plan(&o, &hosts)) < 0)
+    return HVDRUN_EXIT_USAGE;
   if (addrs_plan(&o, &hosts, &addrs) < 0) {
     hosts_plan_free(&hosts);
     return HVDRUN_EXIT_USAGE;

@@ -40,6 +40,14 @@ typedef struct {
   const char *output_dir;   /* --output-filename, or NULL */
   const char *nics;         /* --network-interface, or NULL */
   int start_timeout;        /* seconds: --start-timeout, HOROVOD_START_TIMEOUT or 30 */
+  /* Elastic training: any of --min-np, --max-np, --host-discovery-script. */
+  int elastic;
+  int min_np, max_np;       /* default -np and 4096 */
+  const char *discovery;    /* --host-discovery-script, or NULL: -H/--hostfile (or this machine) */
+  int slots_per_host;       /* --slots-per-host: for bare host names (1) */
+  int elastic_timeout;      /* seconds: --elastic-timeout, HOROVOD_ELASTIC_TIMEOUT or 600 */
+  int reset_limit;          /* --reset-limit, or -1: none */
+  int cooldown_min, cooldown_max; /* --blacklist-cooldown-range, seconds; 0 0: for good */
   char **argv;            /* the program and its arguments (NULL-terminated) */
   hvdrun_env env[HVDRUN_ENV_MAX]; /* the variables the flags set, validated */
   size_t n_env;

@@ -42,6 +42,7 @@ typedef struct {
   char *set[RANK_ENV_PER_RANK + 32]; /* the job-wide variables hvdrun sets, owned */
   size_t nset;
   char var[RANK_ENV_PER_RANK][320]; /* "HOROVOD_LOCAL_RANK=3" */
+  int elastic; /* an elastic job: the worker's id instead of its rank (rank_env.c) */
 } rank_env;
 
 /* Builds the job-wide part from environ (all of it for this machine; for

@@ -96,12 +96,14 @@ static void test_blacklist_for_good(void **state) {
   host_pool p;
   host_pool_init(&p, 1, 0, 0);
   assert_int_equal(update(&p, "h0:2\nh1:2\n", 0), 1);
-  host_pool_failed(&p, "h1", 5);
+  assert_int_equal(host_pool_failed(&p, "h1", 4), 0); /* one failure: still in use */
+  assert_true(host_pool_usable(&p, 1, 4));
+  assert_int_equal(host_pool_failed(&p, "h1", 5), 1); /* they keep failing */
   assert_false(host_pool_usable(&p, 1, 1000000));
   assert_int_equal(host_pool_slots(&p, 1000000), 2);
   assert_int_equal(host_pool_next_return(&p, 10), HVD__NEVER);
   assert_int_equal(update(&p, "h0:2\nh1:2\n", 99), 0); /* listed, still out */
-  host_pool_failed(&p, "nobody", 5);                  /* unknown: ignored */
+  assert_int_equal(host_pool_failed(&p, "nobody", 5), 0); /* unknown: ignored */
   host_pool_free(&p);
 }
 
@@ -113,7 +115,8 @@ static void test_blacklist_cooldown_grows_to_the_cap(void **state) {
   static const long want_s[] = {10, 20, 35, 35}; /* doubling, capped at MAX */
   uint64_t t = 1000;
   for (int k = 0; k < 4; k++) {
-    host_pool_failed(&p, "h1", t);
+    assert_int_equal(host_pool_failed(&p, "h1", t), 0);
+    assert_int_equal(host_pool_failed(&p, "h1", t), 1);
     uint64_t until = p.hosts[1].cool_until;
     print_message("failure %d: out for %llu ms\n", k + 1, (unsigned long long)(until - t));
     assert_true(until >= t + (uint64_t)want_s[k] * 1000);
@@ -124,6 +127,7 @@ static void test_blacklist_cooldown_grows_to_the_cap(void **state) {
     t = until;
   }
   /* A host no longer listed does not come back when its cooldown ends. */
+  host_pool_failed(&p, "h1", t);
   host_pool_failed(&p, "h1", t);
   assert_int_equal(update(&p, "h0:1\n", t), 0); /* h1 was out anyway */
   assert_false(host_pool_usable(&p, 1, HVD__NEVER - 1));
