@@ -10,6 +10,7 @@
  *   commit S digest D                              rank 0, at each commit
  *   recovered G step S digest D                    every rank, after a sync
  *   done steps S size N digest D                   every rank, at the end
+ *   first step of job G at T                       rank 0, wall clock (bench/)
  *
  * D is FNV-1a of the parameters: equal on every rank of a job, bit for
  * bit.  The test checks that no committed step is lost (S after a
@@ -24,10 +25,12 @@
  * and ELASTIC_FAIL_HOST=NAME makes every worker of that host (its
  * HOROVOD_HOSTNAME) exit 3 before hvd_init: a host whose workers cannot
  * start.  ELASTIC_STEPS (200), ELASTIC_COMMIT (10), ELASTIC_STEP_MS (a
- * pause per step, 20).
+ * pause per step, 20), ELASTIC_STATE_MB (the state's size: NPARAMS doubles
+ * that the steps change, and the rest that only travels; default none).
  */
 #include <signal.h>
 #include <stdio.h>
+#include <sys/time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,7 +42,8 @@
 #define NPARAMS 1024
 
 static struct {
-  double params[NPARAMS];
+  double *params;
+  size_t nparams; /* NPARAMS and more, by ELASTIC_STATE_MB */
   long step, commits;
   int generation;
   char die_kind[16]; /* this worker's fault, "" for none */
@@ -48,7 +52,13 @@ static struct {
   int step_ms;
 } w;
 
-static uint64_t digest(void) { return fnv(w.params, sizeof w.params); }
+static uint64_t digest(void) { return fnv(w.params, NPARAMS * sizeof *w.params); }
+
+static double wall(void) {
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
+}
 
 static void maybe_die(const char *kind, long at) {
   if (strcmp(w.die_kind, kind) != 0 || w.die_at != at) return;
@@ -94,6 +104,7 @@ static int train(hvd_elastic_state *st, void *arg) {
     printf("recovered %d step %ld digest %016llx\n", w.generation, w.step,
            (unsigned long long)digest());
   fflush(stdout);
+  long first = w.step;
   while (w.step < w.steps) {
     maybe_die("step", w.step + 1);
     gradient(g, w.step, rank);
@@ -101,6 +112,8 @@ static int train(hvd_elastic_state *st, void *arg) {
     if (rc < 0) return rc;
     for (int i = 0; i < NPARAMS; i++) w.params[i] -= 0.01 * g[i];
     w.step++;
+    if (w.step == first + 1 && w.generation > 1 && rank == 0)
+      printf("first step of job %d at %.3f\n", w.generation, wall()), fflush(stdout);
     if (w.step_ms) sleep_ms(w.step_ms);
     if (w.step % w.commit_every == 0) {
       rc = hvd_elastic_commit(st);
@@ -140,6 +153,9 @@ int main(void) {
   w.commit_every = env_long("ELASTIC_COMMIT", 10);
   w.step_ms = (int)env_long("ELASTIC_STEP_MS", 20);
   read_fault(getenv("ELASTIC_FAULTS"), env_long("HOROVOD_ELASTIC_WORKER_ID", -1));
+  w.nparams = NPARAMS + (size_t)env_long("ELASTIC_STATE_MB", 0) * (1 << 20) / sizeof(double);
+  w.params = calloc(w.nparams, sizeof *w.params);
+  if (!w.params) return 1;
   if (fail_host && host && strcmp(fail_host, host) == 0) return 3;
   if (hvd_init() != 0) {
     fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
@@ -148,7 +164,7 @@ int main(void) {
   hvd_elastic_state *st = hvd_elastic_state_new();
   hvd_elastic_hooks hooks = {save_hook, NULL, sync_hook};
   int rc = st ? 0 : HVD_E_NOMEM;
-  if (rc == 0) rc = hvd_elastic_state_add(st, "params", w.params, sizeof w.params);
+  if (rc == 0) rc = hvd_elastic_state_add(st, "params", w.params, w.nparams * sizeof *w.params);
   if (rc == 0) rc = hvd_elastic_state_add(st, "step", &w.step, sizeof w.step);
   if (rc == 0) rc = hvd_elastic_state_add_hooks(st, &hooks, NULL);
   if (rc == 0) rc = hvd_elastic_on_reset(st, on_reset, NULL);
@@ -160,6 +176,7 @@ int main(void) {
            (unsigned long long)digest());
   }
   hvd_elastic_state_free(st);
+  free(w.params);
   hvd_shutdown();
   return rc < 0 ? 1 : 0;
 }
