@@ -116,7 +116,9 @@ static int init_locked(const hvd_init_spec *spec) {
   if (rc == 0) rc = hvd__engine_start(&ctx.comm, &ctx.engine);
   if (rc < 0) {
     hvd__comm_destroy(&ctx.comm);
-    hvd__mpi_release(1); /* the others may be anywhere: never wait on them */
+    /* A rank left out of hvd_init_ranks() waits for the others only when
+     * it exits; after any other failure they may be anywhere. */
+    hvd__mpi_release(rc == HVD_E_INVALID ? HVD_MPI_AT_EXIT : HVD_MPI_NEVER);
     return rc;
   }
   for (int t = 0; t < HVD_REQ__COUNT; t++) atomic_store(&ctx.unnamed[t], 0);
@@ -178,7 +180,7 @@ int hvd_shutdown(void) {
     pthread_rwlock_unlock(&ctx.calls);
     int broken = ctx.comm.broken;
     hvd__comm_destroy(&ctx.comm);
-    hvd__mpi_release(broken);
+    hvd__mpi_release(broken ? HVD_MPI_NEVER : HVD_MPI_FINALIZE);
   }
   pthread_mutex_unlock(&ctx.lock);
   return 0;

@@ -469,7 +469,9 @@ static int init_hosts(job *j) {
   for (int h = 0; h < p->n; h++) {
     launch_host *host = &j->hosts[h];
     const host_spec *spec = &p->hosts[h];
-    host->backend = spec->local ? &launch_local : &launch_ssh;
+    host->backend = spec->local                       ? &launch_local
+                    : p->launcher == LAUNCHER_SRUN ? &launch_srun
+                                                   : &launch_ssh;
     host->ctx = &j->ctx;
     host->job = j;
     host->spec = spec;

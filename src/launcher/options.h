@@ -29,6 +29,11 @@ typedef struct {
   char buf[24];      /* a value hvdrun computed, such as MB in bytes */
 } hvdrun_env;
 
+/* --launcher: how ranks on other hosts start.  AUTO is srun inside a SLURM
+ * allocation (SLURM_JOB_ID and SLURM_JOB_NODELIST set), else ssh; hosts.c
+ * resolves it. */
+typedef enum { LAUNCHER_AUTO, LAUNCHER_SSH, LAUNCHER_SRUN, LAUNCHER_LOCAL } launcher_kind;
+
 typedef struct {
   int np;                 /* -np: ranks to start */
   const char *hosts;      /* -H value, or NULL */
@@ -40,6 +45,9 @@ typedef struct {
   const char *output_dir;   /* --output-filename, or NULL */
   const char *nics;         /* --network-interface, or NULL */
   int start_timeout;        /* seconds: --start-timeout, HOROVOD_START_TIMEOUT or 30 */
+  launcher_kind launcher;   /* --launcher */
+  int mpi;                  /* --mpi: start the job through mpirun (--gloo: not) */
+  const char *mpi_args;     /* --mpi-args: words for mpirun, split on blanks, or NULL */
   char **argv;            /* the program and its arguments (NULL-terminated) */
   hvdrun_env env[HVDRUN_ENV_MAX]; /* the variables the flags set, validated */
   size_t n_env;
