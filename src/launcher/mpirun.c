@@ -10,12 +10,13 @@
  * Open MPI refuses to run as root without --allow-run-as-root, and more
  * ranks than this machine has cores (no -H or hostfile) without
  * --oversubscribe; binding is left to the ranks (--bind-to none), which
- * run engine threads of their own.  The variables hvdrun's flags set, the
- * HOROVOD_* ones of its environment, PATH, LD_LIBRARY_PATH and PYTHONPATH
- * go to every rank with -x (by name: values never on a command line), and
- * so does a fresh _HOROVOD_SECRET_KEY, which a build of hvd without MPI
- * needs.  hvdrun's own job variables (HOROVOD_RANK, ...) are removed
- * first: the ranks take who they are from mpirun.
+ * run engine threads of their own.  hvdrun's environment goes to every
+ * rank with -x, as horovodrun does (by name: values never on a command
+ * line), less what belongs to this machine or login session (rank_env.h)
+ * and Open MPI's own variables; with it the variables hvdrun's flags set,
+ * and a fresh _HOROVOD_SECRET_KEY, which a build of hvd without MPI needs.
+ * hvdrun's own job variables (HOROVOD_RANK, ...) are removed first: the
+ * ranks take who they are from mpirun.
  */
 #include "mpirun.h"
 
@@ -27,6 +28,7 @@
 
 #include "common.h"
 #include "env.h"
+#include "rank_env.h"
 #include "transport/auth.h"
 
 extern char **environ;
@@ -39,7 +41,8 @@ static const hvd_param_id job_vars[] = {
     HVD_P_CROSS_RANK, HVD_P_CROSS_SIZE, HVD_P_HOSTNAME,   HVD_P_RDZV_ADDR,
     HVD_P_RDZV_PORT};
 
-static const char *const passed[] = {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH"};
+/* Open MPI's and PMIx's own, which mpirun sets for each rank. */
+static const char *const mpis[] = {"OMPI_", "PMIX_", "OPAL_", "ORTE_"};
 
 typedef struct {
   char **argv;
@@ -64,13 +67,23 @@ static int set_env(const hvdrun_options *o) {
   return setenv("_HOROVOD_SECRET_KEY", text, 1);
 }
 
-/* -x NAME for every variable the ranks need from here. */
+/* A name mpirun's -x takes as one: letters, digits and '_'. */
+static int plain_name(const char *entry, size_t len) {
+  if (len == 0) return 0;
+  for (size_t i = 0; i < len; i++)
+    if (!(entry[i] == '_' || (entry[i] >= 'A' && entry[i] <= 'Z') ||
+          (entry[i] >= 'a' && entry[i] <= 'z') || (entry[i] >= '0' && entry[i] <= '9')))
+      return 0;
+  return 1;
+}
+
+/* -x NAME for every variable the ranks take from here. */
 static void export_vars(cmd *c) {
   for (char **e = environ; *e; e++) {
     size_t len = strcspn(*e, "=");
-    int wanted = strncmp(*e, "HOROVOD_", 8) == 0 || strncmp(*e, "_HOROVOD_", 9) == 0;
-    for (size_t i = 0; i < HVD__ARRAY_LEN(passed); i++)
-      wanted |= strlen(passed[i]) == len && strncmp(*e, passed[i], len) == 0;
+    int wanted = plain_name(*e, len) && !rank_env_machine_variable(*e);
+    for (size_t i = 0; i < HVD__ARRAY_LEN(mpis); i++)
+      wanted &= strncmp(*e, mpis[i], strlen(mpis[i])) != 0;
     if (!wanted) continue;
     char *name = strndup(*e, len); /* lives until exec */
     if (!name) continue;

@@ -26,6 +26,9 @@ from hvdcluster import assert_nothing_left, program
 
 LIMIT = 120  # seconds for one job here; none should come near it
 MPI_BUILT = os.environ.get("HVD_WITH_MPI", "ON").upper() in ("ON", "1", "TRUE", "YES")
+# What mpirun must pass on to ranks on other hosts besides hvd's own.
+SANITIZER_X = [a for v in ("ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS")
+               if v in os.environ for a in ("-x", v)]
 SLOTS = 2    # ranks per host
 
 
@@ -59,7 +62,7 @@ class Launchers:
                        "-H", hlist, "--mca", "plm_rsh_agent", self.ssh,
                        "-x", "_HOROVOD_SECRET_KEY", "-x", "HOROVOD_GLOO_RENDEZVOUS_ADDR",
                        "-x", "HOROVOD_GLOO_TIMEOUT_SECONDS", "-x", "HOROVOD_START_TIMEOUT",
-                       "-x", "HOROVOD_CPU_OPERATIONS"],
+                       "-x", "HOROVOD_CPU_OPERATIONS", *SANITIZER_X],
             "srun": ["srun", *slurm],
             "srun--mpi=pmix": ["srun", "--mpi=pmix", *slurm],
         }[name] + list(prog)
@@ -267,6 +270,20 @@ def test_hvdrun_mpi_flags(launch, build_dir):
                            env=launch.env("hvdrun"), cwd=build_dir, capture_output=True,
                            text=True, timeout=LIMIT)
     check_job("hvdrun", r, 1)
+
+
+@pytest.mark.parametrize("name", ["hvdrun", "srun"] + (["mpirun"] if MPI_BUILT else []))
+def test_a_sub_job_of_listed_ranks(launch, build_dir, name):
+    """hvd_init_ranks(3, 1) on 4 ranks of 2 hosts: world rank 3 (on h1) is
+    rank 0 of a job of 2, world rank 1 (on h0) rank 1, each alone on its
+    host; ranks 0 and 2 are left out."""
+    r = launch.run(name, 2, [program(build_dir, "launch_probe"), "--ranks", "3,1"])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = sorted(probe_lines(r.stdout))
+    assert [g[:7] for g in rows] == [("0", "2", "0", "1", "0", "2", "h1"),
+                                     ("1", "2", "0", "1", "1", "2", "h0")], rows
+    assert len({g[8] for g in rows}) == 1, rows
+    assert len(re.findall(r"launch_probe: left out: .*not among the ranks", r.stdout)) == 2
 
 
 def test_make_secret(build_dir):

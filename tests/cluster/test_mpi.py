@@ -19,7 +19,7 @@ import re
 import pytest
 
 from hvdcluster import program
-from test_launchers import LIMIT, MPI_BUILT, launch  # noqa: F401  (a fixture)
+from test_launchers import LIMIT, MPI_BUILT, SANITIZER_X, launch  # noqa: F401  (a fixture)
 
 needs_mpi = pytest.mark.skipif(not MPI_BUILT, reason="built without MPI (HVD_WITH_MPI=OFF)")
 PYTHON = "/usr/bin/python3"
@@ -29,7 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def mpirun(launch, np, prog, **env):
     argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np",
             str(np), "-x", "PYTHONPATH", "-x", "HOROVOD_CPU_OPERATIONS",
-            "-x", "HOROVOD_GLOO_TIMEOUT_SECONDS", "-x", "HOROVOD_START_TIMEOUT"] + prog
+            "-x", "HOROVOD_GLOO_TIMEOUT_SECONDS", "-x", "HOROVOD_START_TIMEOUT",
+            *SANITIZER_X] + prog
     launch.cluster.check()
     return launch.cluster.run("h0", argv, env=python_env(launch, "mpirun", **env),
                               cwd=launch.build_dir, capture_output=True, text=True,
@@ -104,6 +105,8 @@ def test_init_comm_on_a_split(launch, build_dir):
 
 
 def comm_probe(launch, name, args):
+    if os.environ.get("HVD_SANITIZE"):
+        pytest.skip("sanitizer builds cannot load into Debian's python3")
     prog = [PYTHON, os.path.join(HERE, "comm_probe.py")] + args
     if name == "mpirun":
         return mpirun(launch, 4, prog)

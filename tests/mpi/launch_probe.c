@@ -22,7 +22,9 @@
  *   --quit R  rank R leaves the same way with _exit(3) instead: a death
  *             that mpirun, told not to abort on an exit status, leaves to
  *             the survivors to notice.
- *   --ranks LIST   hvd_init_ranks() with LIST (comma-separated).
+ *   --ranks LIST   hvd_init_ranks() with LIST (comma-separated); a rank
+ *             left out prints "launch_probe: left out: <message>" and
+ *             exits 0.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -188,6 +190,10 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--ranks") == 0) nranks = parse_ranks(argv[i + 1], ranks);
   }
   int rc = nranks ? hvd_init_ranks(ranks, nranks) : hvd_init();
+  if (rc == HVD_E_INVALID && nranks) {
+    printf("launch_probe: left out: %s\n", hvd_last_error());
+    return 0;
+  }
   if (rc != 0) {
     fprintf(stderr, "launch_probe: %s\n", hvd_last_error());
     return 1;
