@@ -137,7 +137,9 @@ static int init_locked(const hvd_init_spec *spec) {
   if (rc == 0) rc = hvd__engine_start(&ctx.comm, &ctx.engine);
   if (rc < 0) {
     hvd__comm_destroy(&ctx.comm);
-    hvd__mpi_release(1); /* the others may be anywhere: never wait on them */
+    /* A rank left out of hvd_init_ranks() waits for the others only when
+     * it exits; after any other failure they may be anywhere. */
+    hvd__mpi_release(rc == HVD_E_INVALID ? HVD_MPI_AT_EXIT : HVD_MPI_NEVER);
     return rc;
   }
   hvd__rdzv_notices_init(&ctx.notices, ctx.job.control_fd);
@@ -210,7 +212,7 @@ static void shutdown_locked(void) {
     pthread_rwlock_unlock(&ctx.calls);
     int broken = ctx.comm.broken;
     hvd__comm_destroy(&ctx.comm);
-    hvd__mpi_release(broken);
+    hvd__mpi_release(broken ? HVD_MPI_NEVER : HVD_MPI_FINALIZE);
     hvd__rdzv_notices_close(&ctx.notices);
   }
 }

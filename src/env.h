@@ -76,11 +76,14 @@
     "Number of processes with this local rank (hosts)")                                   \
   X(HOSTNAME, "HOROVOD_HOSTNAME", JOB, "", 0, 0, "Name of this rank's host")              \
   X(RDZV_ADDR, "HOROVOD_GLOO_RENDEZVOUS_ADDR", JOB, "", 0, 0,                             \
-    "Address of hvdrun's rendezvous service")                                             \
+    "Address of hvdrun's rendezvous service; for a job rank 0 hosts (srun, mpirun "       \
+    "without MPI), rank 0's host")                                                        \
   X(RDZV_PORT, "HOROVOD_GLOO_RENDEZVOUS_PORT", JOB, "", 0, 0,                             \
-    "Port of hvdrun's rendezvous service")                                                \
+    "Port of hvdrun's rendezvous service; for a job rank 0 hosts, its port (default: "   \
+    "derived from the SLURM job and step, or from the secret)")                          \
   X(SECRET_KEY, "_HOROVOD_SECRET_KEY", JOB, "", 0, 0,                                     \
-    "The job's secret (base64, 32 bytes) that authenticates every connection")           \
+    "The job's secret (base64, 32 bytes) that authenticates every connection; for srun " \
+    "without hvdrun, export one (hvdrun --make-secret)")                                  \
   X(ELASTIC, "HOROVOD_ELASTIC", JOB, "0", 0, 0,                                           \
     "1 in the workers of an elastic job: hvdrun places them in each job")                 \
   X(ELASTIC_WORKER_ID, "HOROVOD_ELASTIC_WORKER_ID", JOB, "", 0, 0,                        \

@@ -44,10 +44,17 @@ int hvd__mpi_meet(hvd_job *job, uint64_t deadline, hvd_rdzv_entry **table, int *
  * is below MPI_THREAD_MULTIPLE (naming what is needed). */
 int hvd__mpi_ops_attach(hvd_comm *c);
 
-/* hvd_shutdown: lets go of hvd's communicator, and finalises MPI when hvd
- * initialised it -- unless the job broke (a lost rank), where finalising
- * could wait forever on the dead: the process may then exit without. */
-void hvd__mpi_release(int broken);
+/* When MPI is finalised, if hvd initialised it. */
+typedef enum {
+  HVD_MPI_FINALIZE, /* now: hvd_shutdown of an intact job */
+  HVD_MPI_AT_EXIT,  /* at the process's exit: this rank left a job it never joined */
+  HVD_MPI_NEVER     /* the job broke (a lost rank): finalising could wait forever on
+                       the dead, so the process exits without it */
+} hvd_mpi_end;
+
+/* hvd_shutdown, or a failed hvd_init: lets go of hvd's communicator
+ * (unless NEVER) and finalises MPI as `how` says. */
+void hvd__mpi_release(hvd_mpi_end how);
 
 /* hvd_mpi_enabled() and hvd_mpi_threads_supported(). */
 int hvd__mpi_enabled(void);

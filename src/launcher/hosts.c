@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "bootstrap/rdzv.h"
+#include "bootstrap/slurm_lists.h"
 #include "transport/iface.h"
 
 #define SLOTS_MAX 1000000L
@@ -166,15 +167,75 @@ static int this_machine(const hvdrun_options *o, host_plan *p, int *cap) {
   return 0;
 }
 
+/* Inside a SLURM allocation (salloc, an sbatch script). */
+static int in_allocation(void) {
+  const char *id = getenv("SLURM_JOB_ID"), *nodes = getenv("SLURM_JOB_NODELIST");
+  return id && id[0] && nodes && nodes[0];
+}
+
+/* The allocation's nodes, each with its tasks (or CPUs) as slots. */
+static int slurm_nodes(host_plan *p, int *cap, const char **where) {
+  const char *per = getenv("SLURM_TASKS_PER_NODE") ? "SLURM_TASKS_PER_NODE"
+                                                   : "SLURM_JOB_CPUS_PER_NODE";
+  hvd_hostlist nodes;
+  int *slots = NULL, n = 0, rc = -1;
+  *where = per;
+  if (hvd__slurm_hostlist("SLURM_JOB_NODELIST", getenv("SLURM_JOB_NODELIST"), &nodes) < 0) {
+    fprintf(stderr, "hvdrun: %s\n", hvd_last_error());
+    return -1;
+  }
+  if (!getenv(per) || hvd__slurm_counts(per, getenv(per), &slots, &n) < 0)
+    fprintf(stderr, "hvdrun: %s\n", getenv(per) ? hvd_last_error()
+                                                  : "SLURM_JOB_CPUS_PER_NODE is not set");
+  else if (n != nodes.n)
+    fprintf(stderr, "hvdrun: %s='%s' counts %d nodes, SLURM_JOB_NODELIST %d\n", per,
+            getenv(per), n, nodes.n);
+  else
+    rc = 0;
+  for (int i = 0; rc == 0 && i < n; i++) {
+    char count[24];
+    snprintf(count, sizeof count, "%d", slots[i]);
+    rc = add_host(nodes.names[i], count, "SLURM_JOB_NODELIST", p, cap);
+  }
+  free(slots);
+  hvd__slurm_hostlist_free(&nodes);
+  return rc;
+}
+
+/* --launcher auto: srun inside an allocation; local: the hosts must be
+ * this machine (checked once they are known). */
+static void resolve_launcher(const hvdrun_options *o, host_plan *p) {
+  p->launcher = o->launcher;
+  if (p->launcher == LAUNCHER_AUTO) p->launcher = in_allocation() ? LAUNCHER_SRUN : LAUNCHER_SSH;
+}
+
 static int load(const hvdrun_options *o, host_plan *p) {
   int cap = 0;
-  if (!o->hosts && !o->hostfile) return this_machine(o, p, &cap);
-  if (o->hosts ? parse_list(o->hosts, p, &cap) : parse_file(o->hostfile, p, &cap)) return -1;
+  const char *where = o->hosts ? "-H" : o->hostfile;
+  resolve_launcher(o, p);
+  if (!o->hosts && !o->hostfile && (p->launcher == LAUNCHER_LOCAL || !in_allocation()))
+    return this_machine(o, p, &cap);
+  int rc = o->hosts      ? parse_list(o->hosts, p, &cap)
+           : o->hostfile ? parse_file(o->hostfile, p, &cap)
+                         : slurm_nodes(p, &cap, &where);
+  if (rc) return -1;
   long total = 0;
   for (int i = 0; i < p->n; i++) total += p->hosts[i].slots;
   if (total < o->np) {
-    fprintf(stderr, "hvdrun: -np %d needs %d slots, but %s gives only %ld\n", o->np, o->np,
-            o->hosts ? "-H" : o->hostfile, total);
+    fprintf(stderr, "hvdrun: -np %d needs %d slots, but %s gives only %ld%s\n", o->np, o->np,
+            where, total, o->hosts || o->hostfile ? "" : " (ask salloc/sbatch for as many "
+            "tasks: -n, --ntasks-per-node)");
+    return -1;
+  }
+  return 0;
+}
+
+/* --launcher local runs every rank here. */
+static int check_local(const host_plan *p) {
+  for (int i = 0; p->launcher == LAUNCHER_LOCAL && i < p->n; i++) {
+    if (p->hosts[i].local) continue;
+    fprintf(stderr, "hvdrun: --launcher local: host '%s' is not this machine\n",
+            p->hosts[i].name);
     return -1;
   }
   return 0;
@@ -199,7 +260,7 @@ static int place(const hvdrun_options *o, host_plan *p) {
     h->first = first;
     h->nranks = p->places[first].local_size;
     first += h->nranks;
-    if (o->hosts || o->hostfile) h->local = hvd__iface_host_is_local(h->name);
+    if (!h->local) h->local = hvd__iface_host_is_local(h->name);
   }
   for (int i = used; i < p->n; i++) free(p->hosts[i].name);
   p->n = used;
@@ -220,7 +281,7 @@ int hosts_list(const hvdrun_options *o, host_plan *p) {
 
 int hosts_plan(const hvdrun_options *o, host_plan *p) {
   memset(p, 0, sizeof *p);
-  if (load(o, p) < 0 || place(o, p) < 0) {
+  if (load(o, p) < 0 || place(o, p) < 0 || check_local(p) < 0) {
     hosts_plan_free(p);
     return -1;
   }

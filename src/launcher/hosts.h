@@ -20,10 +20,13 @@ typedef struct {
   host_spec *hosts; /* the hosts that got ranks, in the order given */
   int n;
   rank_place *places; /* np entries: where each rank is among the hosts */
+  launcher_kind launcher; /* how the other hosts' ranks start: SSH or SRUN (resolved) */
 } host_plan;
 
-/* Reads -H or --hostfile (neither: this machine, by its host name, with
- * np slots), merges a host named twice (case-insensitively) into one at
+/* Reads -H or --hostfile (neither: inside a SLURM allocation its nodes,
+ * SLURM_JOB_NODELIST, with SLURM_TASKS_PER_NODE slots each -- or
+ * SLURM_JOB_CPUS_PER_NODE without it -- unless --launcher local; else this
+ * machine, by its host name, with np slots), merges a host named twice (case-insensitively) into one at
  * its first place with the slots added up, checks that the slots cover
  * np and places the ranks host by host.  Hosts beyond the first np slots
  * are dropped unexamined.  Prints the error and returns -1 on failure. */

@@ -474,7 +474,9 @@ launch_host *job_add_host(job *j, const host_spec *spec, const char *rdzv_addr, 
   }
   launch_host *h = calloc(1, sizeof *h + (size_t)spec->nranks * sizeof(launch_rank));
   if (!h) goto out_of_memory;
-  h->backend = spec->local ? &launch_local : &launch_ssh;
+  h->backend = spec->local                                  ? &launch_local
+               : j->plan->launcher == LAUNCHER_SRUN ? &launch_srun
+                                                            : &launch_ssh;
   h->ctx = &j->ctx;
   h->job = j;
   h->spec = spec;

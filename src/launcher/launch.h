@@ -90,6 +90,7 @@ struct launch_host {
 
 extern const launch_backend launch_local;
 extern const launch_backend launch_ssh;
+extern const launch_backend launch_srun;
 
 /* ---- reports from the backends (job.c) ---- */
 

@@ -21,6 +21,7 @@
 #include <net/if.h>
 
 #include "common.h"
+#include "transport/auth.h"
 
 #define DIGITS "0123456789"
 
@@ -28,7 +29,8 @@
 typedef enum {
   F_ENV, F_NP, F_HOSTS, F_HOSTFILE, F_SSH_PORT, F_SSH_IDENTITY, F_SSH_COMMAND, F_OUTPUT,
   F_MIN_NP, F_MAX_NP, F_DISCOVERY, F_SLOTS_PER_HOST, F_ELASTIC_TIMEOUT, F_RESET_LIMIT,
-  F_COOLDOWN, F_VERBOSE, F_VERSION, F_HELP
+  F_COOLDOWN, F_LAUNCHER, F_MPI, F_MPI_ARGS, F_GLOO, F_MAKE_SECRET, F_VERBOSE, F_VERSION,
+  F_HELP
 } flag_id;
 
 /* What an F_ENV flag's value may be. */
@@ -95,6 +97,16 @@ static const flag flags[] = {
      "elastic: end the job after N changes of its workers (no limit)"},
     {F_COOLDOWN, NULL, "--blacklist-cooldown-range", "MIN MAX", NULL, OWN,
      "elastic: a failed host returns after MIN s, doubling to MAX (never)"},
+    {F_LAUNCHER, NULL, "--launcher", "KIND", NULL, OWN,
+     "how other hosts' ranks start: srun, ssh or local (this machine only); default: srun "
+     "inside a SLURM allocation, else ssh"},
+    {F_MPI, NULL, "--mpi", NULL, NULL, OWN,
+     "start the job through mpirun (Open MPI) instead of hvdrun's own launcher"},
+    {F_MPI_ARGS, NULL, "--mpi-args", "ARGS", NULL, OWN,
+     "more arguments for mpirun, split at blanks (no quoting); with --mpi"},
+    {F_GLOO, NULL, "--gloo", NULL, NULL, OWN, "start the job with hvdrun's own launcher (the default)"},
+    {F_MAKE_SECRET, NULL, "--make-secret", NULL, NULL, OWN,
+     "print a fresh secret for _HOROVOD_SECRET_KEY (jobs started by srun) and exit"},
     {F_ENV, NULL, "--network-interface", "NIC[,NIC...]", "HOROVOD_GLOO_IFACE", IFACES,
      "NICs of the ranks and the rendezvous: the first that exists"},
     {F_ENV, NULL, "--start-timeout", "SECONDS", "HOROVOD_START_TIMEOUT", SECONDS(1),
@@ -165,8 +177,9 @@ static void print_help(void) {
          "output, prefixed [rank]<stdout>: or [rank]<stderr>:.  A flag that names a\n"
          "HOROVOD_* variable sets it for every rank, over hvdrun's own environment;\n"
          "without the flag, the environment's value passes through.  Ranks on other\n"
-         "hosts are started over ssh, one session per host, by hvdrun installed at\n"
-         "the same path there.\n\noptions:\n",
+         "hosts are started over ssh (inside a SLURM allocation: srun, on the\n"
+         "allocation's nodes), one session per host, by hvdrun installed at the same\n"
+         "path there.  With --mpi, mpirun starts the job instead.\n\noptions:\n",
          usage_line);
   for (size_t i = 0; i < HVD__ARRAY_LEN(flags); i++) {
     const flag *f = &flags[i];
@@ -344,6 +357,28 @@ static options_result set_count(const flag *f, const char *value, long min, long
   return OPTIONS_RUN;
 }
 
+static options_result set_launcher(hvdrun_options *o, const char *value) {
+  static const char *const names[] = {"auto", "ssh", "srun", "local"};
+  for (size_t i = 0; i < HVD__ARRAY_LEN(names); i++) {
+    if (strcmp(value, names[i]) != 0) continue;
+    o->launcher = (launcher_kind)i;
+    return OPTIONS_RUN;
+  }
+  return usage_error("--launcher must be srun, ssh or local, not '%s'", value);
+}
+
+/* --make-secret: one line of base64, as _HOROVOD_SECRET_KEY takes it. */
+static options_result make_secret(void) {
+  hvd_secret key;
+  char text[HVD_SECRET_TEXT_MAX];
+  if (hvd__secret_generate(&key) < 0 || hvd__secret_encode(&key, text, sizeof text) < 0) {
+    fprintf(stderr, "hvdrun: --make-secret: %s\n", hvd_last_error());
+    return OPTIONS_USAGE;
+  }
+  printf("%s\n", text);
+  return OPTIONS_DONE;
+}
+
 static options_result set_nonempty(const flag *f, const char *value, const char **out) {
   if (!value[0] || !value[strspn(value, " \t")])
     return usage_error("%s needs a value, not '%s'", f->long_name, value);
@@ -369,6 +404,11 @@ static options_result apply(hvdrun_options *o, const flag *f, const char *value)
     case F_ELASTIC_TIMEOUT: return set_count(f, value, 0, 86400 * 7, &o->elastic_timeout);
     case F_RESET_LIMIT: return set_count(f, value, 0, 1000000, &o->reset_limit);
     case F_COOLDOWN: return OPTIONS_USAGE; /* two values: options_parse() reads them */
+    case F_LAUNCHER: return set_launcher(o, value);
+    case F_MPI: o->mpi = 1; return OPTIONS_RUN;
+    case F_MPI_ARGS: return set_nonempty(f, value, &o->mpi_args);
+    case F_GLOO: o->mpi = 0; return OPTIONS_RUN;
+    case F_MAKE_SECRET: return make_secret();
     case F_VERBOSE: o->verbose = 1; return OPTIONS_RUN;
     case F_VERSION: printf("hvdrun (hvd) %s\n", HVD_VERSION_STRING); return OPTIONS_DONE;
     case F_HELP: print_help(); return OPTIONS_DONE;
@@ -423,6 +463,7 @@ static options_result finish(hvdrun_options *o, char **rest) {
   if (!rest[0]) return usage_error("%s", "no program to run");
   if (o->np == 0) return usage_error("%s", "-np N is required");
   if (o->hosts && o->hostfile) return usage_error("%s", "-H and --hostfile exclude each other");
+  if (o->mpi_args && !o->mpi) return usage_error("%s", "--mpi-args needs --mpi");
   /* hvdrun waits as long as the ranks do: for ssh to connect, for an agent to answer. */
   const char *t = options_env(o, "HOROVOD_START_TIMEOUT");
   long timeout = 30;

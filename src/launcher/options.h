@@ -20,7 +20,7 @@
 
 /* Room for one variable per flag (options.c checks that the table fits),
  * so recording a flag's variable cannot fail. */
-#define HVDRUN_ENV_MAX 32
+#define HVDRUN_ENV_MAX 48
 
 /* A HOROVOD_* variable a flag sets for every rank. */
 typedef struct {
@@ -28,6 +28,11 @@ typedef struct {
   const char *value; /* into argv, a constant, or buf (so never copy the options) */
   char buf[24];      /* a value hvdrun computed, such as MB in bytes */
 } hvdrun_env;
+
+/* --launcher: how ranks on other hosts start.  AUTO is srun inside a SLURM
+ * allocation (SLURM_JOB_ID and SLURM_JOB_NODELIST set), else ssh; hosts.c
+ * resolves it. */
+typedef enum { LAUNCHER_AUTO, LAUNCHER_SSH, LAUNCHER_SRUN, LAUNCHER_LOCAL } launcher_kind;
 
 typedef struct {
   int np;                 /* -np: ranks to start */
@@ -40,6 +45,9 @@ typedef struct {
   const char *output_dir;   /* --output-filename, or NULL */
   const char *nics;         /* --network-interface, or NULL */
   int start_timeout;        /* seconds: --start-timeout, HOROVOD_START_TIMEOUT or 30 */
+  launcher_kind launcher;   /* --launcher */
+  int mpi;                  /* --mpi: start the job through mpirun (--gloo: not) */
+  const char *mpi_args;     /* --mpi-args: words for mpirun, split on blanks, or NULL */
   /* Elastic training: any of --min-np, --max-np, --host-discovery-script. */
   int elastic;
   int min_np, max_np;       /* default -np and 4096 */

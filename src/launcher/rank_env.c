@@ -46,7 +46,7 @@ static size_t name_len(const char *entry) {
   return eq ? (size_t)(eq - entry) : strlen(entry);
 }
 
-static int machine_variable(const char *entry) {
+int rank_env_machine_variable(const char *entry) {
   size_t n = name_len(entry);
   for (size_t i = 0; i < sizeof not_for_other_hosts / sizeof not_for_other_hosts[0]; i++) {
     const char *name = not_for_other_hosts[i].name;
@@ -72,7 +72,7 @@ char **rank_env_merge(char *const *base, char *const *over, size_t n, int remote
   char **vars = calloc(count + n + 1, sizeof *vars);
   if (!vars) return NULL;
   for (size_t i = 0; i < count; i++)
-    if (!overridden(base[i], over, n) && !(remote && machine_variable(base[i])))
+    if (!overridden(base[i], over, n) && !(remote && rank_env_machine_variable(base[i])))
       vars[k++] = base[i];
   for (size_t i = 0; i < n; i++) vars[k++] = over[i];
   return vars;

@@ -54,6 +54,10 @@ int rank_env_init(rank_env *e, const rank_env_job *job, int remote);
 char **rank_env_for(rank_env *e, const rank_env_rank *r);
 void rank_env_free(rank_env *e);
 
+/* 1 if "NAME=value" is a variable of this machine or login session
+ * (HOSTNAME, SSH_*, HOME, ...), which ranks on other hosts do not get. */
+int rank_env_machine_variable(const char *entry);
+
 /* base without the entries that a variable of over[0..n) names (nor,
  * with remote, the machine's and session's), then over's entries; a
  * NULL-terminated array of pointers into both, to free() alone.  NULL

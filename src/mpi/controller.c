@@ -3,7 +3,12 @@
  *
  * hvd uses the program's MPI when the program initialised it (and never
  * finalises it then), and otherwise initialises MPI itself at
- * MPI_THREAD_MULTIPLE and finalises it in hvd_shutdown.  Below
+ * MPI_THREAD_MULTIPLE and finalises it in hvd_shutdown, or at the
+ * process's exit when the program never calls hvd_shutdown (mpirun ends a
+ * job in error when a process that initialised MPI exits without
+ * finalising it) -- but never after the job broke: finalising waits for
+ * every process, the dead included, and the process must be able to
+ * exit.  Below
  * MPI_THREAD_MULTIPLE (a program that asked for MPI_THREAD_SINGLE, say)
  * hvd still forms the job through MPI, on the thread that calls hvd_init,
  * before its engine thread exists, and then never calls MPI again: its
@@ -13,6 +18,7 @@
  */
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../env.h"
@@ -22,7 +28,7 @@
 /* Tests of a request before waiting starts to yield the core. */
 #define SPINS_BEFORE_YIELD 4096
 
-hvd_mpi_state hvd__mpi = {0, MPI_THREAD_SINGLE, MPI_COMM_NULL, 0};
+hvd_mpi_state hvd__mpi = {0, MPI_THREAD_SINGLE, MPI_COMM_NULL, 0, 0};
 
 int hvd__mpi_built(void) { return 1; }
 int hvd__mpi_enabled(void) { return hvd__mpi.enabled; }
@@ -62,6 +68,19 @@ int hvd__mpi_wait(MPI_Request *req, uint64_t deadline, const char *what, const c
   }
 }
 
+/* At exit: what hvd_shutdown would have done, if the program did not. */
+static void at_exit(void) {
+  if (!hvd__mpi.ours) return;
+  if (hvd_is_initialized()) {
+    hvd_shutdown(); /* finalises unless the job broke */
+    return;
+  }
+  int fin = 1;
+  MPI_Finalized(&fin);
+  if (!fin && !hvd__mpi.dead) MPI_Finalize();
+  hvd__mpi.ours = 0;
+}
+
 int hvd__mpi_start(void) {
   int init = 0, fin = 0;
   MPI_Finalized(&fin);
@@ -76,6 +95,8 @@ int hvd__mpi_start(void) {
     int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &hvd__mpi.thread_level);
     if (rc != MPI_SUCCESS) return hvd__mpi_fail(rc, "MPI_Init_thread");
     hvd__mpi.ours = 1;
+    static int registered;
+    if (!registered++) atexit(at_exit);
   }
   if (hvd__mpi.thread_level < MPI_THREAD_MULTIPLE)
     hvd__log(HVD_LOG_DEBUG, "MPI runs at %s: hvd forms the job through MPI on this thread and "
@@ -97,16 +118,15 @@ int hvd__mpi_ops_attach(hvd_comm *c) {
   return 0;
 }
 
-void hvd__mpi_release(int broken) {
-  if (!hvd__mpi.enabled && hvd__mpi.comm == MPI_COMM_NULL && !hvd__mpi.ours) return;
+void hvd__mpi_release(hvd_mpi_end how) {
   hvd__mpi.enabled = 0;
-  /* After a lost rank neither MPI_Comm_free nor MPI_Finalize is safe to
-   * call: they may wait for the dead.  The process exits without them and
-   * its launcher ends the job. */
-  if (broken) return;
+  if (how == HVD_MPI_NEVER) { /* nothing that may wait for the dead */
+    hvd__mpi.dead = 1;
+    return;
+  }
   if (hvd__mpi.comm != MPI_COMM_NULL) MPI_Comm_free(&hvd__mpi.comm);
   hvd__mpi_types_free();
-  if (hvd__mpi.ours) {
+  if (how == HVD_MPI_FINALIZE && hvd__mpi.ours) {
     MPI_Finalize();
     hvd__mpi.ours = 0;
   }

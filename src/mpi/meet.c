@@ -61,11 +61,14 @@ static int finish(int mpi_rc, MPI_Request *req, const meeting *m, const char *wh
   return hvd__mpi_wait(req, m->deadline, msg, KNOB);
 }
 
-/* A rank hvd_init_ranks() leaves out takes no part: no MPI at all. */
+/* A rank hvd_init_ranks() leaves out takes no part in the job.  It does
+ * initialise MPI (finalised at its exit), as every process mpirun starts
+ * must once any does. */
 static int check_member(const hvd_job *job) {
   if (!job->ranks) return 0;
   for (int i = 0; i < job->nranks; i++)
     if (job->ranks[i] == job->rank) return 0;
+  (void)hvd__mpi_start();
   return hvd__err(HVD_E_INVALID, "rank %d of MPI_COMM_WORLD is not among the ranks given to "
                   "hvd_init_ranks()", job->rank);
 }

@@ -20,6 +20,7 @@ typedef struct {
   int thread_level; /* what MPI provides */
   MPI_Comm comm;    /* hvd's own (a duplicate), errors returned; MPI_COMM_NULL */
   int enabled;      /* the current job was formed through MPI */
+  int dead;         /* a job broke: MPI is never finalised */
 } hvd_mpi_state;
 
 /* Engine thread and hvd_init only (mpi_controller.h). */

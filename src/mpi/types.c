@@ -2,9 +2,11 @@
  * types.c -- hvd's dtypes and ops as MPI's (mpi_int.h).
  *
  * Where MPI's own operation computes what hvd's does, bit for bit, it is
- * used: SUM and PRODUCT of integers (two's complement wrap-around) and of
- * float32/float64 (IEEE addition and multiplication commute exactly), MIN
- * and MAX of integers.  Everywhere else MPI gets a user-defined op that
+ * used: SUM and PRODUCT of 32- and 64-bit integers (two's complement
+ * wrap-around) and of float32/float64 (IEEE addition and multiplication
+ * commute exactly), MIN and MAX of integers.  (Not SUM of 8- and 16-bit
+ * integers: Open MPI 4.1's vectorised kernels saturate them instead of
+ * wrapping around.)  Everywhere else MPI gets a user-defined op that
  * runs reduce.c's kernel, so the semantics are hvd's: float16 and
  * bfloat16 widen to float32, combine and round once (as Horovod's MPI ops
  * for them do); MIN/MAX of floats propagate NaN; bool is logical or/and.
@@ -32,6 +34,10 @@ static hvd_dtype dtype_of(MPI_Datatype d) {
   if (d == t.f16) return HVD_FLOAT16;
   if (d == t.bf16) return HVD_BFLOAT16;
   if (d == t.boolean) return HVD_BOOL;
+  if (d == MPI_UINT8_T) return HVD_UINT8;
+  if (d == MPI_INT8_T) return HVD_INT8;
+  if (d == MPI_UINT16_T) return HVD_UINT16;
+  if (d == MPI_INT16_T) return HVD_INT16;
   return d == MPI_DOUBLE ? HVD_FLOAT64 : HVD_FLOAT32;
 }
 
@@ -82,7 +88,8 @@ int hvd__mpi_type(hvd_dtype dtype, MPI_Datatype *type) {
 /* MPI's own op for an integer or float32/64 reduction where it is hvd's. */
 static MPI_Op builtin(hvd_dtype dtype, hvd_op op) {
   int integer = dtype <= HVD_INT64, ieee = dtype == HVD_FLOAT32 || dtype == HVD_FLOAT64;
-  if ((integer || ieee) && (op == HVD_SUM || op == HVD_AVERAGE)) return MPI_SUM;
+  int wide = dtype == HVD_INT32 || dtype == HVD_INT64 || ieee;
+  if (wide && (op == HVD_SUM || op == HVD_AVERAGE)) return MPI_SUM;
   if ((integer || ieee) && op == HVD_PRODUCT) return MPI_PROD;
   if (integer && op == HVD_MIN) return MPI_MIN;
   if (integer && op == HVD_MAX) return MPI_MAX;

@@ -21,4 +21,4 @@ int hvd__mpi_ops_attach(hvd_comm *c) {
   return hvd__err(HVD_E_UNSUPPORTED, "this hvd was built without MPI");
 }
 
-void hvd__mpi_release(int broken) { (void)broken; }
+void hvd__mpi_release(hvd_mpi_end how) { (void)how; }
