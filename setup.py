@@ -63,7 +63,7 @@ setup(
     description="Distributed data-parallel training in C, with horovod.torch's API",
     python_requires=">=3.9",
     package_dir={"": "python"},
-    packages=["hvd", "hvd.common", "hvd.torch"],
+    packages=["hvd", "hvd.common", "hvd.torch", "hvd.torch.elastic"],
     ext_modules=[Extension("hvd._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     entry_points={"console_scripts": ["%s = hvd._launch:%s" % (p, p.replace("-", "_"))

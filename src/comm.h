@@ -33,6 +33,8 @@ typedef struct {
   int local_rank, local_size, cross_rank, cross_size;
 } hvd_place;
 
+struct hvd_coll_ops; /* coll/coll.h */
+
 typedef struct hvd_comm {
   int rank, size;       /* within this communicator */
   int *members;         /* members[i]: transport rank of rank i; NULL: the identity */
@@ -49,6 +51,10 @@ typedef struct hvd_comm {
    * this host's ranks by local rank, and this local rank's ranks by host.
    * Owned; NULL unless the global communicator reduces hierarchically. */
   struct hvd_comm *local, *cross;
+  /* Another implementation of the data collectives the engine runs on
+   * this communicator (MPI's, HOROVOD_CPU_OPERATIONS=mpi), or NULL for
+   * hvd's own algorithms.  Negotiation always uses hvd's. */
+  const struct hvd_coll_ops *coll;
   void *scratch;        /* HVD_CHUNK_BYTES, for receiving before reducing */
   void *staging;        /* HVD_CHUNK_BYTES, for sending a chunk gathered from pieces */
   void *peer_buf;       /* the shm allreduce's blocks read from other ranks (shm_direct.c) */

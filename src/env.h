@@ -60,6 +60,9 @@
     "Allreduce in three steps: reduce-scatter within each host, allreduce across hosts "  \
     "among the ranks of one local rank, allgather within each host; used when the job "   \
     "spans several hosts of the same size; rank 0's setting applies to every rank")       \
+  X(CPU_OPERATIONS, "HOROVOD_CPU_OPERATIONS", STR, "gloo", 0, 0,                         \
+    "Who runs the collectives: gloo (hvd's own algorithms and transports) or mpi (MPI's "  \
+    "collectives, for a job formed through MPI; hvd's engine still negotiates and fuses)") \
   X(SHM_DISABLE, "HOROVOD_SHM_DISABLE", BOOL, "0", 0, 1,                                  \
     "Use TCP between the ranks of a host too (by default they use shared memory among "  \
     "themselves and TCP to other hosts); set on any rank of a host, it applies to that "  \
@@ -106,11 +109,18 @@
     "Number of processes with this local rank (hosts)")                                   \
   X(HOSTNAME, "HOROVOD_HOSTNAME", JOB, "", 0, 0, "Name of this rank's host")              \
   X(RDZV_ADDR, "HOROVOD_GLOO_RENDEZVOUS_ADDR", JOB, "", 0, 0,                             \
-    "Address of hvdrun's rendezvous service")                                             \
+    "Address of hvdrun's rendezvous service; for a job rank 0 hosts (srun, mpirun "       \
+    "without MPI), rank 0's host")                                                        \
   X(RDZV_PORT, "HOROVOD_GLOO_RENDEZVOUS_PORT", JOB, "", 0, 0,                             \
-    "Port of hvdrun's rendezvous service")                                                \
+    "Port of hvdrun's rendezvous service; for a job rank 0 hosts, its port (default: "   \
+    "derived from the SLURM job and step, or from the secret)")                          \
   X(SECRET_KEY, "_HOROVOD_SECRET_KEY", JOB, "", 0, 0,                                     \
-    "The job's secret (base64, 32 bytes) that authenticates every connection")
+    "The job's secret (base64, 32 bytes) that authenticates every connection; for srun " \
+    "without hvdrun, export one (hvdrun --make-secret)")                                  \
+  X(ELASTIC, "HOROVOD_ELASTIC", JOB, "0", 0, 0,                                           \
+    "1 in the workers of an elastic job: hvdrun places them in each job")                 \
+  X(ELASTIC_WORKER_ID, "HOROVOD_ELASTIC_WORKER_ID", JOB, "", 0, 0,                        \
+    "An elastic worker's id at hvdrun's rendezvous (its rank changes from job to job)")
 
 typedef enum {
 #define HVD__PARAM_ENUM(id, name, kind, def, min, max, doc) HVD_P_##id,

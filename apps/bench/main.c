@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "bench.h"
@@ -243,9 +244,11 @@ static int measure(const options *o, const bench_case *c, double *seconds, doubl
 static void print_header(const options *o, bench_op op, int n) {
   if (o->csv) return;
   const char *algo = getenv("HOROVOD_ALLREDUCE_ALGORITHM");
+  const char *ops = getenv("HOROVOD_CPU_OPERATIONS");
+  int mpi = !o->direct && ops && strcasecmp(ops, "mpi") == 0;
   printf("# hvd-bench %s, np %d, %s, transport %s, algorithm %s\n", bench_op_name(op), n,
          o->direct ? "collective layer only (--direct)" : "public calls through the engine",
-         o->used, algo && *algo ? algo : "auto");
+         o->used, mpi ? "MPI's (HOROVOD_CPU_OPERATIONS=mpi)" : algo && *algo ? algo : "auto");
   printf("# %12s %12s %12s %12s%s\n", "bytes", "time_us", "algbw_GBps", "busbw_GBps",
          o->steps ? "        steps" : "");
 }

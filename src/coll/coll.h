@@ -62,6 +62,26 @@ size_t hvd__allreduce_crossover(int n);
  * hvd__allreduce_choose (shm where it cannot run counts as auto). */
 hvd_ar_algo hvd__allreduce_algo(const hvd_comm *c, size_t bytes);
 
+/* Another implementation of the collectives the engine runs (comm.h's
+ * c->coll; src/mpi/ops.c is MPI's), with the same arguments and rules as
+ * the functions below: it begins a collective on c (hvd__comm_begin),
+ * breaks c on failure (hvd__comm_fail), never waits past the transport's
+ * deadline.  allreduce reduces n tensors in place, each by itself (so a
+ * tensor has the same bits fused or alone), AVERAGE divided. */
+typedef struct hvd_coll_ops {
+  const char *name;
+  int (*allreduce)(hvd_comm *c, void *const *bufs, const size_t *counts, int n, hvd_dtype dtype,
+                   hvd_op op);
+  int (*reducescatter)(hvd_comm *c, const void *sbuf, void *rbuf, size_t count,
+                       hvd_dtype dtype, hvd_op op);
+  int (*broadcast)(hvd_comm *c, void *buf, size_t bytes, int root);
+  int (*allgather)(hvd_comm *c, const void *sbuf, size_t count, size_t esize, void **rbuf,
+                   size_t *counts);
+  int (*alltoall)(hvd_comm *c, const void *sbuf, const size_t *scounts, size_t esize,
+                  void **rbuf, size_t *rcounts);
+  int (*barrier)(hvd_comm *c);
+} hvd_coll_ops;
+
 /* Chooses by count * element size (hvd__allreduce_algo). */
 int hvd__allreduce(hvd_comm *c, const void *sbuf, void *rbuf, size_t count, hvd_dtype dtype,
                    hvd_op op);

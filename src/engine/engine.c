@@ -35,12 +35,24 @@
 
 /* ---- handles (under lock) ---- */
 
+/* A handle is (epoch << 48) | (generation of its slot << 32) | (slot + 1):
+ * the epoch tells the handles of this engine from those of an engine an
+ * earlier hvd_init() started (api.c numbers them), the slot's generation
+ * tells it from an earlier handle of the same slot. */
+#define HANDLE_GEN_MASK 0xffffu
+
 static op *op_lookup(hvd_engine *e, hvd_handle h) {
-  if (h <= 0) return NULL;
+  if (h <= 0 || ((uint64_t)h >> 48) != e->epoch) return NULL;
   uint32_t slot = (uint32_t)((uint64_t)h & 0xffffffffu) - 1;
-  uint32_t gen = (uint32_t)((uint64_t)h >> 32);
+  uint32_t gen = (uint32_t)((uint64_t)h >> 32) & HANDLE_GEN_MASK;
   if (slot >= e->nops || !e->ops[slot] || e->gens[slot] != gen) return NULL;
   return e->ops[slot];
+}
+
+void hvd__engine_set_epoch(hvd_engine *e, uint32_t epoch) {
+  pthread_mutex_lock(&e->lock);
+  e->epoch = epoch & 0x7fffu;
+  pthread_mutex_unlock(&e->lock);
 }
 
 static int op_new(hvd_engine *e, op **out) {
@@ -61,8 +73,9 @@ static int op_new(hvd_engine *e, op **out) {
   }
   op *o = calloc(1, sizeof *o);
   if (!o) return hvd__err(HVD_E_NOMEM, "allocating a handle");
-  e->gens[slot] = (e->gens[slot] + 1) & 0x7fffffffu;
-  o->id = (hvd_handle)(((uint64_t)e->gens[slot] << 32) | (uint64_t)(slot + 1));
+  e->gens[slot] = (e->gens[slot] + 1) & HANDLE_GEN_MASK;
+  o->id = (hvd_handle)(((uint64_t)e->epoch << 48) | ((uint64_t)e->gens[slot] << 32) |
+                       (uint64_t)(slot + 1));
   e->ops[slot] = o;
   e->free_slot_hint = slot + 1;
   *out = o;

@@ -40,6 +40,17 @@ typedef struct {
  * thread only, from now until hvd__engine_stop). */
 int hvd__engine_start(hvd_comm *global, hvd_engine **out);
 
+/* Numbers the engine's handles with epoch (1..0x7fff) in their top bits,
+ * before anything is enqueued: api.c gives every hvd_init() a new one, so
+ * a handle of an earlier job (elastic training re-forms the job) is never
+ * taken for a new one. */
+void hvd__engine_set_epoch(hvd_engine *e, uint32_t epoch);
+
+/* The id the next process set added gets (ids are otherwise 1, 2, ...):
+ * elastic training adds the program's sets again with their old ids.
+ * Every rank must set the same before the same add. */
+void hvd__engine_set_next_pset_id(hvd_engine *e, int id);
+
 /* Enqueues n works completing one handle (n > 1: a group).  Checks that
  * no name is in flight already and that this rank belongs to the process
  * set.  will_wait: the caller waits for the handle at once (a blocking

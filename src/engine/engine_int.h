@@ -138,6 +138,7 @@ struct hvd_engine {
   int rank, size;
   pset *psets;
   int next_pset_id;
+  uint32_t epoch; /* the top bits of every handle (hvd__engine_set_epoch) */
   hvd_cache *cache;
   hvd_timeline *tl;
   double cycle_ms;

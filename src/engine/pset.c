@@ -72,6 +72,12 @@ int hvd__pset_remove(hvd_engine *e, int id) {
   return 0;
 }
 
+void hvd__engine_set_next_pset_id(hvd_engine *e, int id) {
+  pthread_mutex_lock(&e->lock); /* read by the engine thread after the add's enqueue */
+  e->next_pset_id = id;
+  pthread_mutex_unlock(&e->lock);
+}
+
 void hvd__psets_free(hvd_engine *e) {
   for (pset *p = e->psets, *next; p; p = next) next = p->next, pset_free(p);
   e->psets = NULL;

@@ -700,7 +700,7 @@ def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
     and operations) always, nothing else; no job is started."""
     torch = any(n.startswith("_C") for n in os.listdir(os.path.join(build_dir, "python", "hvd"))) \
         if os.path.isdir(os.path.join(build_dir, "python", "hvd")) else False
-    mpi = built_with(build_dir, "HVD_HAVE_MPI")
+    mpi = built_with(build_dir, "HVD_WITH_MPI")
 
     def mark(have):
         return "[X]" if have else "[ ]"

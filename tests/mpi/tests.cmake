@@ -72,6 +72,9 @@ set_tests_properties(mpi.test_autotune_ranks.hosts.2x2 PROPERTIES TIMEOUT 300 EN
 hvd_add_mpi_test(test_fusion 2 4)
 hvd_add_mpi_test(test_join 2 3 4)
 hvd_add_mpi_test(test_process_sets 2 4)
+# The elastic state (commit, restore, sync, hooks) and hvd_elastic_run
+# across a new job, in a job whose membership stays the same.
+hvd_add_mpi_test(test_elastic_state 1 2 3)
 # engine_stall, engine_timeline and engine_peer_loss are driven by
 # tests/launcher (test_engine_stall.py, test_timeline.py, test_engine_failures.py).
 # Adasum against the formula at power-of-two sizes; a clear error at 3.
