@@ -11,7 +11,10 @@
  * A straggler is the latest rank on average when it stands out: last for
  * at least half the operations, at least twice as late on average as any
  * other rank (so that chance among few ranks does not count), and late
- * enough to matter: over a millisecond and 5% of the median step.
+ * enough to matter: over 2 ms and a tenth of the median step.  Ticks
+ * come a cycle at a time, so a rank whose requests often reach one cycle
+ * later than the others' (a millisecond or so, in a healthy job on a busy
+ * machine) is not enough.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -99,7 +102,7 @@ static void find_straggler(rp_lateness *l, const rp_steps *s) {
     if (r != q && l->ranks[r].mean_late > runner_up) runner_up = l->ranks[r].mean_late;
   const rp_rank_late *x = &l->ranks[q];
   if (l->nocc > 0 && x->last_share >= 0.5 && x->mean_late >= 2 * runner_up &&
-      x->mean_late >= 1000 && x->mean_late >= 0.05 * s->median_len)
+      x->mean_late >= 2000 && x->mean_late >= 0.1 * s->median_len)
     l->straggler = q;
 }
 
