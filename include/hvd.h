@@ -240,7 +240,8 @@ HVD_EXTERN hvd_handle hvd_allreduce_async_opts(const void *sendbuf, void *recvbu
 HVD_EXTERN hvd_handle hvd_broadcast_async_opts(void *buf, size_t count, hvd_dtype dtype,
                                                int root_rank, const char *name,
                                                const hvd_opts *opts);
-/* *recvbuf and recvcounts are filled when the handle completes. */
+/* *recvbuf and recvcounts are filled when the handle completes; an enqueue
+ * that fails leaves them as they were. */
 HVD_EXTERN hvd_handle hvd_allgather_async(const void *sendbuf, size_t count, hvd_dtype dtype,
                                           void **recvbuf, size_t *recvcounts, const char *name,
                                           const hvd_opts *opts);

@@ -476,7 +476,6 @@ static int prep_result(hvd_work *w, const call_args *a, size_t sent) {
   HVD__CHECK(check_dtype(a->dtype));
   if (!a->out) return hvd__err(HVD_E_INVALID, "recvbuf (void **) is NULL");
   HVD__CHECK(check_buffer("sendbuf", a->sendbuf, sent, hvd_dtype_size(a->dtype)));
-  *a->out = NULL;
   w->req.dtype = (uint8_t)a->dtype;
   w->sendbuf = a->sendbuf;
   w->out = a->out;

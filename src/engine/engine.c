@@ -496,6 +496,9 @@ hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_
     o->cb = cb;
     o->cb_arg = arg;
     for (int i = 0; i < n; i++) {
+      /* Cleared only once admitted: a refused enqueue may name the out
+       * of an operation in flight, which the engine thread writes. */
+      if (works[i].out) *works[i].out = NULL;
       ens[i]->op = o;
       *e->queue_tail = ens[i];
       e->queue_tail = &ens[i]->next;
