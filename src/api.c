@@ -910,7 +910,7 @@ static int reform_once(void) {
   pthread_mutex_unlock(&ctx.lock);
   if (rc < 0) return hvd__err_prefix(rc, "forming the next job");
   if (n && !sets) return hvd__err(HVD_E_NOMEM, "adding %d process sets again", n);
-  qsort(sets, (size_t)n, sizeof *sets, by_pset_id);
+  if (n) qsort(sets, (size_t)n, sizeof *sets, by_pset_id);
   for (int i = 0; rc == 0 && i < n; i++) rc = add_again(&sets[i], size);
   for (int i = 0; i < n; i++) free(sets[i].ranks);
   free(sets);
