@@ -372,7 +372,12 @@ static void turn(job *j) {
     if (j->exit_code < 0) j->exit_code = 1;
     enter_kill(j);
   }
-  if (n > 0) dispatch(j);
+  if (n > 0) {
+    j->fds_polled = j->fds;
+    dispatch(j);
+    if (j->fds_polled != j->fds) free(j->fds_polled);
+    j->fds_polled = NULL;
+  }
   now = hvd__now_ms();
   hvd__rdzv_server_expire(j->rdzv, now);
   for (int h = 0; h < j->nhosts; h++) j->hosts[h]->backend->expire(j->hosts[h], now);
@@ -454,11 +459,16 @@ static int init_rank(job *j, launch_rank *r) {
   return rc;
 }
 
-/* Room in the poll set for n more descriptors. */
+/* Room in the poll set for n more descriptors.  An elastic driver adds
+ * hosts while the array poll() filled is being dispatched, and the
+ * dispatchers hold pointers into it: that one is copied, not moved, and
+ * freed once the dispatch is over. */
 int job_grow_fds(job *j, size_t n) {
   size_t cap = j->fds_cap + n;
-  struct pollfd *fds = realloc(j->fds, cap * sizeof *fds);
+  struct pollfd *fds = malloc(cap * sizeof *fds);
   if (!fds) return -1;
+  if (j->nfds) memcpy(fds, j->fds, j->nfds * sizeof *fds);
+  if (j->fds != j->fds_polled) free(j->fds);
   j->fds = fds;
   j->fds_cap = cap;
   return 0;

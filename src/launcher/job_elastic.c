@@ -214,6 +214,7 @@ int job_elastic_ended(const job *j) { return j->el->ended; }
 
 static void disc_output(void *ctx, int stream, const char *data, size_t n) {
   discovery *d = ctx;
+  if (n == 0) return; /* end of a pipe: the script's exit says the rest */
   if (stream == PROC_STDOUT) {
     size_t room = DISCOVERY_OUTPUT_MAX - d->len;
     if (n > room) d->overflow = 1;

@@ -49,6 +49,7 @@ typedef struct launch_job {
   int exit_code;   /* -1 until a failure or a signal decides it */
   int interrupted; /* a signal asked hvdrun to stop */
   struct pollfd *fds;
+  struct pollfd *fds_polled; /* while dispatching: the array poll() filled */
   size_t fds_cap, nfds;
   int fixed[SLOT_FIXED]; /* what fds[i] is, for i < nfixed */
   size_t nfixed;
