@@ -49,7 +49,12 @@ int main(int argc, char **argv) {
     case OPTIONS_USAGE: return HVDRUN_EXIT_USAGE;
     case OPTIONS_RUN: break;
   }
-  if (o.mpi) return mpirun_exec(&o);
+  if (o.mpi) {
+    if (hosts_plan(&o, &hosts) < 0) return HVDRUN_EXIT_USAGE;
+    int rc = mpirun_exec(&o, &hosts);
+    hosts_plan_free(&hosts);
+    return rc;
+  }
   if ((o.elastic ? job_elastic_first_hosts(&o, &hosts) : hosts_plan(&o, &hosts)) < 0)
     return HVDRUN_EXIT_USAGE;
   if (addrs_plan(&o, &hosts, &addrs) < 0) {

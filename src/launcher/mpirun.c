@@ -14,9 +14,11 @@
  * rank with -x, as horovodrun does (by name: values never on a command
  * line), less what belongs to this machine or login session (rank_env.h)
  * and Open MPI's own variables; with it the variables hvdrun's flags set,
- * and a fresh _HOROVOD_SECRET_KEY, which a build of hvd without MPI needs.
- * hvdrun's own job variables (HOROVOD_RANK, ...) are removed first: the
- * ranks take who they are from mpirun.
+ * and a fresh _HOROVOD_SECRET_KEY, which a build of hvd without MPI needs,
+ * with HOROVOD_GLOO_RENDEZVOUS_ADDR naming rank 0's host (the first) when
+ * the job spans several and it is not set.  hvdrun's own job variables
+ * (HOROVOD_RANK, ...) are removed first: the ranks take who they are from
+ * mpirun.
  */
 #include "mpirun.h"
 
@@ -36,10 +38,9 @@ extern char **environ;
 #define ARGV_FIXED 32 /* mpirun's arguments besides -x, --mpi-args and the program */
 
 /* The variables that say who a rank is: mpirun's job, not hvdrun's. */
-static const hvd_param_id job_vars[] = {
-    HVD_P_RANK,     HVD_P_SIZE,     HVD_P_LOCAL_RANK, HVD_P_LOCAL_SIZE,
-    HVD_P_CROSS_RANK, HVD_P_CROSS_SIZE, HVD_P_HOSTNAME,   HVD_P_RDZV_ADDR,
-    HVD_P_RDZV_PORT};
+static const hvd_param_id job_vars[] = {HVD_P_RANK,       HVD_P_SIZE,       HVD_P_LOCAL_RANK,
+                                        HVD_P_LOCAL_SIZE, HVD_P_CROSS_RANK, HVD_P_CROSS_SIZE,
+                                        HVD_P_HOSTNAME};
 
 /* Open MPI's and PMIx's own, which mpirun sets for each rank. */
 static const char *const mpis[] = {"OMPI_", "PMIX_", "OPAL_", "ORTE_"};
@@ -56,8 +57,10 @@ static void add(cmd *c, const char *arg) {
 
 /* Sets hvdrun's job-wide variables where mpirun takes them from: its own
  * environment, passed on by -x. */
-static int set_env(const hvdrun_options *o) {
+static int set_env(const hvdrun_options *o, const host_plan *hosts) {
   for (size_t i = 0; i < HVD__ARRAY_LEN(job_vars); i++) unsetenv(hvd__params[job_vars[i]].name);
+  const char *addr = hvd__params[HVD_P_RDZV_ADDR].name;
+  if (hosts->n > 1 && setenv(addr, hosts->hosts[0].name, 0) != 0) return -1;
   for (size_t i = 0; i < o->n_env; i++)
     if (setenv(o->env[i].name, o->env[i].value, 1) != 0) return -1;
   hvd_secret key;
@@ -139,7 +142,7 @@ static void say_cmd(const cmd *c) {
   fprintf(stderr, "\n");
 }
 
-int mpirun_exec(const hvdrun_options *o) {
+int mpirun_exec(const hvdrun_options *o, const host_plan *hosts) {
   size_t nenv = 0, argc = 0;
   char np[16];
   while (environ[nenv]) nenv++;
@@ -147,7 +150,7 @@ int mpirun_exec(const hvdrun_options *o) {
   cmd c = {NULL, 0, ARGV_FIXED + 2 * nenv + 2 * o->n_env + argc + 1, "", ""};
   if (o->mpi_args) c.cap += strlen(o->mpi_args) / 2 + 1;
   c.argv = calloc(c.cap, sizeof *c.argv);
-  if (!c.argv || set_env(o) < 0) {
+  if (!c.argv || set_env(o, hosts) < 0) {
     fprintf(stderr, "hvdrun: --mpi: %s\n", c.argv ? hvd_last_error() : "out of memory");
     return 1;
   }

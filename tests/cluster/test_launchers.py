@@ -163,8 +163,9 @@ def test_lost_rank_is_named_and_the_job_ends(launch, build_dir, name):
             name, rank, out[-3000:])
         for e in errors:
             assert re.search(r"\brank 3\b", e), (name, e)
-    if name in KILLS_THE_JOB:
-        assert re.search(r"mpirun noticed that process rank 3 .* exited on signal 9", out), out
+    if name in KILLS_THE_JOB:  # named by a survivor, or by mpirun if it was first
+        noticed = re.search(r"mpirun noticed that process rank 3 .* exited on signal 9", out)
+        assert noticed or any(said.values()), out
 
 
 @pytest.mark.parametrize("name", ["mpirun", "hvdrun--mpi"])

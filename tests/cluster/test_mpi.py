@@ -117,18 +117,25 @@ def comm_probe(launch, name, args):
                               timeout=LIMIT)
 
 
-@pytest.mark.parametrize("name", ["mpirun", "hvdrun"] if MPI_BUILT else ["hvdrun"])
-def test_torch_init_comm_list_of_ranks(launch, name):
-    """hvd.init(comm=[3, 1]) on a job of 4: ranks 3 and 1 become ranks 0 and
-    1 of a job of two; ranks 0 and 2 are told they were left out."""
-    r = comm_probe(launch, name, ["ranks", "3,1"])
+SUB_JOBS = [("hvdrun", "0,1"), ("hvdrun", "3,1")] + ([("mpirun", "0,1")] if MPI_BUILT else [])
+
+
+@pytest.mark.parametrize("name,ranks", SUB_JOBS)
+def test_torch_init_comm_list_of_ranks(launch, name, ranks):
+    """hvd.init(comm=[a, b]) on a job of 4: a and b become ranks 0 and 1 of
+    a job of two (under mpirun a sub-communicator of MPI_COMM_WORLD); the
+    others are told they were left out."""
+    r = comm_probe(launch, name, ["ranks", ranks])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    members = [int(x) for x in ranks.split(",")]
     mpi = "1" if name == "mpirun" else "0"
+    total = str(sum(m + 1 for m in members))
     got = sorted(re.findall(r"comm_probe: world (\d) rank (\d) of (\d) sum (\d+) mpi (\d)",
                             r.stdout))
-    assert got == [("1", "1", "2", "6", mpi), ("3", "0", "2", "6", mpi)], r.stdout
+    want = sorted((str(w), str(i), "2", total, mpi) for i, w in enumerate(members))
+    assert got == want, r.stdout
     out = sorted(re.findall(r"comm_probe: world (\d) left out: .*not among the ranks", r.stdout))
-    assert out == ["0", "2"], r.stdout
+    assert out == sorted(str(w) for w in range(4) if w not in members), r.stdout
 
 
 @needs_mpi
