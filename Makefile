@@ -1,12 +1,14 @@
 # Convenience wrapper over CMake.  `make install PREFIX=DIR` installs
-# DIR/bin/{hvdrun,hvd-bench,hvd-train-fashion-mnist}, DIR/include/hvd{,_nn}.h,
-# DIR/lib/libhvd{,_nn}.{so,a}, DIR/lib/pkgconfig/hvd{,_nn}.pc and the Python
-# package in DIR/lib/python3/dist-packages/hvd.
+# DIR/bin/{hvdrun,hvd-bench,hvd-train-fashion-mnist,hvd-report},
+# DIR/include/hvd{,_nn}.h, DIR/lib/libhvd{,_nn}.{so,a},
+# DIR/lib/pkgconfig/hvd{,_nn}.pc and the Python package in
+# DIR/lib/python3/dist-packages/hvd.  `make deb` writes hvd_VERSION_ARCH.deb
+# here (scripts/make-deb.sh: the same files under /usr).
 PREFIX ?= /usr/local
 BUILD  ?= build
 JOBS   ?= $(shell nproc)
 
-.PHONY: all build install test train clean
+.PHONY: all build install deb test train clean
 
 all: build
 
@@ -16,6 +18,9 @@ build:
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+deb: build
+	scripts/make-deb.sh $(BUILD) .
 
 test:
 	scripts/test.sh

@@ -16,6 +16,13 @@
  *
  * The last 5000 training images are held out for validation; the test set
  * is evaluated once, at the end: `test_accuracy=0.NNNN`.
+ *
+ * With --elastic it trains under hvdrun's elastic driver (--min-np,
+ * --max-np, --host-discovery-script): the parameters, the optimizer's
+ * state and the position in the data are an elastic state committed every
+ * --commit-interval steps; a lost worker sends every survivor back to the
+ * last commit, and the job goes on with whoever is there (see "Elastic
+ * training" below).
  */
 #include <cblas.h>
 #include <errno.h>
@@ -38,6 +45,7 @@
 typedef struct {
   int epochs, batch_size, test_batch_size, val_size, train_limit, log_interval;
   int backward_passes, overlap;
+  int elastic, commit_interval;
   double lr, momentum, warmup_epochs, predivide;
   const char *model, *optimizer, *checkpoint, *data_dir;
   hvd_nn_compression compression;
@@ -92,7 +100,9 @@ static void usage(FILE *f) {
           "  --data-dir DIR               (" HVD_NN_FASHION_MNIST_DIR ")\n"
           "  --val-size N                 training images held out for validation (5000)\n"
           "  --train-limit N              train on the first N images only (all)\n"
-          "  --log-interval N             steps between progress lines (a tenth of an epoch)\n");
+          "  --log-interval N             steps between progress lines (a tenth of an epoch)\n"
+          "  --elastic                    elastic training (hvdrun --min-np/--max-np ...)\n"
+          "  --commit-interval K          with --elastic: steps between commits (10)\n");
 }
 
 static int parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
@@ -121,7 +131,8 @@ static int parse_double(const char *opt, const char *s, double lo, double *out) 
 
 enum { O_EPOCHS = 256, O_BATCH, O_TEST_BATCH, O_LR, O_MOMENTUM, O_OPTIMIZER, O_WARMUP, O_MODEL,
        O_FP16, O_BF16, O_ADASUM, O_PREDIVIDE, O_BPPS, O_NO_OVERLAP, O_CHECKPOINT, O_SEED,
-       O_DATA_DIR, O_VAL_SIZE, O_TRAIN_LIMIT, O_LOG_INTERVAL, O_HELP };
+       O_DATA_DIR, O_VAL_SIZE, O_TRAIN_LIMIT, O_LOG_INTERVAL, O_ELASTIC, O_COMMIT_INTERVAL,
+       O_HELP };
 
 static const struct option long_options[] = {
     {"epochs", required_argument, 0, O_EPOCHS},
@@ -144,6 +155,8 @@ static const struct option long_options[] = {
     {"val-size", required_argument, 0, O_VAL_SIZE},
     {"train-limit", required_argument, 0, O_TRAIN_LIMIT},
     {"log-interval", required_argument, 0, O_LOG_INTERVAL},
+    {"elastic", no_argument, 0, O_ELASTIC},
+    {"commit-interval", required_argument, 0, O_COMMIT_INTERVAL},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -186,6 +199,11 @@ static int apply_option(config *c, int opt, const char *arg) {
       rc = parse_long("--log-interval", arg, 1, INT_MAX, &v);
       c->log_interval = (int)v;
       break;
+    case O_ELASTIC: c->elastic = 1; break;
+    case O_COMMIT_INTERVAL:
+      rc = parse_long("--commit-interval", arg, 1, INT_MAX, &v);
+      c->commit_interval = (int)v;
+      break;
     default: return -1;
   }
   return rc;
@@ -197,7 +215,7 @@ static int parse_args(config *c, int argc, char **argv) {
                 .backward_passes = 1, .overlap = 1, .lr = 0.01, .momentum = 0.9,
                 .warmup_epochs = 1.0, .predivide = 1.0, .model = "cnn", .optimizer = "sgd",
                 .data_dir = HVD_NN_FASHION_MNIST_DIR, .compression = HVD_NN_COMPRESS_NONE,
-                .op = HVD_AVERAGE, .seed = 42};
+                .op = HVD_AVERAGE, .seed = 42, .commit_interval = 10};
   int opt;
   while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
     if (opt == 'h' || opt == O_HELP) {
@@ -219,6 +237,10 @@ static int parse_args(config *c, int argc, char **argv) {
   }
   if (strcmp(c->optimizer, "sgd") && strcmp(c->optimizer, "adam")) {
     fprintf(stderr, PROG ": --optimizer '%s': expected sgd or adam\n", c->optimizer);
+    return -1;
+  }
+  if (c->elastic && c->checkpoint) {
+    fprintf(stderr, PROG ": --elastic keeps its state in memory: no --checkpoint with it\n");
     return -1;
   }
   return 0;
@@ -432,6 +454,141 @@ static int run_epochs(trainer *t, int64_t first_epoch) {
   return 0;
 }
 
+/* ---- Elastic training (--elastic) ----
+ *
+ * The state is what a new job must start from: every parameter, the
+ * optimizer's buffers, step count and hyper-parameters, and where the run
+ * is (epoch, samples of the epoch done, steps).  Each epoch is one
+ * permutation of the training set; a step takes the next size x per_step
+ * samples of it, rank r the r-th block, so a job of another size picks up
+ * exactly where the last commit left the permutation.  Rank 0 of each
+ * generation says when it starts and when its first step is done (wall
+ * clock, for bench/elastic-faults), and a rank whose step fails says which
+ * step.
+ */
+
+typedef struct {
+  int64_t epoch;    /* the epoch in progress */
+  int64_t consumed; /* samples of its permutation trained on, by all ranks together */
+} position;
+
+typedef struct {
+  trainer *t;
+  position pos;
+  hvd_nn_sampler order; /* the epoch's permutation: one replica */
+  int generation;
+} elastic_run;
+
+static double wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int elastic_state(hvd_elastic_state *st, trainer *t, position *pos) {
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < hvd_nn_num_params(t->model); i++) {
+    hvd_nn_param *p = hvd_nn_param_at(t->model, i);
+    rc = hvd_elastic_state_add(st, p->name, p->value, p->count * sizeof *p->value);
+  }
+  for (int i = 0; rc == 0 && i < hvd_nn_optimizer_num_slots(t->opt); i++) {
+    size_t count;
+    const char *name;
+    float *slot = hvd_nn_optimizer_slot(t->opt, i, &count, &name);
+    rc = hvd_elastic_state_add(st, name, slot, count * sizeof *slot);
+  }
+  if (rc == 0)
+    rc = hvd_elastic_state_add(st, "optimizer.steps", hvd_nn_optimizer_steps(t->opt),
+                               sizeof(int64_t));
+  if (rc == 0)
+    rc = hvd_elastic_state_add(st, "optimizer.hypers", hvd_nn_optimizer_hypers(t->opt),
+                               HVD_NN_HYPERS * sizeof(double));
+  if (rc == 0) rc = hvd_elastic_state_add(st, "trainer.step", &t->step, sizeof t->step);
+  if (rc == 0) rc = hvd_elastic_state_add(st, "trainer.position", pos, sizeof *pos);
+  return rc;
+}
+
+/* After a change of membership: drop a step that failed midway. */
+static int elastic_reset(void *arg) {
+  elastic_run *e = arg;
+  hvd_nn_dist_reset(e->t->dist);
+  return 0;
+}
+
+/* Steps of the epoch left from e->pos; the rest of the epoch that does
+ * not fill a step is dropped, as the sampler does. */
+static int elastic_epoch(hvd_elastic_state *st, elastic_run *e, double *loss) {
+  trainer *t = e->t;
+  const config *c = t->c;
+  int per_step = c->batch_size * c->backward_passes, size = hvd_size(), rank = hvd_rank();
+  int64_t stride = (int64_t)size * per_step, n = t->train.count;
+  int steps = (int)(n / stride), rc = hvd_nn_sampler_set_epoch(&e->order, e->pos.epoch);
+  double loss_sum = 0.0;
+  int done = 0;
+  for (int k = (int)(e->pos.consumed / stride); rc == 0 && e->pos.consumed + stride <= n; k++) {
+    int64_t step = t->step;
+    rc = train_step(t, e->order.indices + e->pos.consumed + (int64_t)rank * per_step,
+                    e->pos.epoch, k, steps, &loss_sum);
+    if (rc < 0) {
+      printf("elastic: rank %d: step %lld failed: %s\n", rank, (long long)step + 1,
+             last_error());
+      fflush(stdout);
+      return rc;
+    }
+    e->pos.consumed += stride;
+    if (++done == 1 && e->generation > 1)
+      say("elastic: generation %d: first step done at %.3f\n", e->generation, wall_s());
+    progress(t, e->pos.epoch, k + 1, steps, loss_sum / ((double)done * c->backward_passes));
+    if (t->step % c->commit_interval == 0 && (rc = hvd_elastic_commit(st)) < 0) return rc;
+  }
+  double mean = done > 0 ? loss_sum / ((double)done * c->backward_passes) : 0.0;
+  return rc < 0 ? rc : hvd_nn_metric_average(mean, "train.loss", loss);
+}
+
+/* hvd_elastic_run's training function: the epochs from e->pos on, then
+ * the test set. */
+static int elastic_train(hvd_elastic_state *st, void *arg) {
+  elastic_run *e = arg;
+  trainer *t = e->t;
+  const config *c = t->c;
+  int rc = 0;
+  e->generation++;
+  rank0 = hvd_rank() == 0;
+  say("elastic: generation %d: %d ranks, from step %lld (epoch %lld, sample %lld)\n",
+      e->generation, hvd_size(), (long long)t->step, (long long)e->pos.epoch + 1,
+      (long long)e->pos.consumed);
+  while (rc == 0 && e->pos.epoch < c->epochs) {
+    double loss, val_loss = 0.0, val_acc = 0.0, t0 = now_s();
+    rc = elastic_epoch(st, e, &loss);
+    if (rc == 0 && t->val.count > 0)
+      rc = evaluate(t->model, &t->val, &t->buf, c->test_batch_size, &val_loss, &val_acc);
+    if (rc < 0) break;
+    say("epoch %lld/%d: train_loss=%.4f val_loss=%.4f val_accuracy=%.4f ranks=%d time=%.1fs\n",
+        (long long)e->pos.epoch + 1, c->epochs, loss, val_loss, val_acc, hvd_size(),
+        now_s() - t0);
+    e->pos.epoch++;
+    e->pos.consumed = 0;
+    rc = hvd_elastic_commit(st);
+  }
+  double test_loss, test_acc;
+  if (rc == 0) rc = evaluate(t->model, &t->test, &t->buf, c->test_batch_size, &test_loss, &test_acc);
+  if (rc == 0) say("test_loss=%.4f\ntest_accuracy=%.4f\n", test_loss, test_acc);
+  return rc;
+}
+
+static int run_elastic(trainer *t) {
+  elastic_run e = {.t = t};
+  hvd_elastic_state *st = hvd_elastic_state_new();
+  int rc = st ? elastic_state(st, t, &e.pos) : HVD_E_NOMEM;
+  if (rc == 0) rc = hvd_elastic_on_reset(st, elastic_reset, &e);
+  if (rc == 0) rc = hvd_nn_sampler_init(&e.order, t->train.count, 1, 0, t->c->seed);
+  if (rc == 0) rc = hvd_elastic_run(st, elastic_train, &e);
+  if (rc < 0) fail("elastic training", last_error());
+  hvd_nn_sampler_free(&e.order);
+  hvd_elastic_state_free(st);
+  return rc < 0 ? 1 : 0;
+}
+
 /* The state every rank starts from: rank 0's, from the checkpoint when
  * there is one.  Returns the first epoch to run, or -1. */
 static int64_t start_state(trainer *t) {
@@ -508,22 +665,27 @@ static int train(const config *c) {
   dopts.average_aggregated_gradients = 1;
   dopts.gradient_predivide_factor = c->predivide;
   dopts.overlap = c->overlap;
-  int64_t first = rc == 0 ? start_state(&t) : -1;
+  /* An elastic run starts from rank 0's state through its first sync. */
+  int64_t first = rc == 0 && !c->elastic ? start_state(&t) : 0;
   if (first < 0) rc = 1;
   if (rc == 0 && !(t.dist = hvd_nn_dist_new(t.opt, &dopts))) rc = fail("optimizer", hvd_nn_last_error());
   if (rc == 0 && (hvd_nn_sampler_init(&t.sampler, t.train.count, hvd_size(), hvd_rank(), c->seed) < 0 ||
                   batch_alloc(&t.buf, c->batch_size > c->test_batch_size ? c->batch_size
                                                                           : c->test_batch_size) < 0))
     rc = fail("setup", "out of memory");
-  if (rc == 0) {
+  if (rc == 0)
     say(PROG ": %d ranks, model %s, %d samples per rank per step, lr %g -> %g\n", hvd_size(),
         c->model, c->batch_size * c->backward_passes, c->lr, c->lr * lr_scale(c));
+  if (rc == 0 && c->elastic) {
+    rc = run_elastic(&t); /* it evaluates the test set itself */
+  } else if (rc == 0) {
+    double test_loss, test_acc;
     rc = run_epochs(&t, first);
+    if (rc == 0 &&
+        evaluate(t.model, &t.test, &t.buf, c->test_batch_size, &test_loss, &test_acc) < 0)
+      rc = fail("test", last_error());
+    if (rc == 0) say("test_loss=%.4f\ntest_accuracy=%.4f\n", test_loss, test_acc);
   }
-  double test_loss, test_acc;
-  if (rc == 0 && evaluate(t.model, &t.test, &t.buf, c->test_batch_size, &test_loss, &test_acc) < 0)
-    rc = fail("test", last_error());
-  if (rc == 0) say("test_loss=%.4f\ntest_accuracy=%.4f\n", test_loss, test_acc);
   hvd_nn_dist_free(t.dist);
   hvd_nn_sampler_free(&t.sampler);
   batch_free(&t.buf);

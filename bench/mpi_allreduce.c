@@ -11,6 +11,9 @@
  *   - output: op,bytes,time_us,algbw_GBps,busbw_GBps (busbw = algbw *
  *     2(n-1)/n, nccl-tests' definition).
  *
+ * --nonblocking times MPI_Iallreduce + MPI_Wait instead, the calls
+ * HOROVOD_CPU_OPERATIONS=mpi makes (bench/compare-mpi-controller).
+ *
  * Build: mpicc -O2 -o mpi_allreduce mpi_allreduce.c
  */
 #define _POSIX_C_SOURCE 200809L
@@ -33,12 +36,24 @@ static int check(const float *buf, size_t n, int size) {
   return 0;
 }
 
+static int nonblocking;
+
+static void allreduce(float *buf, size_t n) {
+  MPI_Request req;
+  if (!nonblocking) {
+    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    return;
+  }
+  MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+  MPI_Wait(&req, MPI_STATUS_IGNORE);
+}
+
 /* Adds the time of `runs` checked allreduces to *spent; -1 on a wrong result. */
 static int runs(float *buf, size_t n, int rank, int size, int count, double *spent) {
   for (int i = 0; i < count; i++) {
     fill(buf, n, rank);
     double t0 = now_s();
-    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    allreduce(buf, n);
     *spent += now_s() - t0;
     if (check(buf, n, size) < 0) return -1;
   }
@@ -47,9 +62,12 @@ static int runs(float *buf, size_t n, int rank, int size, int count, double *spe
 
 int main(int argc, char **argv) {
   size_t min_bytes = 8, max_bytes = 256u << 20;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--min-bytes") == 0) min_bytes = strtoull(argv[i + 1], NULL, 10);
-    if (strcmp(argv[i], "--max-bytes") == 0) max_bytes = strtoull(argv[i + 1], NULL, 10);
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--nonblocking") == 0) nonblocking = 1;
+    if (strcmp(argv[i], "--min-bytes") == 0 && i + 1 < argc)
+      min_bytes = strtoull(argv[++i], NULL, 10);
+    if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc)
+      max_bytes = strtoull(argv[++i], NULL, 10);
   }
   MPI_Init(&argc, &argv);
   int rank, size;

@@ -2,6 +2,7 @@
  * engine_bench.c -- what tensor fusion buys on a real model's gradients.
  *
  *   hvdrun -np 2 ./engine_bench [steps]
+ *   hvdrun -np 2 ./engine_bench --trace STEPS FILE
  *
  * The gradients are ResNet-50's: the 161 parameter tensors of torchvision's
  * resnet50 (25,557,032 float32 values, 102 MB), built below from the
@@ -20,6 +21,10 @@
  * Prints the median step time of each (rank 0's clock, after a barrier),
  * the bandwidth, and the ratios engine/hand-fused and unfused/hand-fused.
  * Nothing is asserted: this is a measurement.
+ *
+ * --trace runs STEPS engine steps with the settings the environment gives
+ * (HOROVOD_AUTOTUNE among them: bench/autotune-curve) and has rank 0 write
+ * each step's time in milliseconds to FILE, one per line.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,8 +150,28 @@ static int time_steps(int (*step)(float **, hvd_handle *), float **grads, hvd_ha
   return rc;
 }
 
+/* --trace: every step's time into path (rank 0). */
+static int trace(float **grads, hvd_handle *h, int steps, const char *path) {
+  FILE *f = NULL;
+  if (hvd_init() != 0) return fail("hvd_init");
+  if (hvd_rank() == 0 && !(f = fopen(path, "w"))) {
+    perror(path);
+    return 1;
+  }
+  for (int s = 0; s < steps; s++) {
+    if (hvd_barrier() != 0) return fail("barrier");
+    double t0 = now();
+    if (engine_step(grads, h) != 0) return fail("engine step");
+    if (f) fprintf(f, "%.3f\n", (now() - t0) * 1e3);
+  }
+  if (f) fclose(f);
+  hvd_shutdown();
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  int steps = argc > 1 ? atoi(argv[1]) : 10;
+  int tracing = argc == 4 && strcmp(argv[1], "--trace") == 0;
+  int steps = argc > 1 ? atoi(argv[tracing ? 2 : 1]) : 10;
   if (steps < 1) steps = 1;
   build_resnet50();
   size_t total = 0;
@@ -158,6 +183,7 @@ int main(int argc, char **argv) {
     grads[i] = malloc(params[i].count * sizeof(float));
     for (size_t k = 0; k < params[i].count; k++) grads[i][k] = 1.0f;
   }
+  if (tracing) return trace(grads, h, steps, argv[3]);
   fused_count = total;
   fused_buf = malloc(total * sizeof(float));
   for (size_t k = 0; k < total; k++) fused_buf[k] = 1.0f;

@@ -3,8 +3,9 @@
  *
  * hvd averages (or otherwise reduces) buffers across the processes of a
  * distributed training job, the way Horovod does for PyTorch and TensorFlow.
- * A job is started by `hvdrun -np N prog` (or later mpirun/srun); a program
- * started on its own is a job of size 1 and every call still works.
+ * A job is started by `hvdrun -np N prog`, `mpirun -np N prog` or
+ * `srun -n N prog`; a program started on its own is a job of size 1 and
+ * every call still works.
  *
  * Conventions, for every function below:
  *   - Functions that return int return 0 (HVD_OK) on success and a negative
@@ -81,17 +82,38 @@ typedef enum {
   HVD_E_MISMATCH = -10,        /* ranks disagree (count, dtype, op, root, call order) */
   HVD_E_ENV = -11,             /* a bad or inconsistent environment variable */
   HVD_E_SYSTEM = -12,          /* a system call failed (errno in the message) */
-  HVD_E_ABORTED = -13          /* the communicator broke on an earlier error */
+  HVD_E_ABORTED = -13,         /* the communicator broke on an earlier error */
+  HVD_E_HOSTS_UPDATED = -14    /* elastic: hosts were added or removed (Horovod's
+                                  HostsUpdatedInterrupt); every rank gets it at the same commit */
 } hvd_error;
 
 /* ---- Life cycle ------------------------------------------------------ */
 
-/* Joins the job described by the environment (hvdrun's HOROVOD_RANK,
- * HOROVOD_SIZE, rendezvous address and secret; none of them: a job of size
- * 1), connects to every peer and authenticates each connection.  Waits at
- * most HOROVOD_START_TIMEOUT seconds (default 30) for the others.
+/* Joins the job described by the environment -- hvdrun's HOROVOD_RANK,
+ * HOROVOD_SIZE, rendezvous address and secret; Open MPI's
+ * OMPI_COMM_WORLD_*; SLURM's SLURM_PROCID, SLURM_NTASKS, ... under srun
+ * (with _HOROVOD_SECRET_KEY); MPICH's PMI_RANK/PMI_SIZE; none of them: a
+ * job of size 1 -- connects to every peer and authenticates each
+ * connection.  Waits at most HOROVOD_START_TIMEOUT seconds (default 30)
+ * for the others.  A bad or inconsistent variable is HVD_E_ENV naming it.
  * Fails with HVD_E_ALREADY_INITIALIZED when called twice. */
 HVD_EXTERN int hvd_init(void);
+
+/* hvd_init() for a job of the n listed ranks of the job the environment
+ * describes (Horovod's init(comm=[ranks])): ranks[i] becomes rank i.
+ * Under MPI the listed ranks form a sub-communicator of MPI_COMM_WORLD and
+ * only they call it; otherwise every rank of the job calls it with the
+ * same list (they meet as a whole first), and a rank the list leaves out
+ * gets HVD_E_INVALID. */
+HVD_EXTERN int hvd_init_ranks(const int *ranks, int n);
+
+/* What MPI does here: 1 if this libhvd was built with MPI; 1 if the
+ * current job was formed through MPI (mpirun, srun --mpi=pmix,
+ * hvd_init_comm()); 1 if MPI runs at MPI_THREAD_MULTIPLE.  Each 0
+ * otherwise. */
+HVD_EXTERN int hvd_mpi_built(void);
+HVD_EXTERN int hvd_mpi_enabled(void);
+HVD_EXTERN int hvd_mpi_threads_supported(void);
 
 /* Leaves the job and frees everything hvd_init() made.  hvd_init() may be
  * called again afterwards.  Safe to call when not initialized (returns 0). */
@@ -175,9 +197,12 @@ HVD_EXTERN int hvd_barrier(void);
  * (the enqueue failed, hvd_last_error() says why). */
 typedef int64_t hvd_handle;
 
-/* Called on hvd's background thread when an operation completes: status 0
- * or its HVD_E_* code.  Keep it short; do not call hvd functions that wait
- * from it.  After it returns the handle is released: do not wait on it. */
+/* Called when an operation completes, on the thread running hvd's cycle:
+ * its background thread, or a thread of yours that waits in hvd (hvd_wait,
+ * a blocking collective) and drives the cycle itself while the engine is
+ * otherwise idle.  status: 0 or the HVD_E_* code.  Keep it short; do not
+ * call hvd functions that wait from it.  After it returns the handle is
+ * released: do not wait on it. */
 typedef void (*hvd_callback)(hvd_handle handle, int status, void *arg);
 
 /* Optional settings of an enqueued collective.  Start from HVD_OPTS_INIT;
@@ -215,7 +240,8 @@ HVD_EXTERN hvd_handle hvd_allreduce_async_opts(const void *sendbuf, void *recvbu
 HVD_EXTERN hvd_handle hvd_broadcast_async_opts(void *buf, size_t count, hvd_dtype dtype,
                                                int root_rank, const char *name,
                                                const hvd_opts *opts);
-/* *recvbuf and recvcounts are filled when the handle completes. */
+/* *recvbuf and recvcounts are filled when the handle completes; an enqueue
+ * that fails leaves them as they were. */
 HVD_EXTERN hvd_handle hvd_allgather_async(const void *sendbuf, size_t count, hvd_dtype dtype,
                                           void **recvbuf, size_t *recvcounts, const char *name,
                                           const hvd_opts *opts);
@@ -274,8 +300,10 @@ HVD_EXTERN int hvd_join(void);
 
 /* ---- Timeline ------------------------------------------------------------
  * Horovod's start_timeline/stop_timeline: record a Chrome-trace timeline
- * for part of a run.  Called on every rank (only rank 0 writes, as with
- * HOROVOD_TIMELINE).  Starting replaces a timeline already being written
+ * for part of a run.  Called on every rank; path has HOROVOD_TIMELINE's
+ * forms: a plain path is rank 0's file, a path with "%r" or a directory
+ * (DIR/rank.N.json) gives every rank its own, each bounded by
+ * HOROVOD_TIMELINE_MAX_MB.  Starting replaces a timeline already being written
  * (which is closed, valid JSON); stopping without one is a no-op.  0 or an
  * HVD_E_* code (HVD_E_SYSTEM naming the path when it cannot be created). */
 HVD_EXTERN int hvd_start_timeline(const char *path, int mark_cycles);
@@ -296,6 +324,113 @@ HVD_EXTERN int hvd_process_set_rank(int process_set);
 HVD_EXTERN int hvd_process_set_size(int process_set);
 /* 1 if this rank belongs to the set, 0 if not, or an HVD_E_* code. */
 HVD_EXTERN int hvd_process_set_included(int process_set);
+
+/* ---- Elastic training ----------------------------------------------------
+ * Under `hvdrun --min-np MIN --max-np MAX --host-discovery-script S`,
+ * workers may be lost or added while the job goes on, as in Horovod's
+ * elastic mode.  The program keeps what it must not lose in an elastic
+ * state: named buffers (and/or callbacks for state it keeps elsewhere).
+ * It commits the state every few steps; when a worker is lost, every
+ * survivor's collective fails (HVD_E_PEER_LOST and the like), the state
+ * goes back to the last commit, the survivors and any new workers form a
+ * new job (new ranks and sizes; the process sets the program added are
+ * added again, over the ranks that still exist), rank 0's state is sent to
+ * everyone, and training resumes.  When hosts are added, the workers learn
+ * it at a commit (HVD_E_HOSTS_UPDATED, on every rank at the same commit)
+ * and the new workers join there.  hvd_elastic_run() does all of that
+ * around a training function:
+ *
+ *   static int train(hvd_elastic_state *st, void *arg) {
+ *     for (; step < steps; step++) {
+ *       int rc = one_step();                       // collectives: may fail
+ *       if (rc == 0 && step % 10 == 0) rc = hvd_elastic_commit(st);
+ *       if (rc != 0) return rc;                    // hvd_elastic_run recovers
+ *     }
+ *     return 0;
+ *   }
+ *   hvd_elastic_state *st = hvd_elastic_state_new();
+ *   hvd_elastic_state_add(st, "params", params, nbytes);
+ *   hvd_elastic_state_add(st, "step", &step, sizeof step);
+ *   hvd_init();
+ *   int rc = hvd_elastic_run(st, train, NULL);
+ *
+ * Outside an elastic job everything works the same, without changes of
+ * membership.  Handles enqueued before a change of membership fail with
+ * HVD_E_ABORTED saying so.  The state is not thread-safe: one thread uses
+ * it. */
+typedef struct hvd_elastic_state hvd_elastic_state;
+
+/* Callbacks for state the program keeps itself (e.g. an optimizer's).
+ * save: copy it aside (at commit); restore: put the copy back; sync: make
+ * every rank's equal to rank 0's (collectives; return 0 or an HVD_E_*
+ * code).  Any may be NULL. */
+typedef struct {
+  int (*save)(void *arg);
+  int (*restore)(void *arg);
+  int (*sync)(void *arg);
+} hvd_elastic_hooks;
+
+/* A new, empty state; NULL when out of memory. */
+HVD_EXTERN hvd_elastic_state *hvd_elastic_state_new(void);
+HVD_EXTERN void hvd_elastic_state_free(hvd_elastic_state *st);
+
+/* Adds `bytes` bytes at buf, saved at every commit, restored after a
+ * failure and sent from rank 0 to every rank by a sync.  The name
+ * (distinct, at most 200 bytes) must be the same on every rank, and so
+ * must bytes.  The buffer must stay valid while st is used. */
+HVD_EXTERN int hvd_elastic_state_add(hvd_elastic_state *st, const char *name, void *buf,
+                                     size_t bytes);
+/* Adds callbacks for state kept elsewhere; called in the order added,
+ * after the buffers. */
+HVD_EXTERN int hvd_elastic_state_add_hooks(hvd_elastic_state *st, const hvd_elastic_hooks *hooks,
+                                           void *arg);
+/* fn(arg) runs after every change of membership, once the new job is
+ * formed and before the state is synced (e.g. to scale the learning rate
+ * by the new hvd_size()); return 0 or an HVD_E_* code. */
+HVD_EXTERN int hvd_elastic_on_reset(hvd_elastic_state *st, int (*fn)(void *arg), void *arg);
+
+/* Saves the state (the buffers and the save hooks), then checks for
+ * host updates: HVD_E_HOSTS_UPDATED on every rank when hosts were added or
+ * removed since the last check (the state was saved first).  Called by
+ * every rank at the same step. */
+HVD_EXTERN int hvd_elastic_commit(hvd_elastic_state *st);
+/* Only the check of hvd_elastic_commit(). */
+HVD_EXTERN int hvd_elastic_check_host_updates(hvd_elastic_state *st);
+/* Puts back what the last commit saved (the state as added, before any
+ * commit). */
+HVD_EXTERN int hvd_elastic_restore(hvd_elastic_state *st);
+/* Makes every rank's state rank 0's, and saves it.  When every rank
+ * already holds the same commit (a lost worker, no new ones), nothing is
+ * sent: recovery does not grow with the model. */
+HVD_EXTERN int hvd_elastic_sync(hvd_elastic_state *st);
+
+/* Runs train(st, arg) until it returns 0 (then 0) or fails with an error
+ * that a new job cannot mend (then that error).  Before each call the
+ * state is synced.  When train fails because a worker was lost (or the
+ * job's communicator broke: HVD_E_PEER_LOST, HVD_E_TIMEOUT,
+ * HVD_E_ABORTED, HVD_E_PROTOCOL), the state is restored to the last
+ * commit; on HVD_E_HOSTS_UPDATED it is kept.  Then hvd leaves the job and
+ * joins the next one (hvd_shutdown(), hvd_init()), runs the reset
+ * callbacks and calls train again.  Needs hvd_init() first.  When hvdrun
+ * ends the job instead (fewer than --min-np workers for longer than
+ * --elastic-timeout, more than --reset-limit resets) the new hvd_init()
+ * fails and so does this, with hvdrun's reason. */
+HVD_EXTERN int hvd_elastic_run(hvd_elastic_state *st,
+                               int (*train)(hvd_elastic_state *st, void *arg), void *arg);
+
+/* The two steps of hvd_elastic_run that need the library, for bindings
+ * that keep their state themselves (hvd.torch's elastic module).
+ * hvd_elastic_reset: leaves the job and joins the next one (again while a
+ * worker is lost in the middle of it), adding the program's process sets
+ * again with their ids over those of their ranks that still exist; fails
+ * when hvdrun ended the job.  hvd_elastic_host_updates: what hvdrun has
+ * announced to this worker, without waiting: *stamp grows with every
+ * announcement (0: none), *added / *removed say whether hosts were added
+ * or removed since the job was formed.  Each rank sees announcements at
+ * its own time: agree on them with a collective (as
+ * hvd_elastic_check_host_updates does with an allreduce of the maximum). */
+HVD_EXTERN int hvd_elastic_reset(void);
+HVD_EXTERN int hvd_elastic_host_updates(uint64_t *stamp, int *added, int *removed);
 
 /* ---- Errors and helpers ---------------------------------------------- */
 

@@ -280,6 +280,12 @@ HVD_EXTERN int hvd_nn_dist_synchronize(hvd_nn_dist *d);
  * step's first backward. */
 HVD_EXTERN int hvd_nn_dist_step(hvd_nn_dist *d);
 
+/* Drops a step that failed midway (elastic training, after the job was
+ * re-formed): waits for what is still in flight (a handle of an earlier
+ * job fails at once) and starts the next step from its first backward
+ * pass.  Gradients are not applied. */
+HVD_EXTERN void hvd_nn_dist_reset(hvd_nn_dist *d);
+
 /* Seconds spent blocked in synchronize since the last call (for the
  * overlap benchmark), then reset. */
 HVD_EXTERN double hvd_nn_dist_wait_seconds(hvd_nn_dist *d);

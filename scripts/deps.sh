@@ -9,15 +9,20 @@ set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config libssl-dev libopenblas-dev zlib1g-dev
             dataset-fashion-mnist python3-dev)
-# openssh-server, openssh-client, iproute2: the multi-host tests; clang and
-# its runtimes (libFuzzer): the fuzz targets (scripts/fuzz.sh).
-test_pkgs=(libcmocka-dev python3 python3-pytest procps python3-torch python3-torchvision
+# openssh-server, openssh-client, iproute2: the multi-host tests; gnuplot-nox: hvd-report's
+# charts; python3-venv, -pip, -setuptools, -wheel: pip install . into a venv; dpkg-dev: make deb;
+# Open MPI (the build's MPI, and mpirun), mpi4py, SLURM and munge: the jobs the multi-host
+# tests start under mpirun and srun (tests/cluster/cluster.sh slurm up); clang and its
+# runtimes (libFuzzer): the fuzz targets (scripts/fuzz.sh).
+test_pkgs=(libcmocka-dev python3 python3-pytest procps python3-torch python3-torchvision gnuplot-nox
            python3-numpy python3-cloudpickle openssh-server openssh-client iproute2
+           python3-venv python3-pip python3-setuptools python3-wheel dpkg-dev
+           openmpi-bin libopenmpi-dev python3-mpi4py slurmd slurmctld slurm-client munge
            clang libclang-rt-14-dev)
 
-# iperf3 and the test set's ssh and iproute2: the benchmarks across emulated hosts.
+# iperf3 and the test set's ssh, iproute2 and SLURM: the benchmarks across emulated hosts.
 bench_pkgs=(openmpi-bin libopenmpi-dev gnuplot-nox python3 iperf3 openssh-server openssh-client
-            iproute2)
+            iproute2 slurmd slurmctld slurm-client munge)
 
 want=("${build_pkgs[@]}")
 case "${1:-build}" in

@@ -14,12 +14,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/rdzv_elastic.h"
 #include "coll/coll.h"
+#include "elastic_int.h"
 #include "engine/engine.h"
 #include "env.h"
+#include "mpi_controller.h"
 #include "reduce.h"
+
+/* A process set the program added, kept to add it again when elastic
+ * training re-forms the job. */
+typedef struct {
+  int id, n;
+  int *ranks;
+} user_pset;
 
 static struct {
   pthread_mutex_t lock;     /* init, shutdown, the fields below */
@@ -31,7 +42,18 @@ static struct {
   /* Counters for generated names; atomic, because calls hold the read
    * lock and must not take ctx.lock (shutdown takes them the other way). */
   atomic_ullong unnamed[HVD_REQ__COUNT];
-} ctx = {.lock = PTHREAD_MUTEX_INITIALIZER, .calls = PTHREAD_RWLOCK_INITIALIZER};
+  /* Every hvd_init() numbers its engine's handles anew (1..0x7fff), so
+   * that a handle from before a re-formed job is recognised as such;
+   * kept across hvd_shutdown(). */
+  atomic_uint epoch;
+  /* The process sets the program added (under ctx.lock). */
+  user_pset *psets;
+  int npsets;
+  /* Elastic: what hvdrun announces on the rendezvous connection (under
+   * ctx.lock; fd -1 outside an elastic job). */
+  hvd_rdzv_notices notices;
+} ctx = {.lock = PTHREAD_MUTEX_INITIALIZER, .calls = PTHREAD_RWLOCK_INITIALIZER,
+       .notices = {.fd = -1}};
 
 /* ---- life cycle ---- */
 
@@ -52,40 +74,129 @@ static int check_params(void) {
   return 0;
 }
 
-static int init_locked(void) {
-  hvd_transport *xport = NULL;
+/* hvd_init_comm(): the communicator alone says who we are. */
+static void job_of_comm(hvd_job *job, const void *mpi_comm) {
+  memset(job, 0, sizeof *job);
+  job->control_fd = -1;
+  job->rank = job->size = job->local_rank = job->local_size = -1;
+  job->cross_rank = job->cross_size = -1;
+  job->source = "hvd_init_comm";
+  job->meet.kind = HVD_MEET_MPI;
+  job->meet.launcher = "MPI";
+  job->meet.mpi_comm = mpi_comm;
+  hvd__own_hostname(job);
+  hvd__host_id(job->host_id);
+}
+
+/* The job's communicator, with MPI's collectives when asked for. */
+static int start_comm(hvd_transport *xport, int cpu_mpi) {
   hvd_ar_algo algo;
   int hierarchical;
-  if (ctx.initialized)
-    return hvd__err(HVD_E_ALREADY_INITIALIZED, "already initialized (call hvd_shutdown() first)");
-  HVD__CHECK(check_params());
   HVD__CHECK(hvd__allreduce_algo_env(&algo));
   HVD__CHECK(hvd__param_bool(HVD_P_HIERARCHICAL_ALLREDUCE, &hierarchical));
-  HVD__CHECK(hvd__job_from_env(&ctx.job));
-  hvd__log_set_rank(ctx.job.rank);
-  HVD__CHECK(hvd__bootstrap(&ctx.job, &xport));
   int rc = hvd__comm_init(&ctx.comm, ctx.job.rank, ctx.job.size, xport);
   ctx.comm.allreduce_algo = (int)algo; /* the engine makes rank 0's win */
   ctx.comm.hierarchical = hierarchical;  /* likewise; then builds the hierarchy */
   ctx.comm.place = (hvd_place){ctx.job.local_rank, ctx.job.local_size, ctx.job.cross_rank,
                                ctx.job.cross_size};
+  if (rc == 0 && cpu_mpi) rc = hvd__mpi_ops_attach(&ctx.comm);
+  return rc;
+}
+
+/* HOROVOD_CPU_OPERATIONS: *mpi 1 for "mpi", 0 for "gloo" (hvd's own). */
+static int cpu_operations(int *mpi) {
+  const char *v = hvd__param_raw(HVD_P_CPU_OPERATIONS);
+  *mpi = v && strcasecmp(v, "mpi") == 0;
+  if (v && !*mpi && strcasecmp(v, "gloo") != 0)
+    return hvd__err(HVD_E_ENV, "HOROVOD_CPU_OPERATIONS='%s': expected mpi or gloo", v);
+  if (*mpi && !hvd__mpi_built())
+    return hvd__err(HVD_E_ENV, "HOROVOD_CPU_OPERATIONS=mpi: this hvd was built without MPI "
+                    "(HVD_WITH_MPI=OFF); unset it or set it to gloo");
+  return 0;
+}
+
+static int init_locked(const hvd_init_spec *spec) {
+  hvd_transport *xport = NULL;
+  int cpu_mpi;
+  if (ctx.initialized)
+    return hvd__err(HVD_E_ALREADY_INITIALIZED, "already initialized (call hvd_shutdown() first)");
+  HVD__CHECK(check_params());
+  HVD__CHECK(cpu_operations(&cpu_mpi));
+  if (spec->mpi_comm)
+    job_of_comm(&ctx.job, spec->mpi_comm);
+  else
+    HVD__CHECK(hvd__job_from_env(&ctx.job));
+  ctx.job.ranks = spec->ranks;
+  ctx.job.nranks = spec->nranks;
+  hvd__log_set_rank(ctx.job.rank);
+  int rc = hvd__bootstrap(&ctx.job, &xport);
+  ctx.job.ranks = NULL; /* the caller's */
+  hvd__log_set_rank(ctx.job.rank);
+  if (rc == 0) rc = start_comm(xport, cpu_mpi);
+  else if (xport) xport->ops->destroy(xport);
   if (rc == 0) rc = hvd__engine_start(&ctx.comm, &ctx.engine);
   if (rc < 0) {
     hvd__comm_destroy(&ctx.comm);
+    /* A rank left out of hvd_init_ranks() waits for the others only when
+     * it exits; after any other failure they may be anywhere. */
+    hvd__mpi_release(rc == HVD_E_INVALID ? HVD_MPI_AT_EXIT : HVD_MPI_NEVER);
     return rc;
   }
+  hvd__rdzv_notices_init(&ctx.notices, ctx.job.control_fd);
+  unsigned epoch = atomic_load(&ctx.epoch) % 0x7fffu + 1;
+  atomic_store(&ctx.epoch, epoch);
+  hvd__engine_set_epoch(ctx.engine, epoch);
   for (int t = 0; t < HVD_REQ__COUNT; t++) atomic_store(&ctx.unnamed[t], 0);
   ctx.initialized = 1;
-  hvd__log(HVD_LOG_DEBUG, "initialized: rank %d of %d on %s", ctx.job.rank, ctx.job.size,
-           ctx.job.hostname);
+  hvd__log(HVD_LOG_DEBUG, "initialized: rank %d of %d on %s (%s, meeting through %s)",
+           ctx.job.rank, ctx.job.size, ctx.job.hostname, ctx.job.source,
+           ctx.job.meet.launcher);
   return 0;
 }
+
+int hvd__init(const hvd_init_spec *spec) {
+  pthread_mutex_lock(&ctx.lock);
+  int rc = init_locked(spec);
+  pthread_mutex_unlock(&ctx.lock);
+  return rc < 0 ? hvd__err_prefix(rc, "hvd_init") : 0;
+}
+
+int hvd_init(void) {
+  hvd_init_spec spec = {NULL, 0, NULL};
+  return hvd__init(&spec);
+}
+
+int hvd_init_ranks(const int *ranks, int n) {
+  if (!ranks || n < 1)
+    return hvd__err(HVD_E_INVALID, "hvd_init_ranks: %s", ranks ? "no ranks" : "ranks is NULL");
+  hvd_init_spec spec = {ranks, n, NULL};
+  return hvd__init(&spec);
+}
+
+int hvd_mpi_built(void) { return hvd__mpi_built(); }
+int hvd_mpi_enabled(void) { return hvd__mpi_enabled(); }
+int hvd_mpi_threads_supported(void) { return hvd__mpi_threads_supported(); }
 
 const char *hvd__transport_name(void) {
   pthread_mutex_lock(&ctx.lock);
   const char *name = ctx.initialized && ctx.comm.xport ? ctx.comm.xport->ops->name : "none";
   pthread_mutex_unlock(&ctx.lock);
   return name;
+}
+
+uint64_t hvd__steps(void) {
+  pthread_mutex_lock(&ctx.lock);
+  uint64_t n = ctx.initialized ? ctx.comm.steps : 0;
+  pthread_mutex_unlock(&ctx.lock);
+  return n;
+}
+
+int hvd__peer_read_on(void) {
+  pthread_mutex_lock(&ctx.lock);
+  int on = ctx.initialized && ctx.comm.xport && ctx.comm.xport->ops->peer_read;
+  if (on && ctx.comm.peer_buf) on = 2;
+  pthread_mutex_unlock(&ctx.lock);
+  return on;
 }
 
 int hvd__hier_counts(uint32_t *local, uint32_t *cross) {
@@ -96,15 +207,15 @@ int hvd__hier_counts(uint32_t *local, uint32_t *cross) {
   return on ? 0 : -1;
 }
 
-int hvd_init(void) {
-  pthread_mutex_lock(&ctx.lock);
-  int rc = init_locked();
-  pthread_mutex_unlock(&ctx.lock);
-  return rc < 0 ? hvd__err_prefix(rc, "hvd_init") : 0;
+static void forget_psets(void) {
+  for (int i = 0; i < ctx.npsets; i++) free(ctx.psets[i].ranks);
+  free(ctx.psets);
+  ctx.psets = NULL;
+  ctx.npsets = 0;
 }
 
-int hvd_shutdown(void) {
-  pthread_mutex_lock(&ctx.lock);
+/* Leaves the job; ctx.lock held. */
+static void shutdown_locked(void) {
   if (ctx.initialized) {
     /* Stopping fails whatever is pending, which wakes every waiter; then
      * no call is left inside the engine and it can go. */
@@ -114,8 +225,17 @@ int hvd_shutdown(void) {
     ctx.engine = NULL;
     ctx.initialized = 0;
     pthread_rwlock_unlock(&ctx.calls);
+    int broken = ctx.comm.broken;
     hvd__comm_destroy(&ctx.comm);
+    hvd__mpi_release(broken ? HVD_MPI_NEVER : HVD_MPI_FINALIZE);
+    hvd__rdzv_notices_close(&ctx.notices);
   }
+}
+
+int hvd_shutdown(void) {
+  pthread_mutex_lock(&ctx.lock);
+  shutdown_locked();
+  forget_psets();
   pthread_mutex_unlock(&ctx.lock);
   return 0;
 }
@@ -155,6 +275,32 @@ static int enter(const char *what) {
 }
 
 static void leave(void) { pthread_rwlock_unlock(&ctx.calls); }
+
+/* The blocking forms set this around their enqueue: the calling thread
+ * waits at once (and drives the cycle itself if the engine is idle), so
+ * the engine's thread need not be woken for it.  Cleared by the enqueue
+ * and by every wait, so it never outlives the call that set it. */
+static _Thread_local int waits_at_once;
+
+static int take_waits_at_once(void) {
+  int w = waits_at_once;
+  waits_at_once = 0;
+  return w;
+}
+
+int hvd__tune_history(hvd_tune_change *out, int cap) {
+  HVD__CHECK(enter("hvd__tune_history"));
+  int n = hvd__engine_tune_history(ctx.engine, out, cap);
+  leave();
+  return n;
+}
+
+int hvd__cycle_counts(uint64_t *fast, uint64_t *full) {
+  HVD__CHECK(enter("hvd__cycle_counts"));
+  hvd__engine_cycle_counts(ctx.engine, fast, full);
+  leave();
+  return 0;
+}
 
 /* ---- describing and checking a call ---- */
 
@@ -280,7 +426,8 @@ static hvd_handle enqueue_one(const char *what, int type, const char *name, cons
   memset(&w, 0, sizeof w);
   HVD__CHECK(enter(what));
   hvd_handle h = prepare(&w, type, name, o, prep, a);
-  if (h == 0) h = hvd__engine_enqueue(ctx.engine, &w, 1, o->callback, o->callback_arg);
+  if (h == 0)
+    h = hvd__engine_enqueue(ctx.engine, &w, 1, o->callback, o->callback_arg, take_waits_at_once());
   leave();
   return h < 0 ? fail_call(what, &w.req, (int)h) : h;
 }
@@ -329,7 +476,6 @@ static int prep_result(hvd_work *w, const call_args *a, size_t sent) {
   HVD__CHECK(check_dtype(a->dtype));
   if (!a->out) return hvd__err(HVD_E_INVALID, "recvbuf (void **) is NULL");
   HVD__CHECK(check_buffer("sendbuf", a->sendbuf, sent, hvd_dtype_size(a->dtype)));
-  *a->out = NULL;
   w->req.dtype = (uint8_t)a->dtype;
   w->sendbuf = a->sendbuf;
   w->out = a->out;
@@ -416,7 +562,8 @@ static hvd_handle enqueue_group(const char *what, int type, prepare_fn prep, con
     w[i].req.group_size = (uint32_t)n;
     w[i].req.group_index = (uint32_t)i;
   }
-  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, w, n, o->callback, o->callback_arg);
+  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, w, n, o->callback, o->callback_arg,
+                                                   take_waits_at_once());
   leave();
   free(w);
   return h < 0 ? fail_call(what, &group, (int)h) : h;
@@ -483,14 +630,18 @@ hvd_handle hvd_reducescatter_async(const void *sendbuf, void *recvbuf, size_t co
 
 /* ---- timeline ---- */
 
-/* Rank 0 hands the engine tl (NULL: stop); the others have nothing to do. */
+/* Every rank hands its engine the timeline it writes for path (NULL:
+ * none, which stops the one it may be writing). */
 static int set_timeline(const char *what, const char *path, int mark_cycles) {
   hvd_timeline *tl = NULL;
   HVD__CHECK(enter(what));
   int rc = 0;
   if (path && !path[0]) rc = hvd__err(HVD_E_INVALID, "the path is empty");
-  if (rc == 0 && path && ctx.job.rank == 0) rc = hvd__timeline_open(path, mark_cycles, &tl);
-  if (rc == 0 && ctx.job.rank == 0) rc = hvd__engine_set_timeline(ctx.engine, tl);
+  /* The timeline being written is closed before the new one is opened:
+   * two descriptors on one path would write over each other. */
+  if (rc == 0 && path) rc = hvd__engine_set_timeline(ctx.engine, NULL);
+  if (rc == 0 && path) rc = hvd__timeline_open_for_rank(path, ctx.job.rank, mark_cycles, &tl);
+  if (rc == 0) rc = hvd__engine_set_timeline(ctx.engine, tl);
   leave();
   return rc < 0 ? hvd__err_prefix(rc, "%s", what) : 0;
 }
@@ -504,7 +655,17 @@ int hvd_stop_timeline(void) { return set_timeline("hvd_stop_timeline", NULL, 0);
 
 /* ---- completion ---- */
 
+/* A handle from an earlier hvd_init(): its job is gone. */
+static int stale(hvd_handle h, const char *what) {
+  unsigned epoch = (unsigned)((uint64_t)h >> 48);
+  if (h <= 0 || epoch == 0 || epoch == atomic_load(&ctx.epoch)) return 0;
+  return hvd__err(HVD_E_ABORTED, "%s: handle %lld belongs to an earlier job: the job was "
+                  "re-formed since (hvd_shutdown/hvd_init, or a change of membership)",
+                  what, (long long)h);
+}
+
 int hvd_poll(hvd_handle h) {
+  HVD__CHECK(stale(h, "hvd_poll"));
   HVD__CHECK(enter("hvd_poll"));
   int rc = hvd__engine_poll(ctx.engine, h);
   leave();
@@ -512,7 +673,9 @@ int hvd_poll(hvd_handle h) {
 }
 
 static int wait_value(hvd_handle h, int64_t *value) {
+  waits_at_once = 0;
   if (h < 0) return (int)h; /* the enqueue failed; its message is already set */
+  HVD__CHECK(stale(h, "hvd_wait"));
   HVD__CHECK(enter("hvd_wait"));
   int rc = hvd__engine_wait(ctx.engine, h, value);
   leave();
@@ -525,33 +688,39 @@ int hvd_wait(hvd_handle h) { return wait_value(h, NULL); }
 
 int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype, hvd_op op,
                   const char *name) {
+  waits_at_once = 1;
   return hvd_wait(hvd_allreduce_async(sendbuf, recvbuf, count, dtype, op, name));
 }
 
 int hvd_grouped_allreduce(const void *const *sendbufs, void *const *recvbufs,
                           const size_t *counts, int n, hvd_dtype dtype, hvd_op op,
                           const char *name) {
+  waits_at_once = 1;
   return hvd_wait(
       hvd_grouped_allreduce_async(sendbufs, recvbufs, counts, n, dtype, op, name, NULL));
 }
 
 int hvd_broadcast(void *buf, size_t count, hvd_dtype dtype, int root_rank, const char *name) {
+  waits_at_once = 1;
   return hvd_wait(hvd_broadcast_async(buf, count, dtype, root_rank, name));
 }
 
 int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype, void **recvbuf,
                   size_t *recvcounts, const char *name) {
+  waits_at_once = 1;
   return hvd_wait(hvd_allgather_async(sendbuf, count, dtype, recvbuf, recvcounts, name, NULL));
 }
 
 int hvd_alltoall(const void *sendbuf, const size_t *sendcounts, hvd_dtype dtype, void **recvbuf,
                  size_t *recvcounts, const char *name) {
+  waits_at_once = 1;
   return hvd_wait(
       hvd_alltoall_async(sendbuf, sendcounts, dtype, recvbuf, recvcounts, name, NULL));
 }
 
 int hvd_reducescatter(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype,
                       hvd_op op, const char *name) {
+  waits_at_once = 1;
   return hvd_wait(hvd_reducescatter_async(sendbuf, recvbuf, count, dtype, op, name, NULL));
 }
 
@@ -571,7 +740,7 @@ static int control(int type, const char *what, uint64_t count, int32_t root, con
   w.req.count = count;
   w.req.root = root;
   w.ranks = ranks;
-  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, &w, 1, NULL, NULL);
+  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, &w, 1, NULL, NULL, 1);
   leave();
   if (h < 0) return fail_call(what, &w.req, (int)h);
   return wait_value(h, value);
@@ -592,6 +761,30 @@ static int by_value(const void *a, const void *b) {
   return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
 }
 
+static int remember_pset(int id, const int *ranks, int n) {
+  pthread_mutex_lock(&ctx.lock);
+  user_pset *p = realloc(ctx.psets, (size_t)(ctx.npsets + 1) * sizeof *p);
+  int *copy = p ? malloc((size_t)n * sizeof *copy) : NULL;
+  if (p) ctx.psets = p;
+  if (copy) {
+    memcpy(copy, ranks, (size_t)n * sizeof *copy);
+    ctx.psets[ctx.npsets++] = (user_pset){id, n, copy};
+  }
+  pthread_mutex_unlock(&ctx.lock);
+  return copy ? 0 : hvd__err(HVD_E_NOMEM, "remembering process set %d", id);
+}
+
+static void forget_pset(int id) {
+  pthread_mutex_lock(&ctx.lock);
+  for (int i = 0; i < ctx.npsets; i++) {
+    if (ctx.psets[i].id != id) continue;
+    free(ctx.psets[i].ranks);
+    ctx.psets[i] = ctx.psets[--ctx.npsets];
+    break;
+  }
+  pthread_mutex_unlock(&ctx.lock);
+}
+
 int hvd_add_process_set(const int *ranks, int n) {
   int size = hvd_size();
   if (size < 0) return size;
@@ -610,6 +803,7 @@ int hvd_add_process_set(const int *ranks, int n) {
   if (rc == 0)
     rc = control(HVD_REQ_PSET_ADD, "add_process_set", (uint64_t)n,
                  (int32_t)hvd__ranks_hash(sorted, n), sorted, &id);
+  if (rc == 0) rc = remember_pset((int)id, sorted, n);
   free(sorted);
   return rc < 0 ? rc : (int)id;
 }
@@ -617,7 +811,9 @@ int hvd_add_process_set(const int *ranks, int n) {
 int hvd_remove_process_set(int process_set) {
   if (process_set <= 0)
     return hvd__err(HVD_E_INVALID, "process set %d cannot be removed", process_set);
-  return control(HVD_REQ_PSET_REMOVE, "remove_process_set", 0, process_set, NULL, NULL);
+  int rc = control(HVD_REQ_PSET_REMOVE, "remove_process_set", 0, process_set, NULL, NULL);
+  if (rc == 0) forget_pset(process_set);
+  return rc;
 }
 
 static int pset_query(int id, int want_rank, int *out) {
@@ -647,4 +843,101 @@ int hvd_process_set_included(int process_set) {
   int rank;
   HVD__CHECK(pset_query(process_set, 1, &rank));
   return rank >= 0;
+}
+
+/* ---- elastic training: the next job (elastic_int.h) ---- */
+
+int hvd__elastic_poll_updates(hvd__elastic_update *u) {
+  memset(u, 0, sizeof *u);
+  pthread_mutex_lock(&ctx.lock);
+  int rc = ctx.initialized ? hvd__rdzv_notices_poll(&ctx.notices) : 0;
+  u->stamp = ctx.notices.last.stamp;
+  u->added = ctx.notices.added;
+  u->removed = ctx.notices.removed;
+  pthread_mutex_unlock(&ctx.lock);
+  if (rc < 0) hvd__log(HVD_LOG_WARNING, "hvdrun's notices: %s; none will be heard", hvd_last_error());
+  return 0;
+}
+
+static int by_pset_id(const void *a, const void *b) {
+  return ((const user_pset *)a)->id - ((const user_pset *)b)->id;
+}
+
+/* Adds set p again with its id, over its ranks below size. */
+static int add_again(const user_pset *p, int size) {
+  int *ranks = malloc((size_t)p->n * sizeof *ranks), n = 0;
+  if (!ranks) return hvd__err(HVD_E_NOMEM, "adding process set %d again", p->id);
+  for (int i = 0; i < p->n; i++)
+    if (p->ranks[i] < size) ranks[n++] = p->ranks[i];
+  int rc = 0;
+  if (n == 0) {
+    hvd__log(HVD_LOG_WARNING, "process set %d is left without ranks in a job of %d: not "
+             "added again", p->id, size);
+  } else if ((rc = enter("add_process_set")) == 0) {
+    hvd__engine_set_next_pset_id(ctx.engine, p->id);
+    leave();
+    int64_t id = 0;
+    rc = control(HVD_REQ_PSET_ADD, "add_process_set", (uint64_t)n,
+                 (int32_t)hvd__ranks_hash(ranks, n), ranks, &id);
+  }
+  free(ranks);
+  return rc;
+}
+
+/* A copy of the program's sets (ctx.lock held), or NULL. */
+static user_pset *copy_psets(int n) {
+  user_pset *sets = calloc((size_t)n, sizeof *sets);
+  for (int i = 0; sets && i < n; i++) {
+    sets[i] = ctx.psets[i];
+    sets[i].ranks = malloc((size_t)sets[i].n * sizeof *sets[i].ranks);
+    if (!sets[i].ranks) {
+      while (i-- > 0) free(sets[i].ranks);
+      free(sets);
+      return NULL;
+    }
+    memcpy(sets[i].ranks, ctx.psets[i].ranks, (size_t)sets[i].n * sizeof *sets[i].ranks);
+  }
+  return sets;
+}
+
+/* One try at the next job. */
+static int reform_once(void) {
+  pthread_mutex_lock(&ctx.lock);
+  shutdown_locked();
+  hvd_init_spec spec = {NULL, 0, NULL}; /* elastic jobs are hvdrun's: from the environment */
+  int rc = init_locked(&spec), size = ctx.job.size, n = ctx.npsets;
+  user_pset *sets = rc == 0 && n ? copy_psets(n) : NULL;
+  pthread_mutex_unlock(&ctx.lock);
+  if (rc < 0) return hvd__err_prefix(rc, "forming the next job");
+  if (n && !sets) return hvd__err(HVD_E_NOMEM, "adding %d process sets again", n);
+  if (n) qsort(sets, (size_t)n, sizeof *sets, by_pset_id);
+  for (int i = 0; rc == 0 && i < n; i++) rc = add_again(&sets[i], size);
+  for (int i = 0; i < n; i++) free(sets[i].ranks);
+  free(sets);
+  return rc;
+}
+
+int hvd__elastic_recoverable(int rc) {
+  return rc == HVD_E_PEER_LOST || rc == HVD_E_TIMEOUT || rc == HVD_E_ABORTED ||
+         rc == HVD_E_PROTOCOL;
+}
+
+int hvd_elastic_host_updates(uint64_t *stamp, int *added, int *removed) {
+  hvd__elastic_update u;
+  if (!stamp || !added || !removed)
+    return hvd__err(HVD_E_INVALID, "hvd_elastic_host_updates: NULL argument");
+  HVD__CHECK(hvd__elastic_poll_updates(&u));
+  *stamp = u.stamp;
+  *added = u.added;
+  *removed = u.removed;
+  return 0;
+}
+
+int hvd_elastic_reset(void) { return hvd__elastic_reform(); }
+
+int hvd__elastic_reform(void) {
+  int rc;
+  while ((rc = reform_once()) < 0 && hvd__elastic_recoverable(rc))
+    hvd__log(HVD_LOG_INFO, "elastic: forming the next job failed (%s); again", hvd_last_error());
+  return rc;
 }

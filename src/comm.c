@@ -57,6 +57,7 @@ void hvd__comm_destroy(hvd_comm *c) {
   if (c->xport && c->owns_xport) c->xport->ops->destroy(c->xport);
   free(c->scratch);
   free(c->staging);
+  free(c->peer_buf);
   free(c->members);
   memset(c, 0, sizeof *c);
 }

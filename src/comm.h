@@ -33,22 +33,32 @@ typedef struct {
   int local_rank, local_size, cross_rank, cross_size;
 } hvd_place;
 
+struct hvd_coll_ops; /* coll/coll.h */
+
 typedef struct hvd_comm {
   int rank, size;       /* within this communicator */
   int *members;         /* members[i]: transport rank of rank i; NULL: the identity */
   hvd_transport *xport; /* NULL when the job has one rank */
   int owns_xport;       /* the global communicator owns it; process sets share it */
   uint32_t seq;         /* collectives started; the frame tag */
+  uint64_t steps;       /* sendrecvs and syncs made: what collectives cost in rounds */
   uint64_t shm_chunks;  /* chunks through the shm windows: picks the window */
   int allreduce_algo;   /* hvd_ar_algo (coll/coll.h); 0: auto.  Equal on every rank */
   int hierarchical;     /* HOROVOD_HIERARCHICAL_ALLREDUCE.  Equal on every rank */
+  int hier_tunable;     /* the autotuner may switch it on: build the hierarchy anyway */
   hvd_place place;      /* the global communicator's: this rank's host layout */
   /* The hierarchical allreduce's sub-communicators (coll/hierarchical.c):
    * this host's ranks by local rank, and this local rank's ranks by host.
    * Owned; NULL unless the global communicator reduces hierarchically. */
   struct hvd_comm *local, *cross;
+  /* Another implementation of the data collectives the engine runs on
+   * this communicator (MPI's, HOROVOD_CPU_OPERATIONS=mpi), or NULL for
+   * hvd's own algorithms.  Negotiation always uses hvd's. */
+  const struct hvd_coll_ops *coll;
   void *scratch;        /* HVD_CHUNK_BYTES, for receiving before reducing */
   void *staging;        /* HVD_CHUNK_BYTES, for sending a chunk gathered from pieces */
+  void *peer_buf;       /* the shm allreduce's blocks read from other ranks (shm_direct.c) */
+  size_t peer_buf_len;
   int broken;
   char broken_why[512];
 } hvd_comm;
@@ -72,6 +82,7 @@ static inline int hvd__comm_peer(const hvd_comm *c, int r) {
 }
 static inline int hvd__comm_sendrecv(hvd_comm *c, int to, const void *sbuf, size_t slen,
                                      int from, void *rbuf, size_t rlen, uint32_t tag) {
+  c->steps++;
   return hvd__sendrecv(c->xport, hvd__comm_peer(c, to), sbuf, slen, hvd__comm_peer(c, from),
                        rbuf, rlen, tag);
 }

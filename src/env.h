@@ -32,6 +32,25 @@
     "Bytes of allreduces fused into one collective; 0 disables fusion")                   \
   X(CACHE_CAPACITY, "HOROVOD_CACHE_CAPACITY", INT, "1024", 0, 1 << 20,                    \
     "Entries of the response cache (tensors negotiated with one bit); 0 disables it")     \
+  X(AUTOTUNE, "HOROVOD_AUTOTUNE", BOOL, "0", 0, 1,                                        \
+    "Tune the fusion threshold, cycle time, response cache and hierarchical allreduce "    \
+    "while the job runs, by Bayesian optimisation of the bytes per second the engine "     \
+    "achieves (rank 0 decides; every rank applies its choice in the same cycle); the job's " \
+    "own settings are where the search starts")                                            \
+  X(AUTOTUNE_LOG, "HOROVOD_AUTOTUNE_LOG", STR, "", 0, 0,                                   \
+    "Path of the CSV rank 0 writes with every autotune sample, its settings and its score") \
+  X(AUTOTUNE_WARMUP_SAMPLES, "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", INT, "3", 0, 10000,        \
+    "Autotune samples discarded at the start")                                              \
+  X(AUTOTUNE_STEPS_PER_SAMPLE, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", INT, "10", 1, 1000,    \
+    "Training steps in one autotune sample (a step ends when its first tensor runs again)") \
+  X(AUTOTUNE_BAYES_OPT_MAX_SAMPLES, "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", INT, "20", 1, \
+    64, "Samples of the Bayesian optimisation of fusion threshold and cycle time")         \
+  X(AUTOTUNE_GAUSSIAN_PROCESS_NOISE, "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", FLOAT, "0.8", \
+    0, 100, "Noise of the autotuner's Gaussian process (added to its kernel's diagonal, "  \
+    "scores standardised): larger trusts single samples less")                              \
+  X(AUTOTUNE_RETUNE_DROP, "HOROVOD_AUTOTUNE_RETUNE_DROP", FLOAT, "0.25", 0, 1,              \
+    "After settling, three samples in a row this share below the settled throughput start " \
+    "tuning again (the workload changed); 1: never")                                         \
   X(ALLREDUCE_ALGORITHM, "HOROVOD_ALLREDUCE_ALGORITHM", STR, "auto", 0, 0,                \
     "Allreduce algorithm: auto (on one host the shm-window allreduce; over TCP by a cost " \
     "model: recursive doubling for small tensors, Rabenseifner or the ring for large "    \
@@ -41,10 +60,22 @@
     "Allreduce in three steps: reduce-scatter within each host, allreduce across hosts "  \
     "among the ranks of one local rank, allgather within each host; used when the job "   \
     "spans several hosts of the same size; rank 0's setting applies to every rank")       \
+  X(CPU_OPERATIONS, "HOROVOD_CPU_OPERATIONS", STR, "gloo", 0, 0,                         \
+    "Who runs the collectives: gloo (hvd's own algorithms and transports) or mpi (MPI's "  \
+    "collectives, for a job formed through MPI; hvd's engine still negotiates and fuses)") \
   X(SHM_DISABLE, "HOROVOD_SHM_DISABLE", BOOL, "0", 0, 1,                                  \
     "Use TCP between the ranks of a host too (by default they use shared memory among "  \
     "themselves and TCP to other hosts); set on any rank of a host, it applies to that "  \
     "host")                                                                               \
+  X(SHM_SINGLE_COPY, "HOROVOD_SHM_SINGLE_COPY", BOOL, "1", 0, 1,                          \
+    "Let the ranks of a host read each other's memory (process_vm_readv) so that large "  \
+    "allreduces copy each byte once, where the kernel allows it (probed at start; when it " \
+    "does not, said once at INFO level); 0 on any rank of a host: always copy through "   \
+    "shared windows")                                                                     \
+  X(SHM_SINGLE_COPY_MIN_BYTES, "HOROVOD_SHM_SINGLE_COPY_MIN_BYTES", INT, "0", 0, 1L << 50, \
+    "Smallest allreduce that copies once when it can; 0: the measured default, which on " \
+    "the machine it was measured on is never (docs/algorithms.md); the first rank of each " \
+    "host decides for it")                                                                \
   X(GLOO_IFACE, "HOROVOD_GLOO_IFACE", STR, "", 0, 0,                                     \
     "Network interface the rank listens on for its peers (a comma-separated list: the "  \
     "first that exists on the rank's host); unset: the one whose route reaches hvdrun's " \
@@ -56,7 +87,12 @@
   X(STALL_SHUTDOWN_TIME_SECONDS, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", INT, "0", 0,      \
     86400, "Seconds of stall after which every rank fails with an error; 0: never")       \
   X(TIMELINE, "HOROVOD_TIMELINE", STR, "", 0, 0,                                          \
-    "Path of the Chrome-trace timeline rank 0 writes; unset: no timeline")                \
+    "Path of the Chrome-trace timeline rank 0 writes; with %r in it, every rank writes "  \
+    "its own file (%r replaced by the rank); a directory (ending in / or existing): "      \
+    "every rank writes DIR/rank.N.json; unset: no timeline")                              \
+  X(TIMELINE_MAX_MB, "HOROVOD_TIMELINE_MAX_MB", INT, "1024", 1, 1L << 20,                 \
+    "Bound of each timeline file in MiB: at the bound the file ends (complete JSON, "      \
+    "the run's first part) and that rank stops tracing")                                  \
   X(TIMELINE_MARK_CYCLES, "HOROVOD_TIMELINE_MARK_CYCLES", BOOL, "0", 0, 1,                \
     "Mark every negotiation cycle in the timeline")                                       \
   X(LOG_LEVEL, "HOROVOD_LOG_LEVEL", LEVEL, "WARNING", 0, 0,                               \
@@ -73,11 +109,18 @@
     "Number of processes with this local rank (hosts)")                                   \
   X(HOSTNAME, "HOROVOD_HOSTNAME", JOB, "", 0, 0, "Name of this rank's host")              \
   X(RDZV_ADDR, "HOROVOD_GLOO_RENDEZVOUS_ADDR", JOB, "", 0, 0,                             \
-    "Address of hvdrun's rendezvous service")                                             \
+    "Address of hvdrun's rendezvous service; for a job rank 0 hosts (srun, mpirun "       \
+    "without MPI), rank 0's host")                                                        \
   X(RDZV_PORT, "HOROVOD_GLOO_RENDEZVOUS_PORT", JOB, "", 0, 0,                             \
-    "Port of hvdrun's rendezvous service")                                                \
+    "Port of hvdrun's rendezvous service; for a job rank 0 hosts, its port (default: "   \
+    "derived from the SLURM job and step, or from the secret)")                          \
   X(SECRET_KEY, "_HOROVOD_SECRET_KEY", JOB, "", 0, 0,                                     \
-    "The job's secret (base64, 32 bytes) that authenticates every connection")
+    "The job's secret (base64, 32 bytes) that authenticates every connection; for srun " \
+    "without hvdrun, export one (hvdrun --make-secret)")                                  \
+  X(ELASTIC, "HOROVOD_ELASTIC", JOB, "0", 0, 0,                                           \
+    "1 in the workers of an elastic job: hvdrun places them in each job")                 \
+  X(ELASTIC_WORKER_ID, "HOROVOD_ELASTIC_WORKER_ID", JOB, "", 0, 0,                        \
+    "An elastic worker's id at hvdrun's rendezvous (its rank changes from job to job)")
 
 typedef enum {
 #define HVD__PARAM_ENUM(id, name, kind, def, min, max, doc) HVD_P_##id,

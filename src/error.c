@@ -79,6 +79,7 @@ static const struct {
     {HVD_E_ENV, "HVD_E_ENV", "bad environment variable"},
     {HVD_E_SYSTEM, "HVD_E_SYSTEM", "system call failed"},
     {HVD_E_ABORTED, "HVD_E_ABORTED", "communicator aborted by an earlier error"},
+    {HVD_E_HOSTS_UPDATED, "HVD_E_HOSTS_UPDATED", "hosts were added or removed (elastic)"},
 };
 
 const char *hvd_strerror(int err) {

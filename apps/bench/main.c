@@ -2,7 +2,7 @@
  * main.c -- hvd-bench: collective time, algbw and busbw per size.
  *
  *   hvdrun -np 4 hvd-bench [--op allreduce|...|all] [--min-bytes 8] [--max-bytes 256M]
- *                          [--direct] [--csv] [--transport shm|tcp]
+ *                          [--direct] [--csv] [--steps] [--transport shm|tcp]
  *                          [--algorithm auto|ring|recursive_doubling|rabenseifner|shm]
  *
  * Per size: warm-up runs, then --batches batches of --iters runs each.  A
@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "bench.h"
@@ -27,7 +28,7 @@ typedef struct {
   int ops[OP__COUNT]; /* which to run */
   size_t min_bytes, max_bytes;
   int iters, batches, warmup; /* iters 0: chosen per size */
-  int direct, csv;
+  int direct, csv, steps;
   const char *algorithm; /* HOROVOD_ALLREDUCE_ALGORITHM's value */
   const char *transport; /* --transport; NULL: the library's choice */
   const char *used;      /* the transport actually built */
@@ -63,6 +64,9 @@ static void usage(FILE *f) {
           "  --warmup N         untimed runs per size (2)\n"
           "  --direct           the collective layer alone, without the engine's negotiation\n"
           "  --csv              one line per size: op,bytes,time_us,algbw_GBps,busbw_GBps\n"
+          "  --steps            also the rounds rank 0 made per run (sendrecvs and\n"
+          "                     shared-memory syncs, negotiation included): a column\n"
+          "                     steps, after the others\n"
           "  --transport NAME   shm (shared memory: every rank on one host) or tcp;\n"
           "                     default: shm where it can be used, else tcp\n"
           "  --algorithm NAME   allreduce algorithm: auto (by size and transport), ring,\n"
@@ -129,6 +133,7 @@ static int parse_args(options *o, int argc, char **argv) {
       {"max-bytes", required_argument, 0, 'e'}, {"iters", required_argument, 0, 'n'},
       {"batches", required_argument, 0, 'B'},   {"warmup", required_argument, 0, 'w'},
       {"direct", no_argument, 0, 'd'},          {"csv", no_argument, 0, 'c'},
+      {"steps", no_argument, 0, 's'},
       {"transport", required_argument, 0, 't'}, {"algorithm", required_argument, 0, 'a'},
       {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
   *o = (options){.min_bytes = 8, .max_bytes = 256u << 20, .batches = 5, .warmup = 2};
@@ -143,6 +148,7 @@ static int parse_args(options *o, int argc, char **argv) {
       case 'w': rc = parse_int("--warmup", optarg, 0, &o->warmup); break;
       case 'd': o->direct = 1; break;
       case 'c': o->csv = 1; break;
+      case 's': o->steps = 1; break;
       case 't': rc = set_transport(o, optarg); break;
       case 'a': rc = set_algorithm(o, optarg); break;
       case 'h': usage(stdout); return 1;
@@ -182,14 +188,22 @@ static int by_value(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* The rounds this rank has made so far (comm.h's steps). */
+static uint64_t steps_now(const bench_case *c) {
+  return c->direct ? c->direct->steps : hvd__steps();
+}
+
 /* Runs the case `runs` times; adds the time inside the collective to
- * *spent.  A wrong output fails with its description. */
-static int timed_runs(const bench_case *c, int runs, double *spent) {
+ * *spent and the rounds to *steps.  A wrong output fails with its
+ * description. */
+static int timed_runs(const bench_case *c, int runs, double *spent, uint64_t *steps) {
   for (int i = 0; i < runs; i++) {
     bench_fill(c);
+    uint64_t s0 = steps_now(c);
     double t0 = now_s();
     int rc = bench_run(c);
     double t1 = now_s();
+    *steps += steps_now(c) - s0;
     if (rc < 0) {
       fprintf(stderr, "hvd-bench: %s of %zu bytes failed on rank %d: %s\n",
               bench_op_name(c->op), c->bytes, c->rank, hvd_last_error());
@@ -206,38 +220,48 @@ static int timed_runs(const bench_case *c, int runs, double *spent) {
   return 0;
 }
 
-/* The median over batches of the slowest rank's mean time per run. */
-static int measure(const options *o, const bench_case *c, double *seconds) {
+/* The median over batches of the slowest rank's mean time per run, and
+ * this rank's rounds per run. */
+static int measure(const options *o, const bench_case *c, double *seconds, double *steps) {
   double spent = 0.0, batch[64];
+  uint64_t rounds = 0;
   int batches = o->batches < 64 ? o->batches : 64, iters = iters_for(o, c->bytes);
-  int rc = timed_runs(c, o->warmup, &spent);
+  int rc = timed_runs(c, o->warmup, &spent, &rounds);
+  rounds = 0;
   for (int b = 0; rc == 0 && b < batches; b++) {
     spent = 0.0;
-    rc = timed_runs(c, iters, &spent);
+    rc = timed_runs(c, iters, &spent, &rounds);
     batch[b] = spent / iters;
     if (rc == 0) rc = max_over_ranks(c->direct, &batch[b]);
   }
   if (rc < 0) return rc;
   qsort(batch, (size_t)batches, sizeof batch[0], by_value);
   *seconds = batch[batches / 2];
+  *steps = (double)rounds / ((double)batches * iters);
   return 0;
 }
 
 static void print_header(const options *o, bench_op op, int n) {
   if (o->csv) return;
   const char *algo = getenv("HOROVOD_ALLREDUCE_ALGORITHM");
+  const char *ops = getenv("HOROVOD_CPU_OPERATIONS");
+  int mpi = !o->direct && ops && strcasecmp(ops, "mpi") == 0;
   printf("# hvd-bench %s, np %d, %s, transport %s, algorithm %s\n", bench_op_name(op), n,
          o->direct ? "collective layer only (--direct)" : "public calls through the engine",
-         o->used, algo && *algo ? algo : "auto");
-  printf("# %12s %12s %12s %12s\n", "bytes", "time_us", "algbw_GBps", "busbw_GBps");
+         o->used, mpi ? "MPI's (HOROVOD_CPU_OPERATIONS=mpi)" : algo && *algo ? algo : "auto");
+  printf("# %12s %12s %12s %12s%s\n", "bytes", "time_us", "algbw_GBps", "busbw_GBps",
+         o->steps ? "        steps" : "");
 }
 
-static void print_row(const options *o, bench_op op, size_t bytes, double s, int n) {
+static void print_row(const options *o, bench_op op, size_t bytes, double s, double steps,
+                      int n) {
   double algbw = (double)bytes / s / 1e9, busbw = algbw * bench_bus_factor(op, n);
   if (o->csv)
-    printf("%s,%zu,%.2f,%.4f,%.4f\n", bench_op_name(op), bytes, s * 1e6, algbw, busbw);
+    printf("%s,%zu,%.2f,%.4f,%.4f", bench_op_name(op), bytes, s * 1e6, algbw, busbw);
   else
-    printf("  %12zu %12.2f %12.4f %12.4f\n", bytes, s * 1e6, algbw, busbw);
+    printf("  %12zu %12.2f %12.4f %12.4f", bytes, s * 1e6, algbw, busbw);
+  if (o->steps) printf(o->csv ? ",%.2f" : " %12.2f", steps);
+  printf("\n");
   fflush(stdout);
 }
 
@@ -245,15 +269,16 @@ static int bench_all(const options *o, hvd_comm *direct, int rank, int n) {
   void *in = malloc(o->max_bytes), *out = malloc(o->max_bytes);
   int rc = in && out ? 0 : HVD_E_NOMEM;
   if (rc < 0) fprintf(stderr, "hvd-bench: out of memory for 2 x %zu bytes\n", o->max_bytes);
-  if (rc == 0 && o->csv && rank == 0) printf("op,bytes,time_us,algbw_GBps,busbw_GBps\n");
+  if (rc == 0 && o->csv && rank == 0)
+    printf("op,bytes,time_us,algbw_GBps,busbw_GBps%s\n", o->steps ? ",steps" : "");
   for (int op = 0; rc == 0 && op < OP__COUNT; op++) {
     if (!o->ops[op]) continue;
     if (rank == 0) print_header(o, (bench_op)op, n);
     for (size_t bytes = o->min_bytes; rc == 0 && bytes <= o->max_bytes; bytes *= 2) {
       bench_case c = {(bench_op)op, bytes, rank, n, direct, in, out};
-      double s;
-      rc = measure(o, &c, &s);
-      if (rc == 0 && rank == 0) print_row(o, (bench_op)op, bytes, s, n);
+      double s, steps;
+      rc = measure(o, &c, &s, &steps);
+      if (rc == 0 && rank == 0) print_row(o, (bench_op)op, bytes, s, steps, n);
     }
   }
   free(in);

@@ -41,6 +41,64 @@ static PyObject *init(PyObject *self, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+/* init_ranks(ranks): hvd_init_ranks, for init(comm=[ranks]). */
+static PyObject *init_ranks(PyObject *self, PyObject *list) {
+  (void)self;
+  PyObject *seq = PySequence_Fast(list, "init_ranks takes a list of ranks");
+  if (!seq) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  int *ranks = PyMem_Calloc(n ? (size_t)n : 1, sizeof *ranks), rc = 0;
+  for (Py_ssize_t i = 0; ranks && i < n; i++) {
+    long r = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+    if (r == -1 && PyErr_Occurred()) break;
+    if (r < 0 || r > INT32_MAX) {
+      PyErr_Format(PyExc_ValueError, "init(comm=...): rank %ld is not a rank", r);
+      break;
+    }
+    ranks[i] = (int)r;
+  }
+  Py_DECREF(seq);
+  if (!ranks || PyErr_Occurred()) {
+    PyMem_Free(ranks);
+    return ranks ? NULL : PyErr_NoMemory();
+  }
+  Py_BEGIN_ALLOW_THREADS
+  rc = hvd_init_ranks(ranks, (int)n);
+  Py_END_ALLOW_THREADS
+  PyMem_Free(ranks);
+  if (rc < 0 && rc != HVD_E_ALREADY_INITIALIZED) return pyhvd_raise_query(rc);
+  Py_RETURN_NONE;
+}
+
+/* init_comm(fortran_handle): hvd_init_comm on an mpi4py communicator. */
+static PyObject *init_comm(PyObject *self, PyObject *arg) {
+  (void)self;
+  long handle = PyLong_AsLong(arg);
+  if (handle == -1 && PyErr_Occurred()) return NULL;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = pyhvd_init_comm(handle);
+  Py_END_ALLOW_THREADS
+  if (rc == HVD_E_UNSUPPORTED) {
+    PyErr_SetString(PyExc_ValueError, "init(comm=<MPI communicator>): this hvd was built "
+                    "without MPI (HVD_WITH_MPI=OFF); pass a list of ranks instead");
+    return NULL;
+  }
+  if (rc < 0 && rc != HVD_E_ALREADY_INITIALIZED) return pyhvd_raise_query(rc);
+  Py_RETURN_NONE;
+}
+
+/* mpi_built(), mpi_enabled(), mpi_threads_supported(): hvd.h's answers. */
+#define ANSWER(fn)                                              \
+  static PyObject *fn##_py(PyObject *self, PyObject *unused) {  \
+    (void)self;                                                 \
+    (void)unused;                                               \
+    return PyBool_FromLong(hvd_##fn());                         \
+  }
+ANSWER(mpi_built)
+ANSWER(mpi_enabled)
+ANSWER(mpi_threads_supported)
+
 static PyObject *shutdown(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
@@ -50,6 +108,29 @@ static PyObject *shutdown(PyObject *self, PyObject *unused) {
     Py_END_ALLOW_THREADS
   }
   Py_RETURN_NONE;
+}
+
+/* elastic_reset(): leave the job and join the next one (hvd_elastic_reset);
+ * HorovodInternalError with hvdrun's reason when there is none. */
+static PyObject *elastic_reset(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = hvd_elastic_reset();
+  Py_END_ALLOW_THREADS
+  return rc < 0 ? pyhvd_raise_failure(rc, hvd_last_error()) : Py_NewRef(Py_None);
+}
+
+/* elastic_updates() -> (stamp, added, removed): hvdrun's announcements so far. */
+static PyObject *elastic_updates(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  uint64_t stamp;
+  int added, removed;
+  int rc = hvd_elastic_host_updates(&stamp, &added, &removed);
+  if (rc < 0) return pyhvd_raise_query(rc);
+  return Py_BuildValue("(Kii)", (unsigned long long)stamp, added, removed);
 }
 
 static PyObject *is_initialized(PyObject *self, PyObject *unused) {
@@ -75,8 +156,19 @@ TOPOLOGY(cross_size)
 
 static PyMethodDef basic_methods[] = {
     {"init", init, METH_NOARGS, "Join the job (hvd_init)."},
+    {"init_ranks", init_ranks, METH_O, "Join as a job of the listed ranks (hvd_init_ranks)."},
+    {"init_comm", init_comm, METH_O,
+     "Join as the job of an MPI communicator, given its Fortran handle (hvd_init_comm)."},
+    {"mpi_built", mpi_built_py, METH_NOARGS, "hvd_mpi_built()."},
+    {"mpi_enabled", mpi_enabled_py, METH_NOARGS, "hvd_mpi_enabled()."},
+    {"mpi_threads_supported", mpi_threads_supported_py, METH_NOARGS,
+     "hvd_mpi_threads_supported()."},
     {"shutdown", shutdown, METH_NOARGS, "Leave the job (hvd_shutdown)."},
     {"is_initialized", is_initialized, METH_NOARGS, "True between init() and shutdown()."},
+    {"elastic_reset", elastic_reset, METH_NOARGS,
+     "Leave the job and join the next one of an elastic run (hvd_elastic_reset)."},
+    {"elastic_updates", elastic_updates, METH_NOARGS,
+     "(stamp, added, removed): host updates hvdrun announced (hvd_elastic_host_updates)."},
     {"rank", rank_py, METH_NOARGS, "This process's rank."},
     {"size", size_py, METH_NOARGS, "The number of processes."},
     {"local_rank", local_rank_py, METH_NOARGS, "Rank on this host."},

@@ -32,6 +32,11 @@ PyObject *pyhvd_raise_query(int code);
 PyObject *pyhvd_raise_enqueue(int code);
 PyObject *pyhvd_raise_failure(int code, const char *msg);
 
+/* hvd_init_comm() on an mpi4py communicator's Fortran handle
+ * (mpi_on/comm.c), or HVD_E_UNSUPPORTED in builds without MPI
+ * (mpi_off/comm.c). */
+int pyhvd_init_comm(long fortran_handle);
+
 /* ---- handles (handle.c) ---- */
 
 /* What a completed handle leaves behind. */

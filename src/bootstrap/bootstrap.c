@@ -1,114 +1,44 @@
 /*
- * bootstrap.c -- from environment variables to a connected transport.
+ * bootstrap.c -- from the job's description to a connected transport.
  *
  * The steps of hvd_init for a job of n > 1 ranks:
- *   1. connect to hvdrun's rendezvous and prove we hold the job's secret;
- *   2. listen on the local address of that connection -- the interface
- *      that routes to the launcher is the one our peers can reach too;
- *   3. register that address and receive everyone's;
- *   4. connect the full mesh (transport);
- *   5. set up shared memory among the ranks of each host (host_plan.c
+ *   1. meet (job->meet): at a rendezvous -- hvdrun's, or one rank 0 hosts
+ *      on a thread of its own (rdzv_host.h) -- connect, prove we hold the
+ *      job's secret, listen on the local address of that connection (the
+ *      interface that routes to the rendezvous is the one our peers can
+ *      reach too), register that address and receive everyone's; or do the
+ *      same through MPI (mpi_controller.h), which also hands out a fresh
+ *      secret.  Either way every rank ends with the same table;
+ *   2. a sub-job (hvd_init_ranks) keeps the table's listed ranks;
+ *   3. connect the full mesh (transport);
+ *   4. set up shared memory among the ranks of each host (host_plan.c
  *      says which, from the table): one host uses it alone, several use
  *      it within each host and TCP between them (hybrid.c).
  * All of it within HOROVOD_START_TIMEOUT.
  */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
-#include <unistd.h>
 
 #include "../env.h"
+#include "../mpi_controller.h"
 #include "../transport/hybrid.h"
 #include "../transport/iface.h"
 #include "../transport/shm.h"
 #include "bootstrap.h"
 #include "host_plan.h"
+#include "rdzv_elastic.h"
+#include "rdzv_host.h"
 
-/* A JOB variable as an integer in [min, max]; `def` when unset. */
-static int job_int(hvd_param_id id, long def, long min, long max, int *out) {
-  const char *v = hvd__param_raw(id);
-  long x = def;
-  if (v) HVD__CHECK(hvd__parse_long(hvd__params[id].name, v, min, max, &x));
-  *out = (int)x;
-  return 0;
-}
-
-static int check_rank(const char *what, int rank, hvd_param_id size_id, int size) {
-  if (rank < size) return 0;
-  return hvd__err(HVD_E_ENV, "%s=%d is not below %s=%d", what, rank, hvd__params[size_id].name,
-                  size);
-}
-
-/* "nodename/boot-id"; the boot id reads as "unknown" where /proc lacks it,
- * which only makes more ranks look alike by it, never fewer. */
-static void host_id(char out[HVD_HOST_ID_MAX]) {
-  struct utsname u;
-  char boot[64] = "unknown";
-  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t n = read(fd, boot, sizeof boot - 1);
-    boot[n > 0 ? n : 0] = '\0';
-    boot[strcspn(boot, "\n")] = '\0';
-    close(fd);
-  }
-  if (uname(&u) != 0) snprintf(u.nodename, sizeof u.nodename, "unknown");
-  snprintf(out, HVD_HOST_ID_MAX, "%.64s/%.40s", u.nodename[0] ? u.nodename : "unknown",
-           boot[0] ? boot : "unknown");
-}
-
-int hvd__job_from_env(hvd_job *job) {
-  memset(job, 0, sizeof *job);
-  HVD__CHECK(job_int(HVD_P_SIZE, 1, 1, 1 << 20, &job->size));
-  HVD__CHECK(job_int(HVD_P_RANK, 0, 0, 1 << 20, &job->rank));
-  HVD__CHECK(check_rank("HOROVOD_RANK", job->rank, HVD_P_SIZE, job->size));
-  /* Without the local/cross variables (a launcher that sets only rank and
-   * size), assume one host: local = global, one "cross" group. */
-  HVD__CHECK(job_int(HVD_P_LOCAL_SIZE, job->size, 1, job->size, &job->local_size));
-  HVD__CHECK(job_int(HVD_P_LOCAL_RANK, job->rank, 0, 1 << 20, &job->local_rank));
-  HVD__CHECK(check_rank("HOROVOD_LOCAL_RANK", job->local_rank, HVD_P_LOCAL_SIZE,
-                        job->local_size));
-  HVD__CHECK(job_int(HVD_P_CROSS_SIZE, 1, 1, job->size, &job->cross_size));
-  HVD__CHECK(job_int(HVD_P_CROSS_RANK, 0, 0, 1 << 20, &job->cross_rank));
-  HVD__CHECK(check_rank("HOROVOD_CROSS_RANK", job->cross_rank, HVD_P_CROSS_SIZE,
-                        job->cross_size));
-  const char *host = hvd__param_raw(HVD_P_HOSTNAME);
-  if (host && strlen(host) >= sizeof job->hostname)
-    return hvd__err(HVD_E_ENV, "HOROVOD_HOSTNAME is longer than %zu bytes",
-                    sizeof job->hostname - 1);
-  if (host)
-    strcpy(job->hostname, host);
-  else if (gethostname(job->hostname, sizeof job->hostname - 1) != 0)
-    strcpy(job->hostname, "localhost");
-  host_id(job->host_id);
-  return 0;
-}
-
-/* Where the rendezvous is and the key that opens it. */
-static int rdzv_from_env(char *addr, size_t cap, int *port, hvd_secret *key) {
-  const char *a = hvd__param_raw(HVD_P_RDZV_ADDR);
-  const char *p = hvd__param_raw(HVD_P_RDZV_PORT);
-  const char *k = hvd__param_raw(HVD_P_SECRET_KEY);
-  if (!a || !p || !k)
-    return hvd__err(HVD_E_ENV,
-                    "HOROVOD_SIZE > 1 but %s is not set: start the job with hvdrun "
-                    "(or set HOROVOD_GLOO_RENDEZVOUS_ADDR, HOROVOD_GLOO_RENDEZVOUS_PORT "
-                    "and _HOROVOD_SECRET_KEY)",
-                    !a ? "HOROVOD_GLOO_RENDEZVOUS_ADDR"
-                       : !p ? "HOROVOD_GLOO_RENDEZVOUS_PORT" : "_HOROVOD_SECRET_KEY");
-  if (strlen(a) >= cap)
-    return hvd__err(HVD_E_ENV, "HOROVOD_GLOO_RENDEZVOUS_ADDR is longer than %zu bytes", cap - 1);
-  strcpy(addr, a);
-  long port_l;
-  HVD__CHECK(hvd__parse_long("HOROVOD_GLOO_RENDEZVOUS_PORT", p, 1, 65535, &port_l));
-  *port = (int)port_l;
-  int rc = hvd__secret_decode(k, key);
-  return rc < 0 ? hvd__err_prefix(rc, "_HOROVOD_SECRET_KEY") : 0;
-}
+/* What meeting gives: everyone's entry, where this rank listens, the key. */
+typedef struct {
+  hvd_rdzv_entry *table; /* job->size entries */
+  int listen_fd;
+  hvd_secret key;
+} met;
 
 /* Where to listen for the peers: HOROVOD_GLOO_IFACE's interface, or the
- * one that reached the launcher -- the interface that routes to hvdrun is
+ * one that reached the rendezvous -- the interface that routes there is
  * the one the other hosts can reach too. */
 static int listen_addr(const hvd_job *job, int rdzv_fd, hvd_rdzv_entry *me) {
   const char *names = hvd__param_raw(HVD_P_GLOO_IFACE);
@@ -124,34 +54,123 @@ static int listen_addr(const hvd_job *job, int rdzv_fd, hvd_rdzv_entry *me) {
   return 0;
 }
 
-/* Steps 2-3: listen where the peers can reach us, learn everyone's entry. */
-static int meet(const hvd_job *job, int want_shm, int rdzv_fd, uint64_t deadline,
-                int *listen_fd, hvd_rdzv_entry *table) {
+/* This rank's entry: where it listens for the peers (listening there). */
+static int listen_entry(const hvd_job *job, int want_shm, int rdzv_fd, hvd_rdzv_entry *me,
+                        int *listen_fd) {
+  memset(me, 0, sizeof *me);
+  me->shm = (uint8_t)want_shm;
+  strcpy(me->hostname, job->hostname);
+  strcpy(me->host_id, job->host_id);
+  HVD__CHECK(listen_addr(job, rdzv_fd, me));
+  HVD__CHECK(hvd__net_listen(me->listen.addr, 0, listen_fd, &me->listen.port));
+  hvd__log(HVD_LOG_DEBUG, "listening for peers on %s:%d (%s)", me->listen.addr,
+           me->listen.port, me->iface);
+  return 0;
+}
+
+/* Listens where the peers can reach us and registers there. */
+static int register_at(const hvd_job *job, int want_shm, int rdzv_fd, uint64_t deadline,
+                       met *m) {
   hvd_rdzv_entry me;
-  memset(&me, 0, sizeof me);
+  HVD__CHECK(listen_entry(job, want_shm, rdzv_fd, &me, &m->listen_fd));
   me.rank = (uint32_t)job->rank;
   me.size = (uint32_t)job->size;
   me.local_rank = (uint32_t)job->local_rank;
   me.local_size = (uint32_t)job->local_size;
-  me.shm = (uint8_t)want_shm;
-  strcpy(me.hostname, job->hostname);
-  strcpy(me.host_id, job->host_id);
-  HVD__CHECK(listen_addr(job, rdzv_fd, &me));
-  hvd__log(HVD_LOG_DEBUG, "rank %d: listening for peers on %s (%s)", job->rank, me.listen.addr,
-           me.iface);
-  HVD__CHECK(hvd__net_listen(me.listen.addr, 0, listen_fd, &me.listen.port));
-  return hvd__rdzv_register(rdzv_fd, &me, deadline, table);
+  return hvd__rdzv_register(rdzv_fd, &me, deadline, m->table);
 }
 
-/* Step 5: what the plan says joins this rank to the others.  Consumes
+/* Step 1 for an elastic worker: hvdrun places it in the job it forms
+ * and keeps the connection for its notices.  The transports are keyed
+ * per job, so that nothing of an earlier job (a late connection, a shared
+ * memory segment) is ever taken for this one's. */
+static int meet_elastic(hvd_job *job, int want_shm, uint64_t deadline, met *m) {
+  const hvd_meet *how = &job->meet;
+  hvd_rdzv_entry me;
+  hvd_rdzv_place p;
+  char label[64];
+  int fd = -1;
+  int rc = hvd__rdzv_connect(how->addr, how->port, &how->key, how->worker, deadline, &fd);
+  if (rc == 0) rc = listen_entry(job, want_shm, fd, &me, &m->listen_fd);
+  if (rc == 0) rc = hvd__rdzv_join(fd, how->worker, &me, deadline, &p, &m->table);
+  if (rc == 0) {
+    snprintf(label, sizeof label, "hvd elastic job %u", p.generation);
+    rc = hvd__secret_derive(&how->key, label, &m->key);
+  }
+  if (rc < 0) {
+    hvd__net_close(&fd);
+    return hvd__err_prefix(rc, "worker %u at hvdrun's rendezvous at %s:%d", how->worker,
+                           how->addr, how->port);
+  }
+  job->rank = (int)p.rank;
+  job->size = (int)p.size;
+  job->local_rank = (int)m->table[p.rank].local_rank;
+  job->local_size = (int)m->table[p.rank].local_size;
+  job->cross_rank = (int)p.cross_rank;
+  job->cross_size = (int)p.cross_size;
+  job->generation = p.generation;
+  job->control_fd = fd;
+  hvd__log_set_rank(job->rank);
+  hvd__log(HVD_LOG_DEBUG, "worker %u: rank %d of %d in job %u", how->worker, job->rank,
+           job->size, p.generation);
+  return 0;
+}
+
+/* Step 1 at a rendezvous server; rank 0 runs it when the meeting says so. */
+static int meet_at_rendezvous(const hvd_job *job, int want_shm, uint64_t deadline, met *m) {
+  const hvd_meet *how = &job->meet;
+  hvd_rdzv_host *host = NULL;
+  int fd = -1, rc = 0;
+  m->key = how->key;
+  if (how->kind == HVD_MEET_RANK0 && job->rank == 0)
+    rc = hvd__rdzv_host_start(how->addr, how->port, (uint32_t)job->size, &how->key, &host);
+  if (rc == 0)
+    rc = hvd__rdzv_connect(how->addr, how->port, &how->key, (uint32_t)job->rank, deadline, &fd);
+  if (rc == 0) rc = register_at(job, want_shm, fd, deadline, m);
+  hvd__net_close(&fd);
+  /* The others may still be taking their tables: give them until the
+   * deadline, or no time if this rank failed. */
+  hvd__rdzv_host_stop(host, rc == 0 ? deadline : 0);
+  if (rc < 0)
+    return hvd__err_prefix(rc, "rendezvous %sat %s:%d", how->kind == HVD_MEET_RANK0 ?
+                           "hosted by rank 0 " : "", how->addr, how->port);
+  return 0;
+}
+
+/* Step 2: the listed ranks become ranks 0..n-1 of a job of their own;
+ * a rank left out stops here. */
+static int keep_sub_job(hvd_job *job, met *m) {
+  int me = -1, n = job->nranks;
+  for (int i = 0; i < n; i++)
+    if (job->ranks[i] == job->rank) me = i;
+  if (me < 0) return hvd__err(HVD_E_INVALID, "rank %d is not among the ranks given to "
+                              "hvd_init_ranks()", job->rank);
+  hvd_rdzv_entry *sub = calloc((size_t)n, sizeof *sub);
+  if (!sub) return hvd__err(HVD_E_NOMEM, "a table of %d ranks", n);
+  for (int i = 0; i < n; i++) {
+    sub[i] = m->table[job->ranks[i]];
+    sub[i].rank = (uint32_t)i;
+    sub[i].size = (uint32_t)n;
+  }
+  hvd__layout_local(sub, n);
+  free(m->table);
+  m->table = sub;
+  job->rank = me;
+  job->size = n;
+  job->local_rank = (int)sub[me].local_rank;
+  job->local_size = (int)sub[me].local_size;
+  job->cross_rank = -1; /* from the new table */
+  return 0;
+}
+
+/* Step 4: what the plan says joins this rank to the others.  Consumes
  * tcp, whatever happens. */
-static int join(const hvd_host_plan *plan, const hvd_tcp_config *cfg, hvd_transport *tcp,
-                hvd_transport **xport) {
+static int join(const hvd_host_plan *plan, const hvd_tcp_config *cfg, const hvd_job *job,
+                hvd_transport *tcp, hvd_transport **xport) {
   hvd_transport *shm = NULL;
   if (plan->why[0] && plan->me == 0)
     hvd__log(HVD_LOG_WARNING, "no shared memory among the ranks placed on host '%s', using "
-             "TCP: %s", hvd__param_raw(HVD_P_HOSTNAME) ? hvd__param_raw(HVD_P_HOSTNAME)
-                                                        : "this host", plan->why);
+             "TCP: %s", job->hostname, plan->why);
   if (plan->shm) {
     hvd_shm_config sc = {plan->members, plan->n, plan->me, cfg->key, cfg->timeout_ms};
     int rc = hvd__shm_setup(&sc, tcp, &shm);
@@ -172,55 +191,84 @@ static int join(const hvd_host_plan *plan, const hvd_tcp_config *cfg, hvd_transp
   return 0;
 }
 
-int hvd__bootstrap(const hvd_job *job, hvd_transport **xport) {
+/* Steps 3-4, from the table. */
+static int connect_all(const hvd_job *job, met *m, uint64_t deadline, long timeout_s,
+                       hvd_transport **xport) {
+  hvd_host_plan plan = {0};
+  hvd_transport *tcp = NULL;
+  hvd_tcp_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  hvd_peer_addr *peers = calloc((size_t)job->size, sizeof *peers);
+  if (!peers) return hvd__err(HVD_E_NOMEM, "allocating the addresses of %d ranks", job->size);
+  int rc = hvd__host_plan(m->table, job->size, job->rank, &plan);
+  if (rc < 0) goto free_all;
+  for (int i = 0; i < job->size; i++) peers[i] = m->table[i].listen;
+  cfg.rank = job->rank;
+  cfg.size = job->size;
+  cfg.key = m->key;
+  cfg.listen_fd = m->listen_fd;
+  cfg.peers = peers;
+  cfg.connect_deadline = deadline;
+  cfg.timeout_ms = (int)(timeout_s * 1000);
+  rc = hvd__tcp_create(&cfg, &tcp); /* owns the listener from here, even on failure */
+  m->listen_fd = -1;
+  if (rc < 0)
+    hvd__err_prefix(rc, "connecting to the other ranks");
+  else
+    rc = join(&plan, &cfg, job, tcp, xport);
+free_all:
+  hvd__host_plan_free(&plan);
+  free(peers);
+  return rc;
+}
+
+/* hvd_init_ranks()'s list, before anyone meets: in range, no repeats. */
+static int check_ranks(const hvd_job *job) {
+  if (!job->ranks) return 0;
+  if (job->nranks < 1 || job->nranks > job->size)
+    return hvd__err(HVD_E_INVALID, "hvd_init_ranks: %d ranks of a job of %d", job->nranks,
+                    job->size);
+  for (int i = 0; i < job->nranks; i++) {
+    if (job->ranks[i] < 0 || job->ranks[i] >= job->size)
+      return hvd__err(HVD_E_INVALID, "hvd_init_ranks: rank %d is not in 0..%d", job->ranks[i],
+                      job->size - 1);
+    for (int k = 0; k < i; k++)
+      if (job->ranks[k] == job->ranks[i])
+        return hvd__err(HVD_E_INVALID, "hvd_init_ranks: rank %d is listed twice",
+                        job->ranks[i]);
+  }
+  return 0;
+}
+
+/* Step 1, whichever way the job meets. */
+static int meet(hvd_job *job, int want_shm, uint64_t deadline, met *m) {
+  if (job->meet.kind == HVD_MEET_ELASTIC) return meet_elastic(job, want_shm, deadline, m);
+  if (job->meet.kind == HVD_MEET_MPI)
+    return hvd__mpi_meet(job, deadline, &m->table, &m->listen_fd, &m->key);
+  m->table = calloc((size_t)job->size, sizeof *m->table);
+  if (!m->table) return hvd__err(HVD_E_NOMEM, "allocating the table of %d ranks", job->size);
+  HVD__CHECK(meet_at_rendezvous(job, want_shm, deadline, m));
+  return job->ranks ? keep_sub_job(job, m) : 0;
+}
+
+int hvd__bootstrap(hvd_job *job, hvd_transport **xport) {
   *xport = NULL;
-  if (job->size == 1) return 0;
+  HVD__CHECK(check_ranks(job));
+  if (job->meet.kind == HVD_MEET_ALONE) return 0;
 
   long start_s, timeout_s;
   int shm_disable;
   HVD__CHECK(hvd__param_int(HVD_P_START_TIMEOUT, &start_s));
   HVD__CHECK(hvd__param_int(HVD_P_GLOO_TIMEOUT_SECONDS, &timeout_s));
   HVD__CHECK(hvd__param_bool(HVD_P_SHM_DISABLE, &shm_disable));
-  hvd_tcp_config cfg;
-  memset(&cfg, 0, sizeof cfg);
-  char addr[HVD_NET_ADDR_MAX + 192];
-  int port = 0, rdzv_fd = -1;
-  HVD__CHECK(rdzv_from_env(addr, sizeof addr, &port, &cfg.key));
-
   uint64_t deadline = hvd__deadline_in(start_s * 1000);
-  hvd_peer_addr *peers = calloc((size_t)job->size, sizeof *peers);
-  hvd_rdzv_entry *table = calloc((size_t)job->size, sizeof *table);
-  hvd_host_plan plan = {0};
-  hvd_transport *tcp = NULL;
-  cfg.listen_fd = -1;
-  int rc = peers && table ? 0 : hvd__err(HVD_E_NOMEM, "allocating the table of %d ranks",
-                                         job->size);
-  if (rc == 0)
-    rc = hvd__rdzv_connect(addr, port, &cfg.key, (uint32_t)job->rank, deadline, &rdzv_fd);
-  if (rc == 0) rc = meet(job, !shm_disable, rdzv_fd, deadline, &cfg.listen_fd, table);
-  hvd__net_close(&rdzv_fd);
-  if (rc < 0) {
-    hvd__err_prefix(rc, "rendezvous at %s:%d", addr, port);
-    goto free_all;
-  }
-  rc = hvd__host_plan(table, job->size, job->rank, &plan);
-  if (rc < 0) goto free_all;
-  for (int i = 0; i < job->size; i++) peers[i] = table[i].listen;
-  cfg.rank = job->rank;
-  cfg.size = job->size;
-  cfg.peers = peers;
-  cfg.connect_deadline = deadline;
-  cfg.timeout_ms = (int)(timeout_s * 1000);
-  rc = hvd__tcp_create(&cfg, &tcp); /* owns the listener from here, even on failure */
-  cfg.listen_fd = -1;
-  if (rc < 0)
-    hvd__err_prefix(rc, "connecting to the other ranks");
-  else
-    rc = join(&plan, &cfg, tcp, xport);
-free_all:
-  hvd__net_close(&cfg.listen_fd);
-  hvd__host_plan_free(&plan);
-  free(table);
-  free(peers);
+  met m = {NULL, -1, {{0}}};
+  int rc = meet(job, !shm_disable, deadline, &m);
+  if (rc == 0 && job->cross_rank < 0)
+    hvd__layout_cross(m.table, job->size, job->rank, &job->cross_rank, &job->cross_size);
+  if (rc == 0 && job->size > 1) rc = connect_all(job, &m, deadline, timeout_s, xport);
+  hvd__net_close(&m.listen_fd);
+  free(m.table);
+  if (rc < 0) hvd__net_close(&job->control_fd); /* no job: nothing to hear about */
   return rc;
 }

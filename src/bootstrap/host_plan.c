@@ -103,3 +103,26 @@ void hvd__host_plan_free(hvd_host_plan *p) {
   free(p->members);
   memset(p, 0, sizeof *p);
 }
+
+void hvd__layout_local(hvd_rdzv_entry *table, int size) {
+  for (int r = 0; r < size; r++) {
+    uint32_t before = 0, all = 0;
+    for (int q = 0; q < size; q++) {
+      if (strcmp(table[q].hostname, table[r].hostname) != 0) continue;
+      all++;
+      before += q < r;
+    }
+    table[r].local_rank = before;
+    table[r].local_size = all;
+  }
+}
+
+void hvd__layout_cross(const hvd_rdzv_entry *table, int size, int rank, int *cross_rank,
+                       int *cross_size) {
+  *cross_rank = *cross_size = 0;
+  for (int q = 0; q < size; q++) {
+    if (table[q].local_rank != table[rank].local_rank) continue;
+    ++*cross_size;
+    *cross_rank += q < rank;
+  }
+}

@@ -39,4 +39,14 @@ typedef struct {
 int hvd__host_plan(const hvd_rdzv_entry *table, int size, int rank, hvd_host_plan *out);
 void hvd__host_plan_free(hvd_host_plan *p);
 
+/* Numbers the ranks of each host name 0, 1, ... in rank order: each
+ * entry's local_rank and local_size, for a job whose launcher did not
+ * (MPI, a sub-job of hvd_init_ranks()). */
+void hvd__layout_local(hvd_rdzv_entry *table, int size);
+
+/* Horovod's cross rank and size of `rank`: its place among the ranks of
+ * its local rank, in rank order, and how many there are. */
+void hvd__layout_cross(const hvd_rdzv_entry *table, int size, int rank, int *cross_rank,
+                       int *cross_size);
+
 #endif /* HVD_HOST_PLAN_H */

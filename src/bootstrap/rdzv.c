@@ -40,7 +40,7 @@ static int addr_ok(const char *s) {
 /* The fields of an entry's body, and where they are placed; `code` is
  * what a failure returns (HVD_E_INVALID for what we are about to send,
  * HVD_E_PROTOCOL for what we received). */
-static int body_check(const hvd_rdzv_entry *e, int code, const char *what) {
+int hvd__rdzv_body_check(const hvd_rdzv_entry *e, int code, const char *what) {
   if (!name_ok(e->hostname, sizeof e->hostname, 0))
     return hvd__err(code, "%s: rank %u: hostname is empty, too long or not printable", what,
                     e->rank);
@@ -68,30 +68,30 @@ static int entry_check(const hvd_rdzv_entry *e, int code, const char *what) {
   if (e->rank >= e->size)
     return hvd__err(code, "%s: rank %u is not below the job size %u", what, e->rank,
                     e->size);
-  return body_check(e, code, what);
+  return hvd__rdzv_body_check(e, code, what);
 }
 
 /* The error a decoder returns when the reader ran out or a string field
  * was too long or held a NUL. */
-static int field_error(const char *what, const char *field) {
+int hvd__rdzv_field_error(const char *what, const char *field) {
   return hvd__err(HVD_E_PROTOCOL, "%s: field '%s' is truncated, too long or holds a NUL byte",
                   what, field);
 }
 
-static int check_len(const char *what, size_t len) {
+int hvd__rdzv_check_len(const char *what, size_t len) {
   if (len > HVD_FRAME_CONTROL_MAX)
     return hvd__err(HVD_E_PROTOCOL, "%s: payload of %zu bytes exceeds the %u-byte limit", what,
                     len, HVD_FRAME_CONTROL_MAX);
   return 0;
 }
 
-static int check_done(const hvd_reader *r, const char *what) {
+int hvd__rdzv_check_done(const hvd_reader *r, const char *what) {
   if (hvd__reader_done(r)) return 0;
   return hvd__err(HVD_E_PROTOCOL, "%s: %zu trailing bytes after the last field", what,
                   r->len - r->pos);
 }
 
-static int writer_result(const hvd_writer *w, const char *what) {
+int hvd__rdzv_writer_result(const hvd_writer *w, const char *what) {
   if (w->failed || w->len > INT32_MAX)
     return hvd__err(HVD_E_INVALID, "%s: does not fit in a %zu-byte buffer", what, w->cap);
   return (int)w->len;
@@ -99,7 +99,7 @@ static int writer_result(const hvd_writer *w, const char *what) {
 
 /* ---- an entry's body: what REGISTER and TABLE both carry ---- */
 
-static void put_body(hvd_writer *w, const hvd_rdzv_entry *e) {
+void hvd__rdzv_put_body(hvd_writer *w, const hvd_rdzv_entry *e) {
   hvd__put_str(w, e->hostname);
   hvd__put_str(w, e->host_id);
   hvd__put_str(w, e->iface);
@@ -111,20 +111,20 @@ static void put_body(hvd_writer *w, const hvd_rdzv_entry *e) {
 }
 
 /* Reads the body into e, naming the first field that does not decode. */
-static int get_body(hvd_reader *r, hvd_rdzv_entry *e, const char *what) {
+int hvd__rdzv_get_body(hvd_reader *r, hvd_rdzv_entry *e, const char *what) {
   hvd__get_str(r, e->hostname, sizeof e->hostname);
-  if (r->failed) return field_error(what, "hostname");
+  if (r->failed) return hvd__rdzv_field_error(what, "hostname");
   hvd__get_str(r, e->host_id, sizeof e->host_id);
-  if (r->failed) return field_error(what, "host_id");
+  if (r->failed) return hvd__rdzv_field_error(what, "host_id");
   hvd__get_str(r, e->iface, sizeof e->iface);
-  if (r->failed) return field_error(what, "iface");
+  if (r->failed) return hvd__rdzv_field_error(what, "iface");
   hvd__get_str(r, e->listen.addr, sizeof e->listen.addr);
-  if (r->failed) return field_error(what, "addr");
+  if (r->failed) return hvd__rdzv_field_error(what, "addr");
   e->listen.port = hvd__get_u16(r);
   e->local_rank = hvd__get_u32(r);
   e->local_size = hvd__get_u32(r);
   e->shm = hvd__get_u8(r);
-  if (r->failed) return field_error(what, "port/local rank/local size/shm");
+  if (r->failed) return hvd__rdzv_field_error(what, "port/local rank/local size/shm");
   return 0;
 }
 
@@ -135,20 +135,20 @@ int hvd__rdzv_encode_register(const hvd_rdzv_entry *e, uint8_t *buf, size_t cap)
   hvd_writer w = {buf, cap, 0, 0};
   hvd__put_u32(&w, e->rank);
   hvd__put_u32(&w, e->size);
-  put_body(&w, e);
-  return writer_result(&w, "rendezvous REGISTER");
+  hvd__rdzv_put_body(&w, e);
+  return hvd__rdzv_writer_result(&w, "rendezvous REGISTER");
 }
 
 int hvd__rdzv_decode_register(const uint8_t *buf, size_t len, hvd_rdzv_entry *e) {
   static const char what[] = "rendezvous REGISTER";
-  HVD__CHECK(check_len(what, len));
+  HVD__CHECK(hvd__rdzv_check_len(what, len));
   memset(e, 0, sizeof *e);
   hvd_reader r = {buf, len, 0, 0};
   e->rank = hvd__get_u32(&r);
   e->size = hvd__get_u32(&r);
-  if (r.failed) return field_error(what, "rank/size");
-  HVD__CHECK(get_body(&r, e, what));
-  HVD__CHECK(check_done(&r, what));
+  if (r.failed) return hvd__rdzv_field_error(what, "rank/size");
+  HVD__CHECK(hvd__rdzv_get_body(&r, e, what));
+  HVD__CHECK(hvd__rdzv_check_done(&r, what));
   return entry_check(e, HVD_E_PROTOCOL, what);
 }
 
@@ -164,18 +164,18 @@ int hvd__rdzv_encode_table(const hvd_rdzv_entry *entries, uint32_t size, uint8_t
       return hvd__err(HVD_E_INVALID, "rendezvous TABLE: slot %u holds rank %u of %u", r,
                       e->rank, e->size);
     HVD__CHECK(entry_check(e, HVD_E_INVALID, "rendezvous TABLE"));
-    put_body(&w, e);
+    hvd__rdzv_put_body(&w, e);
   }
-  return writer_result(&w, "rendezvous TABLE");
+  return hvd__rdzv_writer_result(&w, "rendezvous TABLE");
 }
 
 int hvd__rdzv_decode_table(const uint8_t *buf, size_t len, uint32_t size,
                            hvd_rdzv_entry *entries) {
   static const char what[] = "rendezvous TABLE";
-  HVD__CHECK(check_len(what, len));
+  HVD__CHECK(hvd__rdzv_check_len(what, len));
   hvd_reader r = {buf, len, 0, 0};
   uint32_t n = hvd__get_u32(&r);
-  if (r.failed) return field_error(what, "size");
+  if (r.failed) return hvd__rdzv_field_error(what, "size");
   if (n != size)
     return hvd__err(HVD_E_PROTOCOL, "%s: lists %u ranks, this job has %u", what, n, size);
   for (uint32_t i = 0; i < size; i++) {
@@ -183,10 +183,10 @@ int hvd__rdzv_decode_table(const uint8_t *buf, size_t len, uint32_t size,
     memset(e, 0, sizeof *e);
     e->rank = i;
     e->size = size;
-    HVD__CHECK(get_body(&r, e, what));
+    HVD__CHECK(hvd__rdzv_get_body(&r, e, what));
     HVD__CHECK(entry_check(e, HVD_E_PROTOCOL, what));
   }
-  return check_done(&r, what);
+  return hvd__rdzv_check_done(&r, what);
 }
 
 /* ---- ERROR: str reason ---- */
@@ -194,16 +194,16 @@ int hvd__rdzv_decode_table(const uint8_t *buf, size_t len, uint32_t size,
 int hvd__rdzv_encode_error(const char *reason, uint8_t *buf, size_t cap) {
   hvd_writer w = {buf, cap, 0, 0};
   hvd__put_str(&w, reason);
-  return writer_result(&w, "rendezvous ERROR");
+  return hvd__rdzv_writer_result(&w, "rendezvous ERROR");
 }
 
 int hvd__rdzv_decode_error(const uint8_t *buf, size_t len, char *reason, size_t cap) {
   static const char what[] = "rendezvous ERROR";
-  HVD__CHECK(check_len(what, len));
+  HVD__CHECK(hvd__rdzv_check_len(what, len));
   hvd_reader r = {buf, len, 0, 0};
   hvd__get_str(&r, reason, cap);
-  if (r.failed) return field_error(what, "reason");
-  HVD__CHECK(check_done(&r, what));
+  if (r.failed) return hvd__rdzv_field_error(what, "reason");
+  HVD__CHECK(hvd__rdzv_check_done(&r, what));
   for (char *p = reason; *p; p++) /* it is printed: keep the terminal sane */
     if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f) *p = '?';
   return 0;
@@ -241,11 +241,11 @@ static int recv_reply_header(int fd, uint64_t deadline, hvd_frame *f) {
     return hvd__err(HVD_E_PROTOCOL, "the server replied with frame type %u, not a TABLE",
                     f->type);
   if (f->tag != 0) return hvd__err(HVD_E_PROTOCOL, "the server's reply has tag %u", f->tag);
-  return check_len("rendezvous reply", f->len);
+  return hvd__rdzv_check_len("rendezvous reply", f->len);
 }
 
 /* The server's ERROR frame becomes HVD_E_ENV: a misconfigured job. */
-static int refused(const uint8_t *payload, size_t len) {
+int hvd__rdzv_refused(const uint8_t *payload, size_t len) {
   char reason[512];
   HVD__CHECK(hvd__rdzv_decode_error(payload, len, reason, sizeof reason));
   return hvd__err(HVD_E_ENV, "hvdrun refused the registration: %s", reason);
@@ -269,7 +269,7 @@ int hvd__rdzv_register(int fd, const hvd_rdzv_entry *me, uint64_t deadline,
   if (!payload) return hvd__err(HVD_E_NOMEM, "allocating %llu bytes for the rendezvous reply",
                                 (unsigned long long)f.len);
   int rc = hvd__net_read_all(fd, payload, (size_t)f.len, deadline);
-  if (rc == 0 && f.type == HVD_FRAME_RDZV_ERROR) rc = refused(payload, (size_t)f.len);
+  if (rc == 0 && f.type == HVD_FRAME_RDZV_ERROR) rc = hvd__rdzv_refused(payload, (size_t)f.len);
   if (rc == 0) rc = hvd__rdzv_decode_table(payload, (size_t)f.len, me->size, table);
   if (rc == 0) rc = check_self(me, table);
   free(payload);

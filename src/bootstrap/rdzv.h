@@ -82,4 +82,21 @@ int hvd__rdzv_connect(const char *addr, int port, const hvd_secret *key, uint32_
 int hvd__rdzv_register(int fd, const hvd_rdzv_entry *me, uint64_t deadline,
                        hvd_rdzv_entry *table);
 
+/* ---- pieces the elastic protocol (rdzv_elastic.c) shares ---- */
+
+/* An entry's body (what REGISTER and TABLE carry per rank) to and from
+ * the wire; the check of its fields, failing with `code` naming `what`. */
+void hvd__rdzv_put_body(hvd_writer *w, const hvd_rdzv_entry *e);
+int hvd__rdzv_get_body(hvd_reader *r, hvd_rdzv_entry *e, const char *what);
+int hvd__rdzv_body_check(const hvd_rdzv_entry *e, int code, const char *what);
+/* HVD_E_PROTOCOL: a field that did not decode; a payload over
+ * HVD_FRAME_CONTROL_MAX; bytes after the last field. */
+int hvd__rdzv_field_error(const char *what, const char *field);
+int hvd__rdzv_check_len(const char *what, size_t len);
+int hvd__rdzv_check_done(const hvd_reader *r, const char *what);
+/* The encoded length, or HVD_E_INVALID when it did not fit. */
+int hvd__rdzv_writer_result(const hvd_writer *w, const char *what);
+/* An ERROR payload as HVD_E_ENV "hvdrun refused the registration: ...". */
+int hvd__rdzv_refused(const uint8_t *payload, size_t len);
+
 #endif /* HVD_RDZV_H */

@@ -123,18 +123,27 @@ static int split_pieces(void *buf, size_t count, size_t esize, int n, hvd_piece 
   return 0;
 }
 
-int hvd__allreduce(hvd_comm *c, const void *sbuf, void *rbuf, size_t count, hvd_dtype dtype,
-                   hvd_op op) {
-  size_t esize = hvd_dtype_size(dtype);
+static int allreduce_with(hvd_comm *c, hvd_ar_algo algo, void *buf, size_t count,
+                          hvd_dtype dtype, hvd_op op) {
   hvd_piece *pieces = NULL;
   hvd_pieces *segs = NULL;
-  if (sbuf != rbuf && count) memcpy(rbuf, sbuf, count * esize);
-  int rc = split_pieces(rbuf, count, esize, c->size, &pieces, &segs);
-  hvd_ar_algo algo = hvd__allreduce_algo(c, count * esize);
+  int rc = split_pieces(buf, count, hvd_dtype_size(dtype), c->size, &pieces, &segs);
   if (rc == 0) rc = hvd__allreduce_pieces(c, algo, segs, dtype, op);
   free(pieces);
   free(segs);
   return rc;
+}
+
+int hvd__allreduce(hvd_comm *c, const void *sbuf, void *rbuf, size_t count, hvd_dtype dtype,
+                   hvd_op op) {
+  size_t esize = hvd_dtype_size(dtype);
+  if (sbuf != rbuf && count) memcpy(rbuf, sbuf, count * esize);
+  return allreduce_with(c, hvd__allreduce_algo(c, count * esize), rbuf, count, dtype, op);
+}
+
+int hvd__allreduce_small(hvd_comm *c, void *buf, size_t count, hvd_dtype dtype, hvd_op op) {
+  hvd_ar_algo algo = hvd__shm_usable(c) ? HVD_AR_SHM : HVD_AR_RECURSIVE_DOUBLING;
+  return allreduce_with(c, algo, buf, count, dtype, op);
 }
 
 static int reducescatter_body(hvd_comm *c, uint32_t tag, const void *sbuf, void *rbuf,

@@ -62,9 +62,35 @@ size_t hvd__allreduce_crossover(int n);
  * hvd__allreduce_choose (shm where it cannot run counts as auto). */
 hvd_ar_algo hvd__allreduce_algo(const hvd_comm *c, size_t bytes);
 
+/* Another implementation of the collectives the engine runs (comm.h's
+ * c->coll; src/mpi/ops.c is MPI's), with the same arguments and rules as
+ * the functions below: it begins a collective on c (hvd__comm_begin),
+ * breaks c on failure (hvd__comm_fail), never waits past the transport's
+ * deadline.  allreduce reduces n tensors in place, each by itself (so a
+ * tensor has the same bits fused or alone), AVERAGE divided. */
+typedef struct hvd_coll_ops {
+  const char *name;
+  int (*allreduce)(hvd_comm *c, void *const *bufs, const size_t *counts, int n, hvd_dtype dtype,
+                   hvd_op op);
+  int (*reducescatter)(hvd_comm *c, const void *sbuf, void *rbuf, size_t count,
+                       hvd_dtype dtype, hvd_op op);
+  int (*broadcast)(hvd_comm *c, void *buf, size_t bytes, int root);
+  int (*allgather)(hvd_comm *c, const void *sbuf, size_t count, size_t esize, void **rbuf,
+                   size_t *counts);
+  int (*alltoall)(hvd_comm *c, const void *sbuf, const size_t *scounts, size_t esize,
+                  void **rbuf, size_t *rcounts);
+  int (*barrier)(hvd_comm *c);
+} hvd_coll_ops;
+
 /* Chooses by count * element size (hvd__allreduce_algo). */
 int hvd__allreduce(hvd_comm *c, const void *sbuf, void *rbuf, size_t count, hvd_dtype dtype,
                    hvd_op op);
+
+/* In place, for a small vector whose latency is all that counts (the
+ * engine's negotiation): the shm windows where c has them, else recursive
+ * doubling; never the hierarchical allreduce, whose three phases cost
+ * more than the bytes they save here. */
+int hvd__allreduce_small(hvd_comm *c, void *buf, size_t count, hvd_dtype dtype, hvd_op op);
 
 
 /* rbuf holds hvd__split_count(count, size, rank) elements. */
@@ -151,6 +177,10 @@ typedef struct {
   int i;       /* the piece holding `base` */
   size_t base; /* logical offset where piece i starts */
 } hvd_cursor;
+
+/* Logical bytes [off, off + len) of ps as one pointer, or NULL if they
+ * cross pieces (off only moves forward, as for the copies below). */
+char *hvd__pieces_whole(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len);
 
 /* Copies logical bytes [off, off + len) of ps to dst / from src. */
 void hvd__pieces_gather(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len, void *dst);
@@ -244,6 +274,15 @@ int hvd__hierarchical(hvd_comm *c, uint32_t tag, const hvd_pieces *segs, hvd_dty
  * sequence numbers), or -1 when the global communicator is flat.  Defined
  * in api.c; call it while no collective runs. */
 int hvd__hier_counts(uint32_t *local, uint32_t *cross);
+
+/* For benchmarks: the global communicator's steps (comm.h) so far; read
+ * it while no collective runs.  Defined in api.c. */
+uint64_t hvd__steps(void);
+
+/* For tests: 1 when the job's ranks read each other's memory for the shm
+ * allreduce (the single-copy probe passed), 2 once an allreduce did, else
+ * 0.  Defined in api.c; call it while no collective runs. */
+int hvd__peer_read_on(void);
 
 /* Recursive doubling over the whole vector `all` (recursive_doubling.c),
  * inside a collective already begun with `tag`; AVERAGE divided. */

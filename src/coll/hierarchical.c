@@ -224,7 +224,7 @@ static int common_size(const hvd_place *all, int n, int *other) {
 static int decide(hvd_comm *c, const hvd_place *all) {
   int other = 0, L = common_size(all, c->size, &other);
   if (L == 0) {
-    if (c->rank == 0)
+    if (c->rank == 0 && c->hierarchical)
       hvd__log(HVD_LOG_WARNING, "HOROVOD_HIERARCHICAL_ALLREDUCE: the hosts have different "
                "numbers of ranks (%d and %d); the flat allreduce runs instead",
                all[0].local_size, other);
@@ -240,7 +240,7 @@ static int decide(hvd_comm *c, const hvd_place *all) {
 }
 
 int hvd__hier_setup(hvd_comm *c) {
-  if (!c->hierarchical || c->size < 2) return 0;
+  if (!(c->hierarchical || c->hier_tunable) || c->size < 2) return 0;
   hvd_place *all = NULL;
   int rc = exchange(c, &all);
   if (rc == 0) rc = hvd__hier_check(all, c->size);

@@ -71,8 +71,7 @@ static void for_spans(hvd_pieces ps, cursor *cu, size_t off, size_t len, span_fn
   }
 }
 
-/* The span [off, off + len) as one pointer, or NULL if it crosses pieces. */
-static char *whole(hvd_pieces ps, cursor *cu, size_t off, size_t len) {
+char *hvd__pieces_whole(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len) {
   advance(ps, cu, off);
   if (cu->i >= ps.n) return NULL;
   size_t start = off - cu->base;
@@ -118,7 +117,7 @@ static void reduce_span(char *piece, size_t len, size_t at, void *ctx) {
  * whole chunk, else gathered into the staging buffer. */
 static const char *send_chunk(hvd_comm *c, hvd_pieces ps, cursor *cu, size_t off, size_t len) {
   if (!len) return NULL;
-  char *p = whole(ps, cu, off, len);
+  char *p = hvd__pieces_whole(ps, cu, off, len);
   if (p) return p;
   for_spans(ps, cu, off, len, gather_span, c->staging);
   return c->staging;
@@ -140,7 +139,7 @@ int hvd__stream_pieces(hvd_comm *c, uint32_t tag, int to, hvd_pieces s, int from
     size_t rl = k < nr ? chunk_len(rlen, chunk, k) : 0;
     const char *src = send_chunk(c, s, &sc, k * chunk, sl);
     /* Receive in place unless the chunk is reduced or crosses pieces. */
-    char *dst = rl && !reduce ? whole(r, &rc, k * chunk, rl) : NULL;
+    char *dst = rl && !reduce ? hvd__pieces_whole(r, &rc, k * chunk, rl) : NULL;
     char *into = dst ? dst : rl ? c->scratch : NULL;
     HVD__CHECK(hvd__comm_sendrecv(c, k < ns ? to : -1, src, sl, k < nr ? from : -1, into, rl,
                                   tag));

@@ -150,15 +150,18 @@ hvd_ar_algo hvd__allreduce_choose(hvd_ar_algo setting, int n, size_t bytes) {
 #define SHM_PAIR_BYTES (8u * 1024u)
 #define SHM_PAIR_RING_BYTES (32u * 1024u)
 
-static hvd_ar_algo choose_shm(int n, size_t bytes) {
-  if (n != 2 || bytes < SHM_PAIR_BYTES) return HVD_AR_SHM;
+static hvd_ar_algo choose_shm(const hvd_comm *c, size_t bytes) {
+  if (c->size != 2 || bytes < SHM_PAIR_BYTES) return HVD_AR_SHM;
+  /* ... unless the shm allreduce reads the other rank's buffer directly
+   * at this size (shm_direct.c): one copy, where the ring makes two */
+  if (c->xport->ops->peer_read && bytes >= c->xport->peer_read_min) return HVD_AR_SHM;
   return bytes < SHM_PAIR_RING_BYTES ? HVD_AR_RECURSIVE_DOUBLING : HVD_AR_RING;
 }
 
 hvd_ar_algo hvd__allreduce_algo(const hvd_comm *c, size_t bytes) {
   hvd_ar_algo setting = (hvd_ar_algo)c->allreduce_algo;
-  if (c->local) return HVD_AR_HIERARCHICAL;
-  if (setting == HVD_AR_AUTO && hvd__shm_usable(c)) return choose_shm(c->size, bytes);
+  if (c->local && c->hierarchical) return HVD_AR_HIERARCHICAL;
+  if (setting == HVD_AR_AUTO && hvd__shm_usable(c)) return choose_shm(c, bytes);
   if (setting == HVD_AR_SHM && hvd__shm_usable(c)) return HVD_AR_SHM;
   return hvd__allreduce_choose(setting, c->size, bytes);
 }

@@ -46,37 +46,18 @@
 #include <string.h>
 
 #include "../reduce.h"
-#include "coll.h"
+#include "shm_allreduce.h"
 
 /* Vectors up to this size take the shortcut: below it, reducing n - 1
  * more slices costs less than the copy out and its pass over the windows. */
 #define SHORTCUT_BYTES (16u * 1024u)
 
-/* Bytes reduced at a time: a multiple of every element size, small
- * enough for L1. */
-#define REDUCE_BLOCK HVD_SHM_WINDOW_MIN
-
-typedef struct {
-  hvd_comm *c;
-  hvd_pieces all;
-  hvd_dtype dtype;
-  hvd_op op;
-  size_t esize, total, chunk; /* bytes: the vector, a chunk */
-  size_t block;               /* bytes reduced at a time (reduce_block) */
-  hvd_sync_stamp stamp;
-  hvd_cursor in, out, mine; /* into windows, out of them, this rank's slice */
-} job;
+typedef hvd_shm_job job;
 
 static int sync_all(job *j) { return hvd__shm_sync(j->c, &j->stamp); }
 
 static unsigned char *window(const job *j, int rank, uint64_t chunk) {
   return hvd__shm_window(j->c, rank, chunk);
-}
-
-/* Rank r's values at bytes off.. of window w; own, if not NULL, stands
- * for this rank's. */
-static const void *value(job *j, int r, uint64_t w, size_t off, const void *own) {
-  return r == j->c->rank && own ? own : window(j, r, w) + off;
 }
 
 static int is_half(hvd_dtype t) { return t == HVD_FLOAT16 || t == HVD_BFLOAT16; }
@@ -89,12 +70,11 @@ static void widen(const job *j, float *dst, const void *src, size_t count) {
   else hvd__bf16_to_float_n(dst, src, count);
 }
 
-static void reduce_half_block(job *j, uint64_t w, size_t off, size_t count, const void *own,
-                              void *out) {
-  float acc[REDUCE_BLOCK / 4], v[REDUCE_BLOCK / 4];
-  widen(j, acc, value(j, 0, w, off, own), count);
+static void reduce_half(job *j, const void *const *src, size_t count, void *out) {
+  float acc[HVD_SHM_REDUCE_BLOCK / 4], v[HVD_SHM_REDUCE_BLOCK / 4];
+  widen(j, acc, src[0], count);
   for (int r = 1; r < j->c->size; r++) {
-    widen(j, v, value(j, r, w, off, own), count);
+    widen(j, v, src[r], count);
     hvd__reduce(acc, v, count, HVD_FLOAT32, j->op);
   }
   if (j->op == HVD_AVERAGE) hvd__reduce_average(acc, count, HVD_FLOAT32, j->c->size);
@@ -102,26 +82,31 @@ static void reduce_half_block(job *j, uint64_t w, size_t off, size_t count, cons
   else hvd__float_to_bf16_n(out, acc, count);
 }
 
-/* acc = rank 0's (op) rank 1's (op) ... values at bytes [off, off + n)
- * of window w (n <= j->block): the order every element is reduced in. */
-static void reduce_block(job *j, uint64_t w, size_t off, size_t n, const void *own, void *acc) {
+void hvd__shm_reduce(job *j, const void *const *src, size_t n, void *acc) {
   size_t count = n / j->esize;
   if (is_half(j->dtype)) {
-    reduce_half_block(j, w, off, count, own, acc);
+    reduce_half(j, src, count, acc);
     return;
   }
-  for (int r = 0; r < j->c->size; r++) {
-    if (r == 0) memcpy(acc, value(j, r, w, off, own), n);
-    else hvd__reduce(acc, value(j, r, w, off, own), count, j->dtype, j->op);
-  }
+  memcpy(acc, src[0], n);
+  for (int r = 1; r < j->c->size; r++) hvd__reduce(acc, src[r], count, j->dtype, j->op);
   if (j->op == HVD_AVERAGE) hvd__reduce_average(acc, count, j->dtype, j->c->size);
+}
+
+/* The rank order reduction of bytes [off, off + n) of window w, this
+ * rank's own values taken from own where not NULL. */
+static void reduce_block(job *j, uint64_t w, size_t off, size_t n, const void *own, void *acc) {
+  const void *src[HVD_SHM_MAX_RANKS];
+  for (int r = 0; r < j->c->size; r++)
+    src[r] = r == j->c->rank && own ? own : window(j, r, w) + off;
+  hvd__shm_reduce(j, src, n, acc);
 }
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
 /* The whole vector in one chunk (w); every rank reduces all of it. */
 static int shortcut(job *j, uint64_t w) {
-  _Alignas(64) unsigned char acc[REDUCE_BLOCK];
+  _Alignas(64) unsigned char acc[HVD_SHM_REDUCE_BLOCK];
   hvd__pieces_gather(j->all, &j->in, 0, j->total, window(j, j->c->rank, w));
   HVD__CHECK(sync_all(j));
   for (size_t b = 0; b < j->total; b += j->block) {
@@ -163,7 +148,7 @@ static void copy_in(job *j, span ch, uint64_t w) {
 static void reduce_mine(job *j, span ch, uint64_t w) {
   unsigned char *win = window(j, j->c->rank, w);
   span me = slice_span(j, ch, j->c->rank);
-  _Alignas(64) unsigned char own[REDUCE_BLOCK], acc[REDUCE_BLOCK];
+  _Alignas(64) unsigned char own[HVD_SHM_REDUCE_BLOCK], acc[HVD_SHM_REDUCE_BLOCK];
   for (size_t b = me.at; b < me.at + me.len; b += j->block) {
     size_t n = min_size(me.at + me.len - b, j->block);
     hvd__pieces_gather(j->all, &j->mine, ch.at + b, n, own);
@@ -183,7 +168,7 @@ static void copy_out(job *j, span ch, uint64_t w) {
 }
 
 /* The schedule in the comment at the top; w0 is chunk 0's window. */
-static int pipeline(job *j, uint64_t w0) {
+int hvd__shm_pipeline(job *j, uint64_t w0) {
   size_t chunks = (j->total + j->chunk - 1) / j->chunk;
   copy_in(j, chunk_span(j, 0), w0);
   HVD__CHECK(sync_all(j));
@@ -201,10 +186,11 @@ int hvd__shm_allreduce(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtyp
   size_t esize = hvd_dtype_size(dtype), total = hvd__pieces_len(all);
   job j = {.c = c, .all = all, .dtype = dtype, .op = op, .esize = esize,
            .total = total, .chunk = c->xport->window_bytes / esize * esize,
-           /* half types widen a block to float32 in REDUCE_BLOCK bytes */
-           .block = is_half(dtype) ? REDUCE_BLOCK / 2 : REDUCE_BLOCK,
+           /* half types widen a block to float32 in HVD_SHM_REDUCE_BLOCK bytes */
+           .block = is_half(dtype) ? HVD_SHM_REDUCE_BLOCK / 2 : HVD_SHM_REDUCE_BLOCK,
            .stamp = {tag, hvd__shm_kind(HVD_SHM_ALLREDUCE, dtype, op), total}};
   if (total <= SHORTCUT_BYTES && total <= j.chunk)
     return shortcut(&j, hvd__shm_take_windows(c, 1));
-  return pipeline(&j, hvd__shm_take_windows(c, (total + j.chunk - 1) / j.chunk));
+  if (c->xport->ops->peer_read && total >= c->xport->peer_read_min) return hvd__shm_direct(&j);
+  return hvd__shm_pipeline(&j, hvd__shm_take_windows(c, (total + j.chunk - 1) / j.chunk));
 }

@@ -15,13 +15,13 @@
 #include <stdio.h>
 
 #include "../reduce.h"
-#include "coll.h"
+#include "shm_allreduce.h"
 
 int hvd__shm_usable(const hvd_comm *c) {
   /* Only the global communicator: the syncs are barriers of the whole
    * transport, which a process set's subset of ranks cannot be. */
   return c->xport && !c->members && c->xport->ops->window && c->xport->ops->sync &&
-         c->xport->window_bytes >= HVD_SHM_WINDOW_MIN;
+         c->xport->window_bytes >= HVD_SHM_WINDOW_MIN && c->size <= HVD_SHM_MAX_RANKS;
 }
 
 uint64_t hvd__shm_take_windows(hvd_comm *c, uint64_t chunks) {
@@ -50,6 +50,7 @@ static void describe(const hvd_sync_stamp *s, char *out, size_t cap) {
 int hvd__shm_sync(hvd_comm *c, const hvd_sync_stamp *mine) {
   hvd_sync_stamp odd;
   int rank = -1;
+  c->steps++;
   int rc = c->xport->ops->sync(c->xport, mine, &odd, &rank);
   if (rc <= 0) return rc;
   char theirs[160], ours[160];

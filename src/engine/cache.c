@@ -135,10 +135,12 @@ const hvd_request *hvd__cache_get(const hvd_cache *c, uint32_t id) {
   return id < c->used ? &c->slot[id] : NULL;
 }
 
-void hvd__cache_put(hvd_cache *c, const hvd_request *req) {
-  if (c->capacity == 0) return;
+int64_t hvd__cache_put(hvd_cache *c, const hvd_request *req) {
+  if (c->capacity == 0) return -1;
   uint32_t s = lookup(c, req->name);
+  int64_t changed = -1;
   if (s != NIL) { /* touch; new parameters replace the old in the same slot */
+    if (!hvd__request_equal(&c->slot[s], req)) changed = s;
     c->slot[s] = *req;
     lru_unlink(c, s);
   } else {
@@ -148,9 +150,13 @@ void hvd__cache_put(hvd_cache *c, const hvd_request *req) {
       s = c->tail;
       index_remove(c, s);
       lru_unlink(c, s);
+      changed = s;
     }
     c->slot[s] = *req;
     index_add(c, s);
   }
   lru_push_front(c, s);
+  return changed;
 }
+
+uint32_t hvd__cache_used(const hvd_cache *c) { return c->used; }

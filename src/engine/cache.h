@@ -23,6 +23,8 @@ typedef struct hvd_cache hvd_cache;
 int hvd__cache_create(uint32_t capacity, hvd_cache **out);
 void hvd__cache_destroy(hvd_cache *c);
 uint32_t hvd__cache_capacity(const hvd_cache *c);
+/* Ids in use: 0 .. used-1 (the same on every rank). */
+uint32_t hvd__cache_used(const hvd_cache *c);
 
 /* The id of the entry equal to req, or -1. */
 int64_t hvd__cache_find(const hvd_cache *c, const hvd_request *req);
@@ -32,7 +34,9 @@ const hvd_request *hvd__cache_get(const hvd_cache *c, uint32_t id);
 
 /* Records that req was executed: touches its entry if present (same name,
  * equal), replaces an entry of the same name with different parameters,
- * or inserts it, evicting the least recently used entry when full. */
-void hvd__cache_put(hvd_cache *c, const hvd_request *req);
+ * or inserts it, evicting the least recently used entry when full.
+ * Returns the id whose request changed (replaced or evicted), which
+ * someone holding that id must look up again, or -1. */
+int64_t hvd__cache_put(hvd_cache *c, const hvd_request *req);
 
 #endif /* HVD_CACHE_H */

@@ -1,12 +1,26 @@
 /*
- * engine.c -- the engine's thread, the queue application threads feed,
- * and the handles they wait on.
+ * engine.c -- the queue application threads feed, the handles they wait
+ * on, and who drives the cycles (cycle.c runs one).
  *
- * Every cycle the thread takes what was enqueued since the last one,
- * encodes it into this rank's message (a bit for each tensor the response
- * cache knows, a full request for the others), allgathers the messages,
- * and hands them to the negotiation, whose responses it then executes.
- * Cycles start HOROVOD_CYCLE_TIME apart, as in Horovod.
+ * One thread at a time drives: runs cycles, owns the negotiation's state
+ * and the transport.  Usually the engine's own thread, which runs a cycle
+ * every HOROVOD_CYCLE_TIME as in Horovod.  But a thread that waits for a
+ * handle (hvd_wait, every blocking collective) while nobody drives takes
+ * the role itself and runs the cycles its operation needs: a blocking call
+ * on an idle engine then costs its negotiation and its collective, without
+ * waking the engine's thread and being woken back (each such hand-off
+ * costs tens of microseconds, more when ranks outnumber cores).
+ *
+ * When a cycle is due (the same rule for every driver, when_due()):
+ *   - at once when the engine had nothing in negotiation and work arrived,
+ *     or when this rank holds cached tensors the others have not all
+ *     submitted yet (its cycle waits for theirs in the transport: that is
+ *     where the ranks meet, so the first to arrive should be there);
+ *   - else, while busy, HOROVOD_CYCLE_TIME after the last one started, by
+ *     whichever driver: the period lets a burst of tensors gather for
+ *     fusion; while idle, HOROVOD_CYCLE_TIME after the last one ended:
+ *     the heartbeat that lets other ranks' collectives (process sets this
+ *     rank is not in, shutdown, stalls) go on.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,18 +30,29 @@
 
 #include "../coll/coll.h"
 #include "../env.h"
-#include "../hash.h"
 #include "engine_int.h"
 
 
 /* ---- handles (under lock) ---- */
 
+/* A handle is (epoch << 48) | (generation of its slot << 32) | (slot + 1):
+ * the epoch tells the handles of this engine from those of an engine an
+ * earlier hvd_init() started (api.c numbers them), the slot's generation
+ * tells it from an earlier handle of the same slot. */
+#define HANDLE_GEN_MASK 0xffffu
+
 static op *op_lookup(hvd_engine *e, hvd_handle h) {
-  if (h <= 0) return NULL;
+  if (h <= 0 || ((uint64_t)h >> 48) != e->epoch) return NULL;
   uint32_t slot = (uint32_t)((uint64_t)h & 0xffffffffu) - 1;
-  uint32_t gen = (uint32_t)((uint64_t)h >> 32);
+  uint32_t gen = (uint32_t)((uint64_t)h >> 32) & HANDLE_GEN_MASK;
   if (slot >= e->nops || !e->ops[slot] || e->gens[slot] != gen) return NULL;
   return e->ops[slot];
+}
+
+void hvd__engine_set_epoch(hvd_engine *e, uint32_t epoch) {
+  pthread_mutex_lock(&e->lock);
+  e->epoch = epoch & 0x7fffu;
+  pthread_mutex_unlock(&e->lock);
 }
 
 static int op_new(hvd_engine *e, op **out) {
@@ -48,8 +73,9 @@ static int op_new(hvd_engine *e, op **out) {
   }
   op *o = calloc(1, sizeof *o);
   if (!o) return hvd__err(HVD_E_NOMEM, "allocating a handle");
-  e->gens[slot] = (e->gens[slot] + 1) & 0x7fffffffu;
-  o->id = (hvd_handle)(((uint64_t)e->gens[slot] << 32) | (uint64_t)(slot + 1));
+  e->gens[slot] = (e->gens[slot] + 1) & HANDLE_GEN_MASK;
+  o->id = (hvd_handle)(((uint64_t)e->epoch << 48) | ((uint64_t)e->gens[slot] << 32) |
+                       (uint64_t)(slot + 1));
   e->ops[slot] = o;
   e->free_slot_hint = slot + 1;
   *out = o;
@@ -77,13 +103,7 @@ static void entry_free(entry *en) {
   free(en);
 }
 
-static void inflight_remove(hvd_engine *e, entry *en) {
-  for (entry **p = &e->inflight; *p; p = &(*p)->inflight)
-    if (*p == en) {
-      *p = en->inflight;
-      return;
-    }
-}
+static void inflight_remove(hvd_engine *e, entry *en) { hvd__index_remove(&e->inflight, &en->inflight); }
 
 /* Finishes one entry; the handle completes with its last entry.  Called
  * on the engine thread (or by stop, after it). */
@@ -136,15 +156,21 @@ void hvd__engine_break(hvd_engine *e, int status, const char *msg) {
   e->queue_tail = &e->queue;
   pthread_mutex_unlock(&e->lock);
   for (entry *en = queued, *next; en; en = next) next = en->next, hvd__engine_fail_entry(e, en, status, why);
-  for (entry *en = e->unsent, *next; en; en = next) next = en->next, hvd__engine_fail_entry(e, en, status, why);
-  e->unsent = NULL;
+  for (hvd_ilink *l = hvd__index_walk(&e->unsent, NULL), *next; l; l = next) {
+    next = hvd__index_walk(&e->unsent, l);
+    hvd__index_remove(&e->unsent, l);
+    hvd__engine_fail_entry(e, HVD_CONTAINER_OF(l, entry, unsent), status, why);
+  }
+  for (uint32_t id = 0; e->held && id < hvd__cache_capacity(e->cache); id++) e->held[id] = NULL;
+  e->nheld = 0;
   for (pending *p = e->pending_head, *next; p; p = next) {
     next = p->next;
     if (p->mine) hvd__engine_fail_entry(e, p->mine, status, why);
     hvd__pending_free(p);
   }
-  e->pending_head = NULL;
-  e->pending_tail = &e->pending_head;
+  e->pending_head = e->pending_tail = NULL;
+  hvd__index_free(&e->table);
+  e->nready = 0;
   pthread_mutex_lock(&e->lock);
   if (e->join_op) {
     e->join_op->status = status;
@@ -169,91 +195,7 @@ void hvd__engine_join_done(hvd_engine *e, int last) {
   pthread_mutex_unlock(&e->lock);
 }
 
-/* ---- one cycle ---- */
-
-/* Moves en and the entries after it to the front of e->unsent. */
-static void keep_unsent(hvd_engine *e, entry *en) {
-  for (entry *next; en; en = next) {
-    next = en->next;
-    en->next = e->unsent;
-    e->unsent = en;
-  }
-}
-
-/* This rank's message: a cache bit where the cache knows the tensor as
- * enqueued, else the full request. */
-static int build_message(hvd_engine *e, hvd_msg *m) {
-  memset(m, 0, sizeof *m);
-  pthread_mutex_lock(&e->lock);
-  entry *taken = e->queue;
-  e->queue = NULL;
-  e->queue_tail = &e->queue;
-  if (e->stop_requested) m->flags |= HVD_MSG_SHUTDOWN;
-  if (e->join_requested) m->flags |= HVD_MSG_JOINED;
-  pthread_mutex_unlock(&e->lock);
-  size_t n = 0;
-  for (entry *en = taken; en; en = en->next) n++;
-  /* Taken entries are in no list until they reach e->unsent: on a
-   * failure here they go there anyway, where hvd__engine_break() fails
-   * them; lost, their callers would wait forever (the fault sweep found
-   * this with a failed malloc). */
-  m->reqs = n ? malloc(n * sizeof *m->reqs) : NULL;
-  if (n && !m->reqs) {
-    keep_unsent(e, taken);
-    return hvd__err(HVD_E_NOMEM, "allocating %zu requests", n);
-  }
-  for (entry *en = taken, *next; en; en = next) {
-    next = en->next;
-    int64_t id = hvd__cache_find(e->cache, &en->w.req);
-    int rc = id >= 0 ? hvd__msg_set_bit(m, (uint32_t)id) : 0;
-    if (rc < 0) {
-      keep_unsent(e, en);
-      return rc;
-    }
-    if (id < 0) m->reqs[m->nreq++] = en->w.req;
-    en->next = e->unsent; /* negotiation matches them by name */
-    e->unsent = en;
-  }
-  if (e->rank == 0) hvd__stall_inspect(e, m);
-  return 0;
-}
-
-/* Allgathers every rank's encoded message and decodes them. */
-static int exchange(hvd_engine *e, const hvd_msg *mine, hvd_msg *all) {
-  uint8_t *buf = NULL, *gathered = NULL;
-  size_t len = 0, *counts = calloc((size_t)e->size, sizeof *counts);
-  int rc = counts ? hvd__msg_encode(mine, &buf, &len) : hvd__err(HVD_E_NOMEM, "counts");
-  if (rc == 0)
-    rc = hvd__allgather(e->global, buf, len, 1, (void **)&gathered, counts);
-  size_t off = 0;
-  for (int q = 0; rc == 0 && q < e->size; q++) {
-    rc = hvd__msg_decode(gathered + off, counts[q], hvd__cache_capacity(e->cache), &all[q]);
-    if (rc < 0) hvd__err_prefix(rc, "negotiation message from rank %d", q);
-    off += counts[q];
-  }
-  free(buf);
-  free(gathered);
-  free(counts);
-  return rc;
-}
-
-/* A timeline hvd_start/stop_timeline handed over replaces ours. */
-static void switch_timeline(hvd_engine *e) {
-  hvd_timeline *old = NULL;
-  pthread_mutex_lock(&e->lock);
-  if (e->tl_swap) {
-    old = e->tl;
-    e->tl = e->tl_next;
-    e->tl_next = NULL;
-    e->tl_swap = 0;
-    e->tl_done = e->tl_asked;
-  }
-  pthread_mutex_unlock(&e->lock);
-  hvd__timeline_close(old); /* complete before the caller goes on */
-  pthread_mutex_lock(&e->lock);
-  pthread_cond_broadcast(&e->cond);
-  pthread_mutex_unlock(&e->lock);
-}
+/* ---- the timeline ---- */
 
 int hvd__engine_set_timeline(hvd_engine *e, hvd_timeline *tl) {
   hvd_timeline *unused = NULL;
@@ -265,7 +207,7 @@ int hvd__engine_set_timeline(hvd_engine *e, hvd_timeline *tl) {
     e->tl_next = tl;
     e->tl_swap = 1;
     uint64_t ticket = ++e->tl_asked;
-    pthread_cond_signal(&e->work);
+    if (!e->driving) pthread_cond_signal(&e->work);
     while (e->tl_done < ticket && !e->stopped) pthread_cond_wait(&e->cond, &e->lock);
   }
   pthread_mutex_unlock(&e->lock);
@@ -273,51 +215,7 @@ int hvd__engine_set_timeline(hvd_engine *e, hvd_timeline *tl) {
   return 0;
 }
 
-static int run_cycle(hvd_engine *e, int *shutdown) {
-  hvd_msg mine, *all = calloc((size_t)e->size, sizeof *all);
-  response *rs = NULL;
-  int nrs = 0;
-  if (!all) return hvd__err(HVD_E_NOMEM, "allocating %d messages", e->size);
-  switch_timeline(e);
-  hvd__timeline_cycle(e->tl);
-  int rc = build_message(e, &mine);
-  if (rc == 0) rc = exchange(e, &mine, all);
-  if (rc == 0) rc = hvd__negotiate(e, all, &rs, &nrs, shutdown);
-  int done = 0;
-  for (; rc == 0 && done < nrs; done++) rc = hvd__execute(e, &rs[done]);
-  if (rc < 0) {
-    /* The responses not executed hold tensors already out of the table,
-     * where hvd__engine_break() would not find them: fail them here, or
-     * their callers wait forever (the fault sweep's persistent mode). */
-    char why[sizeof e->why];
-    snprintf(why, sizeof why, "%s", hvd_last_error());
-    for (int i = done; i < nrs; i++) hvd__execute_abandon(e, &rs[i], rc, why);
-    hvd__err(rc, "%s", why);
-  }
-  for (int i = 0; i < nrs; i++) free(rs[i].items);
-  free(rs);
-  hvd__msg_free(&mine);
-  for (int q = 0; q < e->size; q++) hvd__msg_free(&all[q]);
-  free(all);
-  hvd__timeline_tick(e->tl);
-  e->cycle++;
-  return rc;
-}
-
-/* Waits for the next cycle.  An engine that had nothing to do starts the
- * next cycle as soon as work arrives instead: a lone blocking call then
- * costs one negotiation, not a cycle period.  While busy, cycles keep
- * their period, which is what lets a burst of tensors gather for fusion. */
-static void wait_next_cycle(hvd_engine *e, uint64_t deadline_ns) {
-  struct timespec ts = {(time_t)(deadline_ns / 1000000000u), (long)(deadline_ns % 1000000000u)};
-  int idle = !e->pending_head && !e->unsent;
-  pthread_mutex_lock(&e->lock);
-  e->idle = idle;
-  while (!e->stop_requested && !e->tl_swap && !(idle && (e->queue || e->join_requested)))
-    if (pthread_cond_timedwait(&e->work, &e->lock, &ts) == ETIMEDOUT) break;
-  e->idle = 0;
-  pthread_mutex_unlock(&e->lock);
-}
+/* ---- who drives ---- */
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -325,31 +223,73 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Under lock, nobody driving: when the next cycle is due (0: now).  The
+ * driver's state may be read here: the last driver left it under the
+ * lock. */
+static uint64_t when_due(const hvd_engine *e) {
+  int idle = !e->pending_head && e->unsent.n == e->nheld;
+  uint64_t period = (uint64_t)(e->cycle_ms * 1e6);
+  if (e->stop_requested || e->tl_swap) return 0;
+  if (idle && (e->queue || e->join_requested || e->nheld)) return 0;
+  /* A heartbeat a period after the last cycle ended (not started): after
+   * a long cycle, the caller that it completed gets to act first. */
+  return idle ? e->last_end_ns + period : e->last_cycle_ns + period;
+}
+
+static void timed_wait(pthread_cond_t *cond, pthread_mutex_t *lock, uint64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+  pthread_cond_timedwait(cond, lock, &ts);
+}
+
+/* Under lock, taken with driving set; runs one cycle without the lock and
+ * gives the role back. */
+static void drive(hvd_engine *e) {
+  e->last_cycle_ns = now_ns();
+  pthread_mutex_unlock(&e->lock);
+  int finished = hvd__cycle(e);
+  pthread_mutex_lock(&e->lock);
+  e->driving = 0;
+  e->last_end_ns = now_ns();
+  if (finished) e->finished = 1;
+  pthread_cond_broadcast(&e->cond); /* callers waiting for the role */
+  /* The engine's thread only when there is something for it: waking it
+   * after every cycle a caller drove would be the hand-off this saves. */
+  if (finished || when_due(e) <= e->last_end_ns) pthread_cond_signal(&e->work);
+}
+
+/* Under lock: takes the role and runs one cycle if nobody drives and a
+ * cycle is due; else waits on cond until one may be due or something
+ * changes.  Callers loop on it until what they wait for happened. */
+static void drive_or_wait(hvd_engine *e, pthread_cond_t *cond) {
+  if (e->finished) {
+    pthread_cond_wait(cond, &e->lock);
+    return;
+  }
+  if (e->driving) { /* a period at most: the driver need not wake us */
+    timed_wait(cond, &e->lock, now_ns() + (uint64_t)(e->cycle_ms * 1e6) + 1000);
+    return;
+  }
+  uint64_t due = when_due(e);
+  if (due > now_ns()) {
+    timed_wait(cond, &e->lock, due);
+    return;
+  }
+  e->driving = 1;
+  drive(e);
+}
+
+/* Under lock: whether an enqueue should wake the engine's thread: nobody
+ * drives and the engine had nothing in negotiation (when busy it keeps
+ * its period, gathering tensors for fusion). */
+static int wants_wakeup(const hvd_engine *e) {
+  return !e->driving && !e->pending_head && e->unsent.n == e->nheld;
+}
+
 static void *engine_main(void *arg) {
   hvd_engine *e = arg;
-  uint64_t period = (uint64_t)(e->cycle_ms * 1e6);
   hvd__log_set_rank(e->rank);
-  for (;;) {
-    uint64_t start = now_ns();
-    int shutdown = 0;
-    int rc = run_cycle(e, &shutdown);
-    if (rc < 0) {
-      char why[sizeof e->why];
-      snprintf(why, sizeof why, "%s", hvd_last_error());
-      hvd__engine_break(e, rc, why);
-      /* No more cycles here: the peers would wait for this rank's next
-       * message until their deadline (a failed malloc, say, breaks no
-       * connection), so tell them now (found by the fault sweep). */
-      hvd__comm_abort(e->global, why);
-      break;
-    }
-    if (shutdown) {
-      hvd__engine_break(e, HVD_E_ABORTED, e->why[0] ? e->why : "hvd_shutdown() was called");
-      break;
-    }
-    wait_next_cycle(e, start + period);
-  }
   pthread_mutex_lock(&e->lock);
+  while (!e->finished) drive_or_wait(e, &e->work);
   e->stopped = 1;
   pthread_cond_broadcast(&e->cond);
   pthread_mutex_unlock(&e->lock);
@@ -357,6 +297,16 @@ static void *engine_main(void *arg) {
 }
 
 /* ---- start / stop ---- */
+
+/* The cache and what is sized by its capacity. */
+static int cache_create(hvd_engine *e, uint32_t capacity) {
+  hvd__cache_destroy(e->cache);
+  free(e->held);
+  e->cache = NULL;
+  e->held = calloc(capacity ? capacity : 1, sizeof *e->held);
+  if (!e->held) return hvd__err(HVD_E_NOMEM, "allocating %u cache entries", (unsigned)capacity);
+  return hvd__cache_create(capacity, &e->cache);
+}
 
 static int read_config(hvd_engine *e) {
   long fusion, cache_cap;
@@ -368,10 +318,12 @@ static int read_config(hvd_engine *e) {
   HVD__CHECK(hvd__param_int(HVD_P_STALL_CHECK_TIME_SECONDS, &e->stall_check_s));
   HVD__CHECK(hvd__param_int(HVD_P_STALL_SHUTDOWN_TIME_SECONDS, &e->stall_shutdown_s));
   HVD__CHECK(hvd__param_bool(HVD_P_TIMELINE_MARK_CYCLES, &mark));
+  HVD__CHECK(hvd__param_bool(HVD_P_AUTOTUNE, &e->autotune));
   e->fusion_threshold = (size_t)fusion;
-  HVD__CHECK(hvd__cache_create((uint32_t)cache_cap, &e->cache));
+  HVD__CHECK(cache_create(e, (uint32_t)cache_cap));
   const char *path = hvd__param_raw(HVD_P_TIMELINE);
-  if (path && e->rank == 0) HVD__CHECK(hvd__timeline_open(path, mark, &e->tl));
+  if (path) HVD__CHECK(hvd__timeline_open_for_rank(path, e->rank, mark, &e->tl));
+  e->tl_on = e->tl != NULL;
   return 0;
 }
 
@@ -379,21 +331,27 @@ static int read_config(hvd_engine *e) {
  * allreduce algorithm and the hierarchical switch are among them: ranks
  * that ran different algorithms would exchange frames neither expects. */
 static int agree_on_config(hvd_engine *e) {
-  uint64_t v[4] = {(uint64_t)e->fusion_threshold, hvd__cache_capacity(e->cache),
-                   (uint64_t)e->global->allreduce_algo, (uint64_t)e->global->hierarchical};
+  uint64_t cycle_bits;
+  memcpy(&cycle_bits, &e->cycle_ms, sizeof cycle_bits);
+  uint64_t v[6] = {(uint64_t)e->fusion_threshold, hvd__cache_capacity(e->cache),
+                   (uint64_t)e->global->allreduce_algo, (uint64_t)e->global->hierarchical,
+                   (uint64_t)e->autotune, cycle_bits};
   HVD__CHECK(hvd__broadcast(e->global, v, sizeof v, 0));
   e->fusion_threshold = (size_t)v[0];
   e->global->allreduce_algo = (int)v[2];
   e->global->hierarchical = v[3] != 0;
-  if (v[1] != hvd__cache_capacity(e->cache)) {
-    hvd__cache_destroy(e->cache);
-    e->cache = NULL;
-    HVD__CHECK(hvd__cache_create((uint32_t)v[1], &e->cache));
-  }
+  e->autotune = v[4] != 0;
+  /* the autotuner may switch the hierarchical allreduce on: build it */
+  e->global->hier_tunable = e->autotune;
+  if (e->autotune) memcpy(&e->cycle_ms, &v[5], sizeof e->cycle_ms); /* rank 0 tunes from its own */
+  if (v[1] != hvd__cache_capacity(e->cache)) HVD__CHECK(cache_create(e, (uint32_t)v[1]));
   return 0;
 }
 
-static void engine_free(hvd_engine *e) {
+void hvd__engine_dealloc(hvd_engine *e) {
+  if (!e) return;
+  for (pending *p = e->pending_head, *next; p; p = next) next = p->next, hvd__pending_free(p);
+  hvd__engine_timeline_waits(e);
   hvd__cache_destroy(e->cache);
   hvd__timeline_close(e->tl);
   hvd__timeline_close(e->tl_next);
@@ -405,37 +363,61 @@ static void engine_free(hvd_engine *e) {
   free(e->joined);
   free(e->join_cycle);
   free(e->scratch);
+  free(e->held);
+  free(e->ready);
+  free(e->fast);
+  hvd__autotune_destroy(e->tuner);
+  free(e->tune_log);
+  hvd__index_free(&e->inflight);
+  hvd__index_free(&e->unsent);
+  hvd__index_free(&e->table);
   pthread_mutex_destroy(&e->lock);
   pthread_cond_destroy(&e->cond);
   pthread_cond_destroy(&e->work);
   free(e);
 }
 
-int hvd__engine_start(hvd_comm *global, hvd_engine **out) {
+int hvd__engine_alloc(int rank, int size, uint32_t cache_capacity, hvd_engine **out) {
   hvd_engine *e = calloc(1, sizeof *e);
   if (!e) return hvd__err(HVD_E_NOMEM, "allocating the engine");
   pthread_mutex_init(&e->lock, NULL);
-  pthread_cond_init(&e->cond, NULL);
-  pthread_condattr_t attr; /* the cycle deadline is on CLOCK_MONOTONIC */
+  pthread_condattr_t attr; /* deadlines are on CLOCK_MONOTONIC */
   pthread_condattr_init(&attr);
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&e->cond, &attr);
   pthread_cond_init(&e->work, &attr);
   pthread_condattr_destroy(&attr);
   e->queue_tail = &e->queue;
-  e->pending_tail = &e->pending_head;
-  e->global = global;
-  e->rank = global->rank;
-  e->size = global->size;
+  e->rank = rank;
+  e->size = size;
   e->next_pset_id = 1;
-  e->joined = calloc((size_t)e->size, 1);
-  e->join_cycle = calloc((size_t)e->size, sizeof *e->join_cycle);
-  int rc = (e->joined && e->join_cycle) ? read_config(e) : hvd__err(HVD_E_NOMEM, "engine");
+  e->cycle_ms = 1;
+  e->cache_on = 1;
+  e->joined = calloc((size_t)size, 1);
+  e->join_cycle = calloc((size_t)size, sizeof *e->join_cycle);
+  int rc = e->joined && e->join_cycle ? cache_create(e, cache_capacity)
+                                      : hvd__err(HVD_E_NOMEM, "allocating the engine");
+  if (rc < 0) {
+    hvd__engine_dealloc(e);
+    return rc;
+  }
+  *out = e;
+  return 0;
+}
+
+int hvd__engine_start(hvd_comm *global, hvd_engine **out) {
+  hvd_engine *e;
+  HVD__CHECK(hvd__engine_alloc(global->rank, global->size, 0, &e));
+  e->global = global;
+  int rc = read_config(e);
   if (rc == 0) rc = agree_on_config(e);
   if (rc == 0) rc = hvd__hier_setup(global); /* after agreeing on the switch */
+  if (rc == 0) rc = hvd__tuning_start(e);
+  if (rc == 0) hvd__engine_timeline_job(e);    /* the settings agreed on */
   if (rc == 0 && pthread_create(&e->thread, NULL, engine_main, e) != 0)
     rc = hvd__err(HVD_E_SYSTEM, "starting the engine thread");
   if (rc < 0) {
-    engine_free(e);
+    hvd__engine_dealloc(e);
     return rc;
   }
   *out = e;
@@ -451,17 +433,16 @@ void hvd__engine_stop(hvd_engine *e) {
   pthread_join(e->thread, NULL);
 }
 
-void hvd__engine_free(hvd_engine *e) {
-  if (e) engine_free(e);
-}
+void hvd__engine_free(hvd_engine *e) { hvd__engine_dealloc(e); }
 
 /* ---- what application threads call ---- */
 
-static int name_in_flight(hvd_engine *e, const hvd_request *r, uint64_t h) {
-  for (entry *en = e->inflight; en; en = en->inflight)
-    if (en->name_hash == h && en->w.req.process_set == r->process_set &&
-        strcmp(en->w.req.name, r->name) == 0)
-      return 1;
+static int name_in_flight(hvd_engine *e, const hvd_request *r) {
+  uint64_t key = hvd__index_key(r->name, r->process_set);
+  for (hvd_ilink *l = hvd__index_first(&e->inflight, key); l; l = hvd__index_next(&e->inflight, l)) {
+    const entry *en = HVD_CONTAINER_OF(l, entry, inflight);
+    if (en->w.req.process_set == r->process_set && strcmp(en->w.req.name, r->name) == 0) return 1;
+  }
   return 0;
 }
 
@@ -469,7 +450,8 @@ static int entry_new(const hvd_work *w, int size, entry **out) {
   entry *en = calloc(1, sizeof *en);
   if (!en) return hvd__err(HVD_E_NOMEM, "allocating a tensor entry");
   en->w = *w;
-  en->name_hash = hvd__hash_str(w->req.name);
+  en->key = hvd__index_key(w->req.name, w->req.process_set);
+  en->held = -1;
   if (w->req.type == HVD_REQ_ALLTOALL) {
     en->sendcounts = malloc((size_t)size * sizeof *en->sendcounts);
     if (en->sendcounts) memcpy(en->sendcounts, w->sendcounts, (size_t)size * sizeof(size_t));
@@ -493,7 +475,7 @@ static int admit(hvd_engine *e, const hvd_work *works, int n) {
     return hvd__err(HVD_E_ABORTED, "the engine stopped: %s", e->why);
   for (int i = 0; i < n; i++) {
     const hvd_request *r = &works[i].req;
-    if (name_in_flight(e, r, hvd__hash_str(r->name)))
+    if (name_in_flight(e, r))
       return hvd__err(HVD_E_INVALID, "tensor '%s' is already in flight: wait for its handle "
                       "before enqueuing the name again", r->name);
     for (int j = 0; j < i; j++)
@@ -504,7 +486,7 @@ static int admit(hvd_engine *e, const hvd_work *works, int n) {
 }
 
 hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_callback cb,
-                               void *arg) {
+                               void *arg, int will_wait) {
   entry **ens = calloc((size_t)n, sizeof *ens);
   int rc = ens ? 0 : hvd__err(HVD_E_NOMEM, "allocating %d entries", n);
   for (int i = 0; rc == 0 && i < n; i++) rc = entry_new(&works[i], e->size, &ens[i]);
@@ -519,13 +501,15 @@ hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_
     o->cb = cb;
     o->cb_arg = arg;
     for (int i = 0; i < n; i++) {
+      /* Cleared only once admitted: a refused enqueue may name the out
+       * of an operation in flight, which the engine thread writes. */
+      if (works[i].out) *works[i].out = NULL;
       ens[i]->op = o;
       *e->queue_tail = ens[i];
       e->queue_tail = &ens[i]->next;
-      ens[i]->inflight = e->inflight;
-      e->inflight = ens[i];
+      hvd__index_add(&e->inflight, &ens[i]->inflight, ens[i]->key);
     }
-    if (e->idle) pthread_cond_signal(&e->work);
+    if (!will_wait && wants_wakeup(e)) pthread_cond_signal(&e->work);
   }
   pthread_mutex_unlock(&e->lock);
   if (rc < 0)
@@ -556,14 +540,19 @@ int hvd__engine_wait(hvd_engine *e, hvd_handle h, int64_t *value) {
     return hvd__err(HVD_E_INVALID, "unknown or released handle %lld%s", (long long)h,
                     o ? " (it completes through its callback)" : "");
   }
+  uint64_t start_ns = o->done ? 0 : now_ns();
   /* A stopped engine has finished every entry it knew; one it lost would
    * leave this wait without an end, so stop waiting then too. */
-  while (!o->done && !e->stopped) pthread_cond_wait(&e->cond, &e->lock);
+  while (!o->done && !e->stopped) drive_or_wait(e, &e->cond);
   if (!o->done) { /* o stays: a lost entry may still point to it */
     int rc = hvd__err(HVD_E_ABORTED, "the engine stopped before handle %lld completed: %s",
                       (long long)h, e->why);
     pthread_mutex_unlock(&e->lock);
     return rc;
+  }
+  if (start_ns && e->tl_on && e->nwaits < HVD_WAITS_MAX) {
+    e->waits[e->nwaits].start_us = start_ns / 1000;
+    e->waits[e->nwaits++].end_us = now_ns() / 1000;
   }
   int rc = o->status;
   if (rc < 0) hvd__err(rc, "%s", op_msg(o));
@@ -583,13 +572,17 @@ int hvd__engine_join(hvd_engine *e) {
     o->remaining = 1;
     e->join_op = o;
     e->join_requested = 1;
-    pthread_cond_signal(&e->work);
-    while (!o->done) pthread_cond_wait(&e->cond, &e->lock);
+    while (!o->done) drive_or_wait(e, &e->cond);
     rc = o->status < 0 ? hvd__err(o->status, "%s", op_msg(o)) : (int)o->value;
     op_release(e, o);
   }
   pthread_mutex_unlock(&e->lock);
   return rc;
+}
+
+void hvd__engine_cycle_counts(hvd_engine *e, uint64_t *fast, uint64_t *full) {
+  *fast = atomic_load_explicit(&e->fast_tensors, memory_order_relaxed);
+  *full = atomic_load_explicit(&e->full_cycles, memory_order_relaxed);
 }
 
 int hvd__engine_pset_info(hvd_engine *e, int id, int *rank, int *size) {

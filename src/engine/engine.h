@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "../comm.h"
+#include "message.h"
 #include "request.h"
 #include "timeline.h"
 
@@ -39,18 +40,33 @@ typedef struct {
  * thread only, from now until hvd__engine_stop). */
 int hvd__engine_start(hvd_comm *global, hvd_engine **out);
 
+/* Numbers the engine's handles with epoch (1..0x7fff) in their top bits,
+ * before anything is enqueued: api.c gives every hvd_init() a new one, so
+ * a handle of an earlier job (elastic training re-forms the job) is never
+ * taken for a new one. */
+void hvd__engine_set_epoch(hvd_engine *e, uint32_t epoch);
+
+/* The id the next process set added gets (ids are otherwise 1, 2, ...):
+ * elastic training adds the program's sets again with their old ids.
+ * Every rank must set the same before the same add. */
+void hvd__engine_set_next_pset_id(hvd_engine *e, int id);
+
 /* Enqueues n works completing one handle (n > 1: a group).  Checks that
  * no name is in flight already and that this rank belongs to the process
- * set.  Returns the handle or an HVD_E_* code. */
+ * set.  will_wait: the caller waits for the handle at once (a blocking
+ * call), so the engine's thread is not woken for it: the waiting thread
+ * drives the cycle if nobody else does.  Returns the handle or an HVD_E_*
+ * code. */
 hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_callback cb,
-                               void *arg);
+                               void *arg, int will_wait);
 
 /* 1 done, 0 running, <0 failed (released). */
 int hvd__engine_poll(hvd_engine *e, hvd_handle h);
 
-/* Waits; returns the status (0 or HVD_E_*) and releases the handle.  When
- * value is not NULL it receives the operation's result value (join: the
- * last rank; process set add: the id). */
+/* Waits, running cycles on this thread while nobody else drives them;
+ * returns the status (0 or HVD_E_*) and releases the handle.  When value
+ * is not NULL it receives the operation's result value (join: the last
+ * rank; process set add: the id). */
 int hvd__engine_wait(hvd_engine *e, hvd_handle h, int64_t *value);
 
 /* Marks this rank joined and waits until every rank has; returns the last
@@ -66,6 +82,23 @@ int hvd__engine_pset_info(hvd_engine *e, int id, int *rank, int *size);
  * one, so that a stopped timeline is complete when this returns.  Takes
  * ownership of tl. */
 int hvd__engine_set_timeline(hvd_engine *e, hvd_timeline *tl);
+
+/* Tensors so far run on the cached fast path's agreement, and cycles
+ * that took the full exchange (cycle.c), for tests.  hvd__cycle_counts (api.c) asks the running
+ * engine; -1 before hvd_init. */
+void hvd__engine_cycle_counts(hvd_engine *e, uint64_t *fast, uint64_t *full);
+int hvd__cycle_counts(uint64_t *fast, uint64_t *full);
+
+/* One change of the autotuned settings, applied at `cycle`. */
+typedef struct {
+  uint64_t cycle;
+  hvd_msg_settings settings;
+} hvd_tune_change;
+
+/* The changes so far (the first cap into out); returns how many there are.
+ * hvd__tune_history (api.c) asks the running engine. */
+int hvd__engine_tune_history(hvd_engine *e, hvd_tune_change *out, int cap);
+int hvd__tune_history(hvd_tune_change *out, int cap);
 
 /* A hash of a process set's sorted ranks, so that ranks creating a set
  * can check they name the same ranks. */

@@ -1,22 +1,31 @@
 /*
  * engine_int.h -- the engine's private state, shared by its files:
- *   engine.c     the thread, the queue from application threads, handles
+ *   engine.c     handles, the queue from application threads, who drives
+ *                the cycles (the engine's thread, or a caller waiting on
+ *                an idle engine)
+ *   cycle.c      one cycle: this rank's part, the exchange (the cached
+ *                fast path, or every rank's message), the responses run
  *   negotiate.c  the cycle's deterministic decision: pending table,
  *                readiness, agreement, fusion into responses
  *   execute.c    running responses: fused layouts, joined ranks' zeros
  *   pset.c       process sets
  *
- * Locking: `lock` guards the queue, the handles and the flags application
- * threads set; everything else belongs to the engine thread alone.
+ * Locking: `lock` guards the queue, the handles, the names in flight and
+ * the flags application threads set.  Everything else belongs to the
+ * thread driving the cycle: one thread at a time (`driving`, taken and
+ * given back under the lock, so each driver sees what the last one left).
  */
 #ifndef HVD_ENGINE_INT_H
 #define HVD_ENGINE_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
+#include "autotune.h"
 #include "cache.h"
 #include "engine.h"
+#include "index.h"
 #include "message.h"
 #include "timeline.h"
 
@@ -38,24 +47,38 @@ typedef struct entry {
   size_t *sendcounts; /* alltoall: a copy */
   int *ranks;         /* process set add: a copy */
   op *op;
-  uint64_t name_hash;
-  struct entry *next;     /* the queue, then the engine's unsent list */
-  struct entry *inflight; /* every entry not finished, for the duplicate check */
+  uint64_t key;       /* hvd__index_key of its name and set */
+  hvd_ilink inflight; /* e->inflight: every entry not finished (the duplicate check) */
+  hvd_ilink unsent;   /* e->unsent: taken from the queue, not yet in the pending table */
+  int64_t held;       /* the response cache's id while this rank holds it for the
+                       * cached fast path (e->held[id]), else -1 */
+  uint64_t held_ms;   /* when it started waiting there */
+  struct entry *next; /* the queue */
 } entry;
 
+enum { P_WAITING, P_READY, P_TAKEN };
+
 /* What every rank knows about one tensor name being negotiated.  Built
- * only from the allgathered messages, so identical on every rank; the
- * table's list order (arrival order) is the execution order among ready
- * tensors. */
+ * only from what every rank received alike, so identical on every rank;
+ * the table's order (arrival order, `seq`) is the execution order among
+ * ready tensors. */
 typedef struct pending {
+  hvd_ilink link;     /* e->table */
   hvd_request req;    /* the first submitted request */
-  uint64_t name_hash;
-  hvd_request *reqs;  /* [size]: each rank's request, valid where submitted */
-  uint8_t *submitted; /* [size] */
+  uint64_t seq;       /* arrival number */
+  /* Each rank's request and whether it submitted one; both NULL for a
+   * tensor every rank submitted at once with the cached request (the
+   * fast path: nothing to compare). */
+  hvd_request *reqs;
+  uint8_t *submitted;
+  int nsubmitted;
+  int state;          /* P_WAITING, P_READY (in e->ready), P_TAKEN (in a response) */
+  int bad;            /* planning: the ranks disagree (check() fails) */
   entry *mine;        /* this rank's entry, if it submitted */
   uint64_t first_seen_ms; /* local clock: the stall inspector's */
   uint64_t warned_ms;
-  struct pending *next; /* the next to arrive */
+  struct pending *prev, *next;           /* the table, in arrival order */
+  struct pending *fuse_prev, *fuse_next; /* planning: ready allreduces of the same kind */
 } pending;
 
 /* A process set. */
@@ -68,10 +91,13 @@ typedef struct pset {
   struct pset *next;
 } pset;
 
+/* Blocked hvd_wait calls remembered between two cycles for the timeline. */
+#define HVD_WAITS_MAX 64
+
 /* A unit of execution: one collective over one or more tensors. */
 typedef struct response {
   pending **items; /* the tensors, in order */
-  int n;
+  int n, cap;
   int error;       /* 0, or every item fails with errmsg */
   char errmsg[1024];
 } response;
@@ -83,12 +109,14 @@ struct hvd_engine {
   pthread_cond_t work; /* work arrived for an idle engine (CLOCK_MONOTONIC) */
   /* Under lock: */
   entry *queue, **queue_tail;
-  entry *inflight; /* enqueued and not finished, for the duplicate-name check */
+  hvd_index inflight; /* entries enqueued and not finished, for the duplicate-name check */
+  int driving;        /* a thread runs cycles (see engine.c) */
+  int finished;       /* a cycle ended the engine (shutdown or failure) */
+  uint64_t last_cycle_ns, last_end_ns; /* when the last cycle started and ended */
   op **ops;        /* handle table, indexed by slot */
   uint32_t *gens;  /* generation per slot */
   uint32_t nops, free_slot_hint;
   int stop_requested, join_requested, stopped;
-  int idle; /* the engine waits for the next cycle with nothing to do */
   int broken;
   char why[1024];  /* what broke or stopped the engine */
   op *join_op;
@@ -98,19 +126,51 @@ struct hvd_engine {
   hvd_timeline *tl_next;
   int tl_swap;
   uint64_t tl_asked, tl_done;
-  /* Engine thread only: */
+  /* While the engine writes a timeline (tl_on), the stretches of time
+   * application threads spent blocked in hvd_wait, CLOCK_MONOTONIC
+   * microseconds, for the engine thread to write out at its next cycle;
+   * beyond HVD_WAITS_MAX between two cycles they are dropped. */
+  int tl_on;
+  struct { uint64_t start_us, end_us; } waits[HVD_WAITS_MAX];
+  int nwaits;
+  /* The driver's (see the top): */
   hvd_comm *global;
   int rank, size;
   pset *psets;
   int next_pset_id;
+  uint32_t epoch; /* the top bits of every handle (hvd__engine_set_epoch) */
   hvd_cache *cache;
   hvd_timeline *tl;
   double cycle_ms;
   size_t fusion_threshold;
   int stall_disable;
   long stall_check_s, stall_shutdown_s;
-  pending *pending_head, **pending_tail;
-  entry *unsent;      /* taken from the queue, not yet in a message */
+  pending *pending_head, *pending_tail; /* the table in arrival order */
+  hvd_index table;    /* the same, by name */
+  uint64_t next_seq;
+  pending **ready;    /* the table's ready tensors not yet planned */
+  size_t nready, ready_cap;
+  int rescan;         /* readiness may have changed for any tensor (joins, sets) */
+  hvd_index unsent;   /* this rank's entries not yet in the pending table */
+  entry **held;       /* [cache capacity]: the entry this rank holds under each id */
+  uint32_t nheld;
+  uint8_t *fast;      /* the fast path's vector */
+  size_t fast_cap;
+  uint64_t visits;    /* tensors looked at by negotiation: its cost, for tests */
+  /* Tensors run on the fast path's agreement, and cycles that took the
+   * full exchange, for tests (read by any thread, hence atomic). */
+  _Atomic uint64_t fast_tensors, full_cycles;
+  uint64_t inspected_ms; /* rank 0: the stall inspector's last look */
+  int cache_on;       /* the response cache's fast path (the autotuner may switch it) */
+  /* The autotuner (tuning.c): whether it runs (rank 0's setting), rank
+   * 0's tuner, the settings it asked for and not sent yet. */
+  int autotune;
+  hvd_autotune *tuner;
+  int tune_send;
+  hvd_msg_settings tune_next;
+  hvd_tune_change *tune_log; /* under lock: every change applied, for tests */
+  int ntune_log;
+  int njoined;
   uint8_t *joined;    /* [size]: joined in the current join round */
   uint64_t join_since_ms, join_warned_ms; /* local clock: the stall inspector's */
   uint64_t *join_cycle;
@@ -127,20 +187,58 @@ void hvd__engine_fail_entry(hvd_engine *e, entry *en, int status, const char *ms
 /* Completes the join round: every rank's hvd_join returns `last`. */
 void hvd__engine_join_done(hvd_engine *e, int last);
 
+/* Allocates an engine of `size` ranks without a thread or a
+ * communicator (global NULL): the state negotiation needs, for
+ * hvd__engine_start and for tests that drive negotiation by hand. */
+int hvd__engine_alloc(int rank, int size, uint32_t cache_capacity, hvd_engine **out);
+void hvd__engine_dealloc(hvd_engine *e);
+
+/* cycle.c: runs one cycle on the calling thread, which must be driving.
+ * 0: go on; 1: the engine finished (shutdown, or a failure that broke it). */
+int hvd__cycle(hvd_engine *e);
+/* The cache gave id (-1: none) another tensor or new parameters: an entry
+ * this rank holds under it goes back to the queue. */
+void hvd__held_recheck(hvd_engine *e, int64_t id);
+
 /* negotiate.c */
+/* Step 1 for one rank's full message (every rank applies every rank's). */
+int hvd__negotiate_apply(hvd_engine *e, int q, const hvd_msg *m);
+/* Every rank submitted the cached request `id` (the fast path). */
+int hvd__negotiate_agreed(hvd_engine *e, uint32_t id);
+/* Steps 2-4: the responses to run, in order. */
+int hvd__negotiate_plan(hvd_engine *e, response **out, int *nout);
+/* The flags of every rank's message: shutdown, joins, stall failures.
+ * *shutdown set when the engine must stop. */
+void hvd__negotiate_flags(hvd_engine *e, const hvd_msg *msgs, int *shutdown);
 int hvd__negotiate(hvd_engine *e, hvd_msg *msgs, response **out, int *nout, int *shutdown);
 void hvd__pending_free(pending *p);
+void hvd__responses_free(response *rs, int n);
 void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine);
+/* This rank's unsent entry for req, taken out of e->unsent (NULL: none). */
+entry *hvd__unsent_take(hvd_engine *e, const hvd_request *req);
+void hvd__unsent_add(hvd_engine *e, entry *en);
 
 /* execute.c */
 int hvd__execute(hvd_engine *e, response *r);
-/* Fails every tensor of a response that will not be executed. */
-void hvd__execute_abandon(hvd_engine *e, response *r, int status, const char *msg);
+
+/* tuning.c: the autotuner's side of the cycle */
+int hvd__tuning_start(hvd_engine *e);
+/* Rank 0: a response ran; its tensors feed the tuner. */
+void hvd__tuning_record(hvd_engine *e, const response *r);
+/* Rank 0: settings to send go into its message; 1 if they did. */
+int hvd__tuning_message(hvd_engine *e, hvd_msg *mine);
+/* Every rank: rank 0's settings in this cycle's messages take effect. */
+int hvd__tuning_apply(hvd_engine *e, const hvd_msg *msgs);
 
 /* pset.c */
 pset *hvd__pset_find(hvd_engine *e, int id);
 int hvd__pset_add(hvd_engine *e, const int *ranks, int n, int *id);
 int hvd__pset_remove(hvd_engine *e, int id);
 void hvd__psets_free(hvd_engine *e);
+
+/* The timeline's "hvd_job" event (the settings), and the waits
+ * application threads reported since the last cycle (cycle.c). */
+void hvd__engine_timeline_job(hvd_engine *e);
+void hvd__engine_timeline_waits(hvd_engine *e);
 
 #endif /* HVD_ENGINE_INT_H */

@@ -19,6 +19,11 @@
  * the same segments.  The tensors stay where
  * they are; the engine's buffer only holds a joined rank's zeros and
  * scratch for the other kinds.
+ *
+ * A communicator with other collectives (c->coll: MPI's, under
+ * HOROVOD_CPU_OPERATIONS=mpi) runs every kind through them instead --
+ * fused allreduces as one call over each tensor, reduced alone -- except
+ * Adasum, which is hvd's own algorithm.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +124,18 @@ static int reduce_group(const job *j, char **at, hvd_ar_algo algo, hvd_piece *pi
   return hvd__allreduce_pieces(j->c, algo, segs, j->dtype, (hvd_op)j->r->items[0]->req.op);
 }
 
+/* The tensors through c->coll, each reduced by itself. */
+static int other_allreduce(const job *j, char **at) {
+  int k = j->r->n;
+  size_t *counts = calloc((size_t)k, sizeof *counts);
+  if (!counts) return hvd__err(HVD_E_NOMEM, "allocating %d counts", k);
+  for (int i = 0; i < k; i++) counts[i] = j->r->items[i]->req.count;
+  int rc = j->c->coll->allreduce(j->c, (void *const *)at, counts, k, j->dtype,
+                                 (hvd_op)j->r->items[0]->req.op);
+  free(counts);
+  return rc;
+}
+
 /* Fused or not, the tensors are reduced where they lie: no fusion-buffer
  * copies (on loopback TCP the network runs at memory speed, so copying
  * 100 MB in and out cost as much as the collective).  Inputs are copied
@@ -141,13 +158,17 @@ static int run_allreduce(const job *j) {
     at[i] = stage_item(j, j->r->items[i], zeros);
     if (!j->r->items[i]->mine) zeros += j->r->items[i]->req.count * j->esize;
   }
-  char args[64];
-  snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu}", k, total);
+  char args[96] = "";
+  if (j->e->tl)
+    snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu,\"dtype\":\"%s\"}", k, total,
+             hvd_dtype_name(j->dtype));
   if (rc == 0) {
     trace_all(j, "ALLREDUCE", args);
     if (req->op == HVD_ADASUM) { /* per tensor: a group's members one by one */
       for (int i = 0; rc == 0 && i < k; i++)
         rc = hvd__adasum(j->c, at[i], j->r->items[i]->req.count, j->dtype);
+    } else if (j->c->coll) {
+      rc = other_allreduce(j, at);
     } else {
       for (int a = HVD_AR_AUTO + 1; rc == 0 && a < HVD_AR_N; a++)
         rc = reduce_group(j, at, (hvd_ar_algo)a, pieces, segs);
@@ -169,6 +190,7 @@ static int run_broadcast(const job *j, pending *p) {
   size_t bytes = p->req.count * j->esize;
   void *buf = p->mine ? p->mine->w.recvbuf : scratch(j->e, bytes);
   if (!buf && bytes) return hvd__err(HVD_E_NOMEM, "scratch of %zu bytes", bytes);
+  if (j->c->coll) return j->c->coll->broadcast(j->c, buf, bytes, p->req.root);
   return hvd__broadcast(j->c, buf, bytes, p->req.root);
 }
 
@@ -177,8 +199,10 @@ static int run_allgather(const job *j, pending *p) {
   void *out = NULL;
   size_t *counts = calloc((size_t)j->c->size, sizeof *counts);
   if (!counts) return hvd__err(HVD_E_NOMEM, "allocating %d counts", j->c->size);
-  int rc = hvd__allgather(j->c, en ? en->w.sendbuf : NULL, en ? en->w.local_count : 0, j->esize,
-                          &out, counts);
+  const void *send = en ? en->w.sendbuf : NULL;
+  size_t count = en ? en->w.local_count : 0;
+  int rc = j->c->coll ? j->c->coll->allgather(j->c, send, count, j->esize, &out, counts)
+                      : hvd__allgather(j->c, send, count, j->esize, &out, counts);
   if (rc == 0 && en) {
     *en->w.out = out;
     if (en->w.out_counts) memcpy(en->w.out_counts, counts, (size_t)j->c->size * sizeof *counts);
@@ -194,7 +218,9 @@ static int run_alltoall(const job *j, pending *p) {
   size_t *counts = calloc((size_t)j->c->size, sizeof *counts);
   if (!counts) return hvd__err(HVD_E_NOMEM, "allocating %d counts", j->c->size);
   void *out = NULL;
-  int rc = hvd__alltoall(j->c, en->w.sendbuf, en->sendcounts, j->esize, &out, counts);
+  int rc = j->c->coll
+               ? j->c->coll->alltoall(j->c, en->w.sendbuf, en->sendcounts, j->esize, &out, counts)
+               : hvd__alltoall(j->c, en->w.sendbuf, en->sendcounts, j->esize, &out, counts);
   if (rc == 0) {
     *en->w.out = out;
     if (en->w.out_counts) memcpy(en->w.out_counts, counts, (size_t)j->c->size * sizeof *counts);
@@ -214,8 +240,10 @@ static int run_reducescatter(const job *j, pending *p) {
   if (copy && en) memcpy(in, en->w.sendbuf, count * j->esize);
   else if (copy) memset(in, 0, count * j->esize);
   if (copy) hvd__reduce_scale(in, count, j->dtype, p->req.prescale);
-  int rc = hvd__reducescatter(j->c, copy ? in : en->w.sendbuf, out, count, j->dtype,
-                              (hvd_op)p->req.op);
+  const void *send = copy ? in : en->w.sendbuf;
+  hvd_op rop = (hvd_op)p->req.op;
+  int rc = j->c->coll ? j->c->coll->reducescatter(j->c, send, out, count, j->dtype, rop)
+                      : hvd__reducescatter(j->c, send, out, count, j->dtype, rop);
   if (rc == 0) hvd__reduce_scale(out, own, j->dtype, p->req.postscale);
   return rc;
 }
@@ -227,7 +255,7 @@ static int run_single(const job *j, pending *p, int64_t *value) {
     case HVD_REQ_ALLGATHER: return run_allgather(j, p);
     case HVD_REQ_ALLTOALL: return run_alltoall(j, p);
     case HVD_REQ_REDUCESCATTER: return run_reducescatter(j, p);
-    case HVD_REQ_BARRIER: return hvd__barrier(j->c);
+    case HVD_REQ_BARRIER: return j->c->coll ? j->c->coll->barrier(j->c) : hvd__barrier(j->c);
     case HVD_REQ_PSET_ADD:
       HVD__CHECK(hvd__pset_add(j->e, p->mine->ranks, (int)p->req.count, &id));
       *value = id;
@@ -252,17 +280,12 @@ static void finish_all(hvd_engine *e, response *r, int status, const char *msg, 
   r->n = 0;
 }
 
-void hvd__execute_abandon(hvd_engine *e, response *r, int status, const char *msg) {
-  r->error = 0; /* each tensor fails for msg, under its own name */
-  finish_all(e, r, status, msg, 0);
-}
-
 int hvd__execute(hvd_engine *e, response *r) {
   if (r->error) {
     finish_all(e, r, r->error, r->errmsg, 0);
     return 0;
   }
-  for (int i = 0; i < r->n; i++) hvd__cache_put(e->cache, &r->items[i]->req);
+  for (int i = 0; i < r->n; i++) hvd__held_recheck(e, hvd__cache_put(e->cache, &r->items[i]->req));
   const hvd_request *req = &r->items[0]->req;
   job j = {e, r, comm_of(e, req), (hvd_dtype)req->dtype, hvd_dtype_size((hvd_dtype)req->dtype)};
   /* Process set changes involve every rank; collectives only members. */
@@ -280,7 +303,10 @@ int hvd__execute(hvd_engine *e, response *r) {
     rc = 0;
     for (int i = 0; rc == 0 && i < r->n; i++) {
       const char *name = r->items[i]->req.name;
-      hvd__timeline_begin(e->tl, name, collective_name(req->type), NULL);
+      char args[96];
+      snprintf(args, sizeof args, "{\"tensors\":1,\"bytes\":%zu,\"dtype\":\"%s\"}",
+               r->items[i]->req.count * j.esize, hvd_dtype_name(j.dtype));
+      hvd__timeline_begin(e->tl, name, collective_name(req->type), args);
       rc = run_single(&j, r->items[i], &value);
       hvd__timeline_end(e->tl, name);
     }
@@ -290,6 +316,7 @@ int hvd__execute(hvd_engine *e, response *r) {
     finish_all(e, r, rc, hvd_last_error(), 0);
     return fatal ? rc : 0;
   }
+  hvd__tuning_record(e, r);
   finish_all(e, r, 0, NULL, value);
   return 0;
 }

@@ -23,7 +23,8 @@
 #include "reduce.h"
 #include "transport/frame.h"
 
-#define KNOWN_FLAGS (HVD_MSG_SHUTDOWN | HVD_MSG_JOINED)
+#define KNOWN_FLAGS (HVD_MSG_SHUTDOWN | HVD_MSG_JOINED | HVD_MSG_SETTINGS)
+#define SETTINGS_WIRE (8 + 8 + 1 + 1)
 
 /* The wire size of a name (u16 length + bytes) and of a request. */
 #define NAME_WIRE(len) (2 + (size_t)(len))
@@ -78,6 +79,7 @@ static int encoded_size(const hvd_msg *m, size_t *size) {
     if (!len) return hvd__err(HVD_E_INVALID, "failure %u: name is empty or too long", (unsigned)i);
     n += NAME_WIRE(len);
   }
+  if (m->flags & HVD_MSG_SETTINGS) n += SETTINGS_WIRE;
   *size = n;
   return 0;
 }
@@ -112,6 +114,12 @@ int hvd__msg_encode(const hvd_msg *m, uint8_t **buf, size_t *len) {
   for (uint32_t i = 0; i < m->nreq; i++) put_request(&w, &m->reqs[i]);
   hvd__put_u32(&w, m->nfail);
   for (uint32_t i = 0; i < m->nfail; i++) hvd__put_str(&w, m->fails[i]);
+  if (m->flags & HVD_MSG_SETTINGS) {
+    hvd__put_u64(&w, m->settings.fusion_bytes);
+    hvd__put_u64(&w, double_bits(m->settings.cycle_ms));
+    hvd__put_u8(&w, m->settings.cache_on);
+    hvd__put_u8(&w, m->settings.hierarchical);
+  }
 
   if (w.failed || w.len != size) { /* encoded_size and the puts disagree: our bug */
     free(out);
@@ -244,6 +252,24 @@ static int get_fails(hvd_reader *r, hvd_msg *m) {
   return 0;
 }
 
+static int get_settings(hvd_reader *r, hvd_msg_settings *s) {
+  s->fusion_bytes = hvd__get_u64(r);
+  s->cycle_ms = bits_double(hvd__get_u64(r));
+  s->cache_on = hvd__get_u8(r);
+  s->hierarchical = hvd__get_u8(r);
+  if (r->failed) return bad("settings truncated");
+  if (s->fusion_bytes > HVD_MSG_FUSION_MAX)
+    return bad("settings: fusion threshold %llu bytes exceeds %llu",
+               (unsigned long long)s->fusion_bytes, (unsigned long long)HVD_MSG_FUSION_MAX);
+  if (!(s->cycle_ms >= 0 && s->cycle_ms <= HVD_MSG_CYCLE_MAX_MS))
+    return bad("settings: cycle time %g ms is not from 0 to %g", s->cycle_ms,
+               HVD_MSG_CYCLE_MAX_MS);
+  if (s->cache_on > 1 || s->hierarchical > 1)
+    return bad("settings: switches %u and %u are not 0 or 1", (unsigned)s->cache_on,
+               (unsigned)s->hierarchical);
+  return 0;
+}
+
 static int decode(hvd_reader *r, uint32_t max_bits, hvd_msg *m) {
   m->flags = hvd__get_u32(r);
   if (r->failed) return bad("truncated before the flags");
@@ -251,6 +277,7 @@ static int decode(hvd_reader *r, uint32_t max_bits, hvd_msg *m) {
   HVD__CHECK(get_bits(r, max_bits, m));
   HVD__CHECK(get_requests(r, m));
   HVD__CHECK(get_fails(r, m));
+  if (m->flags & HVD_MSG_SETTINGS) HVD__CHECK(get_settings(r, &m->settings));
   if (!hvd__reader_done(r)) return bad("%zu trailing bytes", bytes_left(r));
   return 0;
 }

@@ -10,12 +10,17 @@
  *   requests   full requests for everything else
  *   failures   (rank 0 only) names the stall inspector gave up on, so every
  *              rank fails them in the same cycle
+ *   settings   (rank 0 only, HVD_MSG_SETTINGS) the autotuner's next fusion
+ *              threshold, cycle time, response cache and hierarchical
+ *              switch, which every rank applies in this cycle
  * The messages are allgathered and every rank runs the same deterministic
  * decision over them, so all ranks agree on what runs and in which order.
  *
  * Wire format (little-endian, frame.h's writer/reader):
  *   u32 flags, u32 nbits, ceil(nbits/8) bytes,
- *   u32 nreq, nreq x request, u32 nfail, nfail x str
+ *   u32 nreq, nreq x request, u32 nfail, nfail x str,
+ *   with HVD_MSG_SETTINGS: u64 fusion threshold (bytes), u64 cycle time
+ *   (ms, IEEE bits), u8 cache on, u8 hierarchical
  *   request: str name, u8 type, u8 dtype, u8 op, u32 root (as int32),
  *            u64 count, u8 ndims, ndims x u64 (the shape, as int64),
  *            u64 prescale (IEEE bits), u64 postscale,
@@ -23,7 +28,8 @@
  * Decoding validates every field (enum ranges, name length and no NUL,
  * a shape of the count for the collectives that have one and none for the
  * others, nbits <= the cache capacity, counts bounded by the bytes
- * present, no trailing bytes) and fails with HVD_E_PROTOCOL naming the first bad one.
+ * present, settings in range, no trailing bytes) and fails with
+ * HVD_E_PROTOCOL naming the first bad one.
  */
 #ifndef HVD_MESSAGE_H
 #define HVD_MESSAGE_H
@@ -33,7 +39,17 @@
 
 #include "request.h"
 
-enum { HVD_MSG_SHUTDOWN = 1u << 0, HVD_MSG_JOINED = 1u << 1 };
+enum { HVD_MSG_SHUTDOWN = 1u << 0, HVD_MSG_JOINED = 1u << 1, HVD_MSG_SETTINGS = 1u << 2 };
+
+/* The autotuner's settings (HVD_MSG_SETTINGS). */
+typedef struct {
+  uint64_t fusion_bytes; /* at most HVD_MSG_FUSION_MAX */
+  double cycle_ms;       /* finite, 0 to HVD_MSG_CYCLE_MAX_MS */
+  uint8_t cache_on, hierarchical; /* 0 or 1 */
+} hvd_msg_settings;
+
+#define HVD_MSG_FUSION_MAX (1ull << 40)
+#define HVD_MSG_CYCLE_MAX_MS 10000.0
 
 typedef struct {
   uint32_t flags;
@@ -43,6 +59,7 @@ typedef struct {
   hvd_request *reqs;
   uint32_t nfail;
   char (*fails)[HVD_NAME_MAX];
+  hvd_msg_settings settings; /* with HVD_MSG_SETTINGS */
 } hvd_msg;
 
 /* Encodes into a malloc()ed buffer. */

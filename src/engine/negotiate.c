@@ -1,9 +1,11 @@
 /*
  * negotiate.c -- the decision every rank makes, identically, each cycle.
  *
- * Input: every rank's message of this cycle (the same bytes on every
- * rank).  State: the pending table, built only from such messages, so also
- * the same everywhere.  Output: the responses to execute, in order.
+ * Input: what every rank submitted this cycle, the same on every rank:
+ * each rank's message (the slow path), or the cached tensors every rank
+ * holds (the fast path, cycle.c).  State: the pending table, built only
+ * from such input, so also the same everywhere.  Output: the responses to
+ * execute, in order.
  *
  *   1. Each request (or cache bit) marks its tensor submitted by its rank;
  *      new names enter the table in arrival order (rank 0's first, then
@@ -16,14 +18,26 @@
  *      same message and nothing else is disturbed.
  *   4. Ready allreduces with the same dtype, op, scale factors and set are
  *      fused, in table order, up to the fusion threshold.
+ *
+ * Cost.  A cycle must not grow with the tensors in flight (a rank far
+ * ahead of the others can have thousands waiting): the table is indexed
+ * by name (index.h), each tensor counts the ranks that submitted it and
+ * joins the ready list the moment the count is complete, and planning
+ * looks at the ready list only.  Two rare events look at the whole table
+ * instead: a rank joining (a joined rank makes every tensor's readiness
+ * change) and a process set going away.  Fusion follows a chain through
+ * the ready allreduces of the same kind, so a tensor never looks at the
+ * others it could not fuse with.  The stall inspector walks the table,
+ * but at most once a second.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../hash.h"
 #include "engine_int.h"
 
+/* The stall inspector's walk of the table happens at most this often. */
+#define INSPECT_EVERY_MS 1000
 
 void hvd__pending_free(pending *p) {
   if (!p) return;
@@ -32,24 +46,58 @@ void hvd__pending_free(pending *p) {
   free(p);
 }
 
+void hvd__responses_free(response *rs, int n) {
+  for (int i = 0; i < n; i++) {
+    for (int k = 0; k < rs[i].n; k++) hvd__pending_free(rs[i].items[k]);
+    free(rs[i].items);
+  }
+  free(rs);
+}
+
+/* ---- this rank's entries not yet in the table ---- */
+
+static int same_tensor(const hvd_request *a, const char *name, int32_t set) {
+  return a->process_set == set && strcmp(a->name, name) == 0;
+}
+
+void hvd__unsent_add(hvd_engine *e, entry *en) { hvd__index_add(&e->unsent, &en->unsent, en->key); }
+
+entry *hvd__unsent_take(hvd_engine *e, const hvd_request *req) {
+  uint64_t key = hvd__index_key(req->name, req->process_set);
+  for (hvd_ilink *l = hvd__index_first(&e->unsent, key); l; l = hvd__index_next(&e->unsent, l)) {
+    entry *en = HVD_CONTAINER_OF(l, entry, unsent);
+    if (!same_tensor(&en->w.req, req->name, req->process_set)) continue;
+    hvd__index_remove(&e->unsent, l);
+    if (en->held >= 0) {
+      e->held[en->held] = NULL;
+      e->nheld--;
+      en->held = -1;
+    }
+    return en;
+  }
+  return NULL;
+}
+
+/* ---- the table ---- */
+
 /* Names belong to their process set (as in Horovod, where each set has
  * its own queue): the same name in two sets is two tensors. */
 static pending *pending_find(hvd_engine *e, const char *name, int32_t set) {
-  uint64_t h = hvd__hash_str(name);
-  for (pending *p = e->pending_head; p; p = p->next)
-    if (p->name_hash == h && p->req.process_set == set && strcmp(p->req.name, name) == 0)
-      return p;
+  uint64_t key = hvd__index_key(name, set);
+  for (hvd_ilink *l = hvd__index_first(&e->table, key); l; l = hvd__index_next(&e->table, l)) {
+    pending *p = HVD_CONTAINER_OF(l, pending, link);
+    if (same_tensor(&p->req, name, set)) return p;
+  }
   return NULL;
 }
 
 static void pending_unlink(hvd_engine *e, pending *p) {
-  for (pending **pp = &e->pending_head; *pp; pp = &(*pp)->next)
-    if (*pp == p) {
-      *pp = p->next;
-      if (e->pending_tail == &p->next) e->pending_tail = pp;
-      p->next = NULL;
-      return;
-    }
+  if (p->prev) p->prev->next = p->next;
+  else e->pending_head = p->next;
+  if (p->next) p->next->prev = p->prev;
+  else e->pending_tail = p->prev;
+  p->prev = p->next = NULL;
+  hvd__index_remove(&e->table, &p->link);
 }
 
 static const char *phase_name(int type) {
@@ -60,71 +108,30 @@ static const char *phase_name(int type) {
   return type >= 0 && type < HVD_REQ__COUNT ? names[type] : "NEGOTIATE";
 }
 
-static int pending_new(hvd_engine *e, const hvd_request *req, pending **out) {
+/* A new tensor at the end of the table.  agreed: every rank submitted
+ * req (no per-rank state needed). */
+static int pending_new(hvd_engine *e, const hvd_request *req, int agreed, pending **out) {
   pending *p = calloc(1, sizeof *p);
-  if (p) p->reqs = calloc((size_t)e->size, sizeof *p->reqs);
-  if (p && p->reqs) p->submitted = calloc((size_t)e->size, 1);
-  if (!p || !p->reqs || !p->submitted) {
+  if (p && !agreed) p->reqs = calloc((size_t)e->size, sizeof *p->reqs);
+  if (p && !agreed && p->reqs) p->submitted = calloc((size_t)e->size, 1);
+  if (!p || (!agreed && (!p->reqs || !p->submitted))) {
     hvd__pending_free(p);
     return hvd__err(HVD_E_NOMEM, "allocating negotiation state for '%s'", req->name);
   }
   p->req = *req;
-  p->name_hash = hvd__hash_str(req->name);
+  p->seq = e->next_seq++;
   p->first_seen_ms = hvd__now_ms();
-  *e->pending_tail = p;
-  e->pending_tail = &p->next;
+  p->prev = e->pending_tail;
+  if (e->pending_tail) e->pending_tail->next = p;
+  else e->pending_head = p;
+  e->pending_tail = p;
+  hvd__index_add(&e->table, &p->link, hvd__index_key(req->name, req->process_set));
   hvd__timeline_begin(e->tl, req->name, phase_name(req->type), NULL);
   *out = p;
   return 0;
 }
 
-/* Takes this rank's entry for req off the unsent list. */
-static entry *take_unsent(hvd_engine *e, const hvd_request *req) {
-  for (entry **pp = &e->unsent; *pp; pp = &(*pp)->next)
-    if ((*pp)->w.req.process_set == req->process_set && strcmp((*pp)->w.req.name, req->name) == 0) {
-      entry *en = *pp;
-      *pp = en->next;
-      en->next = NULL;
-      return en;
-    }
-  return NULL;
-}
-
-static int submit(hvd_engine *e, int q, const hvd_request *req) {
-  pending *p = pending_find(e, req->name, req->process_set);
-  if (!p) HVD__CHECK(pending_new(e, req, &p));
-  if (p->submitted[q])
-    return hvd__err(HVD_E_PROTOCOL, "rank %d submitted '%s' twice", q, req->name);
-  p->reqs[q] = *req;
-  p->submitted[q] = 1;
-  if (e->tl) {
-    char label[32];
-    snprintf(label, sizeof label, "rank %d ready", q);
-    hvd__timeline_instant(e->tl, req->name, label);
-  }
-  if (q == e->rank) p->mine = take_unsent(e, req);
-  return 0;
-}
-
-/* Step 1 for one rank's message. */
-static int apply(hvd_engine *e, int q, const hvd_msg *m) {
-  for (uint32_t i = 0; i < m->nbits; i++) {
-    if (!hvd__msg_bit(m, i)) continue;
-    const hvd_request *req = hvd__cache_get(e->cache, i);
-    if (!req) return hvd__err(HVD_E_PROTOCOL, "rank %d sent cache bit %u for an empty slot", q, i);
-    HVD__CHECK(submit(e, q, req));
-  }
-  for (uint32_t i = 0; i < m->nreq; i++) HVD__CHECK(submit(e, q, &m->reqs[i]));
-  return 0;
-}
-
-/* "[1, 3]" */
-static void format_ranks(char *buf, size_t cap, const int *ranks, int n) {
-  size_t len = (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < n && len < cap; i++)
-    len += (size_t)snprintf(buf + len, cap - len, "%s%d", i ? ", " : "", ranks[i]);
-  if (len < cap) snprintf(buf + len, cap - len, "]");
-}
+/* ---- readiness ---- */
 
 /* The members of p's process set, or NULL if the set does not exist. */
 static const pset *set_of(hvd_engine *e, const pending *p) {
@@ -133,6 +140,9 @@ static const pset *set_of(hvd_engine *e, const pending *p) {
 
 static int member(const pset *s, int i) { return s ? s->ranks[i] : i; }
 static int nmembers(hvd_engine *e, const pset *s) { return s ? s->n : e->size; }
+static int missing_set(const pending *p) { return p->req.process_set != 0; }
+
+static int submitted_by(const pending *p, int r) { return !p->submitted || p->submitted[r]; }
 
 /* A joined rank can stand in (zeros, a scratch buffer) for these kinds;
  * for the others (an allgather needs its data, Horovod fails them too)
@@ -148,9 +158,111 @@ static int missing_ranks(hvd_engine *e, const pending *p, const pset *s, int *ou
   int n = 0;
   for (int i = 0; i < nmembers(e, s); i++) {
     int r = member(s, i);
-    if (!p->submitted[r] && !e->joined[r]) out[n++] = r;
+    if (!submitted_by(p, r) && !e->joined[r]) out[n++] = r;
   }
   return n;
+}
+
+static int ready_push(hvd_engine *e, pending *p) {
+  if (e->nready == e->ready_cap) {
+    size_t cap = e->ready_cap ? 2 * e->ready_cap : 64;
+    pending **r = realloc(e->ready, cap * sizeof *r);
+    if (!r) return hvd__err(HVD_E_NOMEM, "allocating the list of %zu ready tensors", cap);
+    e->ready = r, e->ready_cap = cap;
+  }
+  e->ready[e->nready++] = p;
+  p->state = P_READY;
+  return 0;
+}
+
+/* Whether every member submitted p or joined; a set that does not exist
+ * counts as ready (p fails in check()). */
+static int complete(hvd_engine *e, const pending *p, int *scratch) {
+  const pset *s = set_of(e, p);
+  if (missing_set(p) && !s) return 1;
+  if (!e->njoined && p->nsubmitted < nmembers(e, s)) return 0;
+  return missing_ranks(e, p, s, scratch) == 0;
+}
+
+static int update_ready(hvd_engine *e, pending *p, int *scratch) {
+  e->visits++;
+  if (p->state != P_WAITING || !complete(e, p, scratch)) return 0;
+  return ready_push(e, p);
+}
+
+/* Joins and removed sets change readiness anywhere: one walk of the
+ * whole table (rare events). */
+static int rescan(hvd_engine *e, int *scratch) {
+  for (pending *p = e->pending_head; p; p = p->next) HVD__CHECK(update_ready(e, p, scratch));
+  e->rescan = 0;
+  return 0;
+}
+
+static int *scratch_ranks(hvd_engine *e) {
+  return malloc((size_t)e->size * sizeof(int));
+}
+
+/* ---- step 1 ---- */
+
+static int submit(hvd_engine *e, int q, const hvd_request *req, int *scratch) {
+  pending *p = pending_find(e, req->name, req->process_set);
+  if (!p) HVD__CHECK(pending_new(e, req, 0, &p));
+  if (!p->submitted)
+    return hvd__err(HVD_E_PROTOCOL, "rank %d submitted '%s', which every rank had submitted",
+                    q, req->name);
+  if (p->submitted[q])
+    return hvd__err(HVD_E_PROTOCOL, "rank %d submitted '%s' twice", q, req->name);
+  p->reqs[q] = *req;
+  p->submitted[q] = 1;
+  p->nsubmitted++;
+  if (e->tl) {
+    char label[32];
+    snprintf(label, sizeof label, "rank %d ready", q);
+    hvd__timeline_instant(e->tl, req->name, label);
+  }
+  if (q == e->rank) p->mine = hvd__unsent_take(e, req);
+  return update_ready(e, p, scratch);
+}
+
+int hvd__negotiate_apply(hvd_engine *e, int q, const hvd_msg *m) {
+  int *scratch = scratch_ranks(e), rc = 0;
+  if (!scratch) return hvd__err(HVD_E_NOMEM, "allocating %d ranks", e->size);
+  for (uint32_t i = 0; rc == 0 && i < m->nbits; i++) {
+    if (!hvd__msg_bit(m, i)) continue;
+    const hvd_request *req = hvd__cache_get(e->cache, i);
+    if (!req) rc = hvd__err(HVD_E_PROTOCOL, "rank %d sent cache bit %u for an empty slot", q, i);
+    else rc = submit(e, q, req, scratch);
+  }
+  for (uint32_t i = 0; rc == 0 && i < m->nreq; i++) rc = submit(e, q, &m->reqs[i], scratch);
+  free(scratch);
+  return rc;
+}
+
+int hvd__negotiate_agreed(hvd_engine *e, uint32_t id) {
+  const hvd_request *req = hvd__cache_get(e->cache, id);
+  pending *p;
+  if (!req) return hvd__err(HVD_E_PROTOCOL, "every rank holds cache id %u, an empty slot", id);
+  if (pending_find(e, req->name, req->process_set))
+    return hvd__err(HVD_E_PROTOCOL, "cached tensor '%s' is negotiated twice", req->name);
+  HVD__CHECK(pending_new(e, req, 1, &p));
+  p->nsubmitted = e->size;
+  p->mine = hvd__unsent_take(e, req);
+  e->visits++;
+  HVD__CHECK(ready_push(e, p));
+  if (!p->mine) /* it would run with this rank's zeros */
+    return hvd__err(HVD_E_PROTOCOL, "every rank holds cached tensor '%s', this one does not",
+                    req->name);
+  return 0;
+}
+
+/* ---- step 3: agreement ---- */
+
+/* "[1, 3]" */
+static void format_ranks(char *buf, size_t cap, const int *ranks, int n) {
+  size_t len = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < n && len < cap; i++)
+    len += (size_t)snprintf(buf + len, cap - len, "%s%d", i ? ", " : "", ranks[i]);
+  if (len < cap) snprintf(buf + len, cap - len, "]");
 }
 
 /* "" if no rank of the set that joined instead of submitting p keeps p
@@ -159,7 +271,7 @@ static void check_joined(hvd_engine *e, const pending *p, const pset *s, char *w
                          size_t cap) {
   int *ranks = malloc((size_t)nmembers(e, s) * sizeof *ranks), k = 0;
   for (int i = 0; ranks && i < nmembers(e, s); i++)
-    if (!p->submitted[member(s, i)] && e->joined[member(s, i)]) ranks[k++] = member(s, i);
+    if (!submitted_by(p, member(s, i)) && e->joined[member(s, i)]) ranks[k++] = member(s, i);
   if (!ranks) {
     snprintf(why, cap, "out of memory checking '%s'", p->req.name);
   } else if (k && !joinable(p->req.type)) {
@@ -169,37 +281,20 @@ static void check_joined(hvd_engine *e, const pending *p, const pset *s, char *w
              "in an %s", hvd__req_type_name(p->req.type), p->req.name, list,
              hvd__req_type_name(p->req.type));
   } else if (k && p->req.type == HVD_REQ_BROADCAST && e->joined[member(s, p->req.root)] &&
-             !p->submitted[member(s, p->req.root)]) {
+             !submitted_by(p, member(s, p->req.root))) {
     snprintf(why, cap, "broadcast '%s': root rank %d has joined", p->req.name,
              member(s, p->req.root));
   }
   free(ranks);
 }
 
-static int is_ready(hvd_engine *e, const pending *p, int *scratch) {
-  if (p->req.process_set != 0 && !set_of(e, p)) return 1; /* fails below */
-  return missing_ranks(e, p, set_of(e, p), scratch) == 0;
-}
-
-/* Step 3: 0 if p may run, else the error code and why not (the same
- * text on every rank): HVD_E_MISMATCH when the ranks disagree,
- * HVD_E_INVALID when the call cannot run as made. */
-static int check(hvd_engine *e, const pending *p, char *why, size_t cap) {
-  const pset *s = set_of(e, p);
-  why[0] = '\0';
-  if (p->req.process_set != 0 && !s) {
-    snprintf(why, cap, "%s '%s': process set %d does not exist",
-             hvd__req_type_name(p->req.type), p->req.name, p->req.process_set);
-    return HVD_E_INVALID;
-  }
-  int n = nmembers(e, s), k = 0;
-  if (p->req.type == HVD_REQ_BROADCAST && (p->req.root < 0 || p->req.root >= n)) {
-    snprintf(why, cap, "broadcast '%s': root rank %d is not a rank of its set of %d",
-             p->req.name, p->req.root, n);
-    return HVD_E_INVALID;
-  }
+/* The requests of the ranks that submitted p agree?  0, or the code with
+ * why. */
+static int check_requests(hvd_engine *e, const pending *p, const pset *s, char *why,
+                          size_t cap) {
+  int n = nmembers(e, s), k = 0, code = HVD_E_MISMATCH;
   const hvd_request **reqs = malloc((size_t)n * sizeof *reqs);
-  int *ranks = malloc((size_t)n * sizeof *ranks), code = HVD_E_MISMATCH;
+  int *ranks = malloc((size_t)n * sizeof *ranks);
   for (int i = 0; reqs && ranks && i < n; i++)
     if (p->submitted[member(s, i)]) reqs[k] = &p->reqs[member(s, i)], ranks[k++] = member(s, i);
   if (!reqs || !ranks) {
@@ -215,33 +310,27 @@ static int check(hvd_engine *e, const pending *p, char *why, size_t cap) {
   return why[0] ? code : 0;
 }
 
-/* The group p belongs to, in index order, if every member is pending and
- * ready; else 0. */
-static int gather_group(hvd_engine *e, const pending *p, pending **group, int *scratch) {
-  size_t plen = strrchr(p->req.name, '.') ? (size_t)(strrchr(p->req.name, '.') - p->req.name) : 0;
-  for (uint32_t i = 0; i < p->req.group_size; i++) {
-    char name[HVD_NAME_MAX + 16];
-    snprintf(name, sizeof name, "%.*s.%u", (int)plen, p->req.name, i);
-    pending *g = pending_find(e, name, p->req.process_set);
-    if (!g || !is_ready(e, g, scratch)) return 0;
-    group[i] = g;
+/* 0 if p may run, else the error code and why not (the same text on every
+ * rank): HVD_E_MISMATCH when the ranks disagree, HVD_E_INVALID when the
+ * call cannot run as made. */
+static int check(hvd_engine *e, const pending *p, char *why, size_t cap) {
+  const pset *s = set_of(e, p);
+  why[0] = '\0';
+  if (missing_set(p) && !s) {
+    snprintf(why, cap, "%s '%s': process set %d does not exist",
+             hvd__req_type_name(p->req.type), p->req.name, p->req.process_set);
+    return HVD_E_INVALID;
   }
-  return (int)p->req.group_size;
+  if (p->req.type == HVD_REQ_BROADCAST && (p->req.root < 0 || p->req.root >= nmembers(e, s))) {
+    snprintf(why, cap, "broadcast '%s': root rank %d is not a rank of its set of %d",
+             p->req.name, p->req.root, nmembers(e, s));
+    return HVD_E_INVALID;
+  }
+  if (!p->submitted) return 0; /* every rank submitted the cached request */
+  return check_requests(e, p, s, why, cap);
 }
 
-/* Adasum's coefficients are per tensor: Adasum tensors never fuse. */
-static int fusable(const pending *a, const pending *b) {
-  return b->req.type == HVD_REQ_ALLREDUCE && b->req.group_size == 0 &&
-         a->req.op != HVD_ADASUM &&
-         a->req.dtype == b->req.dtype && a->req.op == b->req.op &&
-         a->req.process_set == b->req.process_set &&
-         memcmp(&a->req.prescale, &b->req.prescale, sizeof(double)) == 0 &&
-         memcmp(&a->req.postscale, &b->req.postscale, sizeof(double)) == 0;
-}
-
-static size_t bytes_of(const pending *p) {
-  return (size_t)p->req.count * hvd_dtype_size((hvd_dtype)p->req.dtype);
-}
+/* ---- step 4: planning ---- */
 
 /* The response list being built. */
 typedef struct {
@@ -249,58 +338,122 @@ typedef struct {
   int n, cap;
 } plan;
 
-static response *plan_add(plan *pl, int nitems) {
+static response *plan_add(plan *pl) {
   if (pl->n == pl->cap) {
     int cap = pl->cap ? 2 * pl->cap : 16;
     response *rs = realloc(pl->rs, (size_t)cap * sizeof *rs);
     if (!rs) return NULL;
     pl->rs = rs, pl->cap = cap;
   }
-  response *r = &pl->rs[pl->n];
+  response *r = &pl->rs[pl->n++];
   memset(r, 0, sizeof *r);
-  r->items = calloc((size_t)nitems, sizeof *r->items);
-  if (!r->items) return NULL;
-  pl->n++;
   return r;
 }
 
-/* Moves p from the table into response r. */
-static void take(hvd_engine *e, response *r, pending *p) {
-  pending_unlink(e, p);
-  hvd__timeline_end(e->tl, p->req.name);
-  r->items[r->n++] = p;
+static void fuse_unlink(pending *p) {
+  if (p->fuse_prev) p->fuse_prev->fuse_next = p->fuse_next;
+  if (p->fuse_next) p->fuse_next->fuse_prev = p->fuse_prev;
+  p->fuse_prev = p->fuse_next = NULL;
 }
 
-/* Step 4 from p: p and the later ready allreduces that fuse with it. */
-static int plan_fused(hvd_engine *e, plan *pl, pending *p, int *scratch) {
-  int cap = 1;
-  size_t bytes = bytes_of(p);
-  for (pending *q = p->next; q && e->fusion_threshold > 0; q = q->next) cap++;
-  response *r = plan_add(pl, cap);
-  if (!r) return hvd__err(HVD_E_NOMEM, "planning responses");
-  pending *next;
-  for (pending *q = p->next; q && e->fusion_threshold > 0; q = next) {
-    next = q->next;
-    char why[8];
-    if (!fusable(p, q) || !is_ready(e, q, scratch) ||
-        bytes + bytes_of(q) > e->fusion_threshold)
-      continue;
-    if (check(e, q, why, sizeof why)) continue; /* it fails on its own, below */
-    bytes += bytes_of(q);
-    take(e, r, q);
+/* Moves p from the table into response r. */
+static int take(hvd_engine *e, response *r, pending *p) {
+  if (r->n == r->cap) {
+    int cap = r->cap ? 2 * r->cap : 4;
+    pending **items = realloc(r->items, (size_t)cap * sizeof *items);
+    if (!items) return hvd__err(HVD_E_NOMEM, "planning a response of %d tensors", cap);
+    r->items = items, r->cap = cap;
   }
-  /* p goes first: the buffer's order is the table's order. */
-  memmove(r->items + 1, r->items, (size_t)r->n * sizeof *r->items);
-  r->items[0] = p;
-  r->n++;
   pending_unlink(e, p);
+  fuse_unlink(p);
+  p->state = P_TAKEN;
   hvd__timeline_end(e->tl, p->req.name);
+  r->items[r->n++] = p;
   return 0;
+}
+
+/* Adasum's coefficients are per tensor: Adasum tensors never fuse. */
+static int fuses(const pending *p) {
+  return p->req.type == HVD_REQ_ALLREDUCE && p->req.group_size == 0 && p->req.op != HVD_ADASUM;
+}
+
+/* What must be equal for two allreduces to fuse. */
+static int kind_cmp(const pending *a, const pending *b) {
+  int d = (a->req.dtype > b->req.dtype) - (a->req.dtype < b->req.dtype);
+  if (!d) d = (a->req.op > b->req.op) - (a->req.op < b->req.op);
+  if (!d) d = (a->req.process_set > b->req.process_set) - (a->req.process_set < b->req.process_set);
+  if (!d) d = memcmp(&a->req.prescale, &b->req.prescale, sizeof(double));
+  if (!d) d = memcmp(&a->req.postscale, &b->req.postscale, sizeof(double));
+  return d;
+}
+
+/* By kind, then by arrival: each kind's run is its fusion chain. */
+static int by_kind(const void *x, const void *y) {
+  const pending *a = *(pending *const *)x, *b = *(pending *const *)y;
+  int d = kind_cmp(a, b);
+  return d ? d : (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+/* Links the ready tensors that may fuse into one chain per kind, in
+ * arrival order, leaving out those the ranks disagree on (they fail on
+ * their own). */
+static int link_chains(hvd_engine *e) {
+  size_t n = 0;
+  pending **v = malloc((e->nready ? e->nready : 1) * sizeof *v);
+  if (!v) return hvd__err(HVD_E_NOMEM, "allocating %zu ready tensors", e->nready);
+  for (size_t i = 0; i < e->nready; i++) {
+    pending *p = e->ready[i];
+    char why[8];
+    p->fuse_prev = p->fuse_next = NULL;
+    p->bad = check(e, p, why, sizeof why) != 0;
+    if (fuses(p) && !p->bad) v[n++] = p;
+  }
+  qsort(v, n, sizeof *v, by_kind);
+  for (size_t i = 1; i < n; i++)
+    if (kind_cmp(v[i - 1], v[i]) == 0) v[i - 1]->fuse_next = v[i], v[i]->fuse_prev = v[i - 1];
+  free(v);
+  return 0;
+}
+
+static size_t bytes_of(const pending *p) {
+  return (size_t)p->req.count * hvd_dtype_size((hvd_dtype)p->req.dtype);
+}
+
+/* Step 4 from p: p and the later ready allreduces of its kind, in order,
+ * while they fit under the threshold (as Horovod, the first that does not
+ * fit ends the response: waiting tensors are not skipped over). */
+static int plan_fused(hvd_engine *e, plan *pl, pending *p) {
+  response *r = plan_add(pl);
+  if (!r) return hvd__err(HVD_E_NOMEM, "planning responses");
+  size_t bytes = bytes_of(p);
+  pending *q = e->fusion_threshold > 0 ? p->fuse_next : NULL;
+  HVD__CHECK(take(e, r, p));
+  for (pending *next; q && bytes + bytes_of(q) <= e->fusion_threshold; q = next) {
+    next = q->fuse_next;
+    e->visits++;
+    bytes += bytes_of(q);
+    HVD__CHECK(take(e, r, q));
+  }
+  return 0;
+}
+
+/* The group p belongs to, in index order, if every member is ready;
+ * else 0. */
+static int gather_group(hvd_engine *e, const pending *p, pending **group) {
+  size_t plen = strrchr(p->req.name, '.') ? (size_t)(strrchr(p->req.name, '.') - p->req.name) : 0;
+  for (uint32_t i = 0; i < p->req.group_size; i++) {
+    char name[HVD_NAME_MAX + 16];
+    snprintf(name, sizeof name, "%.*s.%u", (int)plen, p->req.name, i);
+    pending *g = pending_find(e, name, p->req.process_set);
+    if (!g || g->state != P_READY) return 0;
+    group[i] = g;
+  }
+  return (int)p->req.group_size;
 }
 
 /* A response for p alone, or for p's whole group once every member is
  * ready; an error response if the ranks disagree. */
-static int plan_one(hvd_engine *e, plan *pl, pending *p, int *scratch) {
+static int plan_one(hvd_engine *e, plan *pl, pending *p) {
   char why[1024];
   pending *group[1024];
   int n = 1;
@@ -311,15 +464,15 @@ static int plan_one(hvd_engine *e, plan *pl, pending *p, int *scratch) {
     snprintf(why, sizeof why, "group of '%s' has %u tensors (at most 1024)", p->req.name,
              p->req.group_size);
   } else if (p->req.group_size > 0) {
-    n = gather_group(e, p, group, scratch);
+    n = gather_group(e, p, group);
     if (n == 0) return 0; /* not every member is ready yet */
     for (int i = 0; !code && i < n; i++) code = check(e, group[i], why, sizeof why);
-  } else if (!code && p->req.type == HVD_REQ_ALLREDUCE && p->req.op != HVD_ADASUM) {
-    return plan_fused(e, pl, p, scratch);
+  } else if (!code && fuses(p)) {
+    return plan_fused(e, pl, p);
   }
-  response *r = plan_add(pl, n);
+  response *r = plan_add(pl);
   if (!r) return hvd__err(HVD_E_NOMEM, "planning responses");
-  for (int i = 0; i < n; i++) take(e, r, group[i]);
+  for (int i = 0; i < n; i++) HVD__CHECK(take(e, r, group[i]));
   if (code) {
     r->error = code;
     snprintf(r->errmsg, sizeof r->errmsg, "%s", why);
@@ -327,46 +480,56 @@ static int plan_one(hvd_engine *e, plan *pl, pending *p, int *scratch) {
   return 0;
 }
 
-static int in_table(const hvd_engine *e, const pending *p) {
-  for (const pending *q = e->pending_head; q; q = q->next)
-    if (q == p) return 1;
-  return 0;
+static int by_seq(const void *x, const void *y) {
+  const pending *a = *(pending *const *)x, *b = *(pending *const *)y;
+  return (a->seq > b->seq) - (a->seq < b->seq);
 }
 
-/* Walks the table in order, planning every ready tensor.  Planning may
- * take later tensors too (fusion, groups); when the next one went, the
- * walk starts over: what lies before is not ready, and the table shrank. */
-static int plan_responses(hvd_engine *e, plan *pl) {
-  int *scratch = malloc((size_t)e->size * sizeof *scratch);
-  if (!scratch) return hvd__err(HVD_E_NOMEM, "allocating %d ranks", e->size);
+/* Plans every ready tensor, in table order; what cannot run yet (a group
+ * with members missing) stays on the ready list. */
+int hvd__negotiate_plan(hvd_engine *e, response **out, int *nout) {
+  plan pl = {0};
   int rc = 0;
-  for (pending *p = e->pending_head, *next; rc == 0 && p; p = next) {
-    next = p->next;
-    if (!is_ready(e, p, scratch)) continue;
-    rc = plan_one(e, pl, p, scratch);
-    if (next && !in_table(e, next)) next = e->pending_head;
+  *out = NULL, *nout = 0;
+  if (e->rescan || e->njoined) {
+    int *scratch = scratch_ranks(e);
+    rc = scratch ? rescan(e, scratch) : hvd__err(HVD_E_NOMEM, "allocating %d ranks", e->size);
+    free(scratch);
   }
-  free(scratch);
+  if (e->nready) qsort(e->ready, e->nready, sizeof *e->ready, by_seq); /* NULL while empty */
+  if (rc == 0) rc = link_chains(e);
+  for (size_t i = 0; rc == 0 && i < e->nready; i++) {
+    e->visits++;
+    if (e->ready[i]->state == P_READY) rc = plan_one(e, &pl, e->ready[i]);
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < e->nready; i++)
+    if (e->ready[i]->state == P_READY) e->ready[kept++] = e->ready[i];
+  e->nready = kept;
+  *out = pl.rs, *nout = pl.n;
   return rc;
 }
+
+/* ---- flags: join, shutdown, stall failures ---- */
 
 /* Join: a rank's flag stays up until every rank has joined; the last to
  * join (latest cycle, then highest rank) is what hvd_join returns. */
 static void apply_joins(hvd_engine *e, const hvd_msg *msgs) {
-  int all = 1, last = -1;
-  for (int q = 0; q < e->size; q++) {
+  int last = -1;
+  for (int q = 0; q < e->size; q++)
     if ((msgs[q].flags & HVD_MSG_JOINED) && !e->joined[q]) {
       e->joined[q] = 1;
+      e->njoined++;
       e->join_cycle[q] = e->cycle;
+      e->rescan = 1;
       if (!e->join_since_ms) e->join_since_ms = hvd__now_ms();
     }
-    all &= e->joined[q];
-  }
-  if (!all) return;
+  if (e->njoined < e->size) return;
   e->join_since_ms = 0;
   for (int q = 0; q < e->size; q++)
     if (last < 0 || e->join_cycle[q] >= e->join_cycle[last]) last = q;
   memset(e->joined, 0, (size_t)e->size);
+  e->njoined = 0;
   hvd__engine_join_done(e, last);
 }
 
@@ -389,10 +552,7 @@ static void stall_shutdown(hvd_engine *e, const hvd_msg *m0) {
   hvd__engine_break(e, HVD_E_TIMEOUT, msg);
 }
 
-int hvd__negotiate(hvd_engine *e, hvd_msg *msgs, response **out, int *nout, int *shutdown) {
-  plan pl = {0};
-  *out = NULL, *nout = 0;
-  for (int q = 0; q < e->size; q++) HVD__CHECK(apply(e, q, &msgs[q]));
+void hvd__negotiate_flags(hvd_engine *e, const hvd_msg *msgs, int *shutdown) {
   for (int q = 0; q < e->size; q++)
     if ((msgs[q].flags & HVD_MSG_SHUTDOWN) && !*shutdown) {
       *shutdown = 1;
@@ -403,12 +563,18 @@ int hvd__negotiate(hvd_engine *e, hvd_msg *msgs, response **out, int *nout, int 
   if (msgs[0].nfail > 0) {
     stall_shutdown(e, &msgs[0]);
     *shutdown = 1;
-    return 0;
+    return;
   }
   apply_joins(e, msgs);
-  int rc = plan_responses(e, &pl);
-  *out = pl.rs, *nout = pl.n;
-  return rc;
+}
+
+int hvd__negotiate(hvd_engine *e, hvd_msg *msgs, response **out, int *nout, int *shutdown) {
+  *out = NULL, *nout = 0;
+  for (int q = 0; q < e->size; q++) HVD__CHECK(hvd__negotiate_apply(e, q, &msgs[q]));
+  hvd__negotiate_flags(e, msgs, shutdown);
+  if (msgs[0].nfail > 0) return 0;
+  HVD__CHECK(hvd__tuning_apply(e, msgs)); /* before planning: every rank fuses alike */
+  return hvd__negotiate_plan(e, out, nout);
 }
 
 /* ---- the stall inspector (rank 0) ---- */
@@ -433,10 +599,20 @@ static void inspect_join(hvd_engine *e, uint64_t now, uint64_t check_ms, int *ra
            e->stall_check_s, missing);
 }
 
+/* Asks every rank, through rank 0's next message, to give up on p. */
+static void request_fail(hvd_msg *mine, const pending *p) {
+  char (*fails)[HVD_NAME_MAX] = realloc(mine->fails, (mine->nfail + 1) * sizeof *fails);
+  if (!fails) return;
+  mine->fails = fails;
+  snprintf(fails[mine->nfail++], HVD_NAME_MAX, "%s", p->req.name);
+}
+
 void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine) {
   if (e->stall_disable) return;
   uint64_t now = hvd__now_ms(), check_ms = (uint64_t)e->stall_check_s * 1000;
   uint64_t shut_ms = (uint64_t)e->stall_shutdown_s * 1000;
+  if (now - e->inspected_ms < INSPECT_EVERY_MS) return;
+  e->inspected_ms = now;
   int *missing = malloc((size_t)e->size * sizeof *missing);
   char warn[2048];
   size_t len = 0;
@@ -444,16 +620,11 @@ void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine) {
   if (!missing) return;
   inspect_join(e, now, check_ms, missing);
   for (pending *p = e->pending_head; p; p = p->next) {
+    e->visits++;
     int n = missing_ranks(e, p, set_of(e, p), missing);
     uint64_t age = now - p->first_seen_ms;
     if (n == 0 || age < check_ms) continue;
-    if (shut_ms > 0 && age >= shut_ms) {
-      char (*fails)[HVD_NAME_MAX] = realloc(mine->fails, (mine->nfail + 1) * sizeof *fails);
-      if (fails) {
-        mine->fails = fails;
-        snprintf(fails[mine->nfail++], HVD_NAME_MAX, "%s", p->req.name);
-      }
-    }
+    if (shut_ms > 0 && age >= shut_ms) request_fail(mine, p);
     if (now - p->warned_ms < check_ms || len >= sizeof warn) continue;
     p->warned_ms = now;
     char ranks[256];

@@ -68,7 +68,14 @@ int hvd__pset_remove(hvd_engine *e, int id) {
   pthread_mutex_unlock(&e->lock);
   if (!p) return hvd__err(HVD_E_INVALID, "process set %d does not exist", id);
   pset_free(p);
+  e->rescan = 1; /* its tensors still waiting now fail: they are ready to */
   return 0;
+}
+
+void hvd__engine_set_next_pset_id(hvd_engine *e, int id) {
+  pthread_mutex_lock(&e->lock); /* read by the engine thread after the add's enqueue */
+  e->next_pset_id = id;
+  pthread_mutex_unlock(&e->lock);
 }
 
 void hvd__psets_free(hvd_engine *e) {

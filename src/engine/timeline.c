@@ -20,9 +20,28 @@
  * Tracing is a diagnostic and must never fail the engine: a write error or
  * an allocation failure logs one warning and turns every later call into a
  * no-op.
+ *
+ * The file never grows past max_bytes (HOROVOD_TIMELINE_MAX_MB; Horovod's
+ * grew without bound, horovod#1022).  Each write checks that what is
+ * buffered still fits with room for the array's end; when it does not,
+ * the whole events that fit are written, then an "hvd_truncated"
+ * metadata event and "]": the file is complete JSON holding the first
+ * max_bytes of the run, and tracing stops with one warning.  A cap rather
+ * than a ring of the last N MB: a ring would rewrite the file's start
+ * and its row names, and the first part of a run shows its steady state
+ * as well as the last.
+ *
+ * Beside the tensors' rows: the job's settings as an "hvd_job" metadata
+ * event (hvd__timeline_job), and a "waits" row of complete ("X") events,
+ * one per stretch of time an application thread spent blocked in
+ * hvd_wait (hvd__timeline_wait).  Those are written after the fact, so
+ * their timestamps may be earlier than the events before them; viewers
+ * sort by time.  Metadata events the viewers do not know (pid 0, which
+ * no row uses) are ignored by Perfetto and chrome://tracing.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +51,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "env.h"
 #include "hash.h"
 #include "timeline.h"
 
@@ -39,6 +59,9 @@
 #define FLUSH_US (100 * 1000)
 #define BUF_INITIAL (FLUSH_BYTES + 4096)
 #define ROWS_INITIAL 64 /* a power of two */
+/* Room kept for the array's end: the truncation event or the last line. */
+#define END_RESERVE 256
+#define MIN_MAX_BYTES 4096
 
 /* A tensor's row: a slot of the open-addressing map from name to pid. */
 struct row {
@@ -51,12 +74,16 @@ struct hvd_timeline {
   char *path;
   uint64_t t0_us;         /* when opened: timestamps count from here */
   uint64_t last_flush_us; /* when the buffer was last written out */
+  uint64_t written;       /* bytes in the file */
+  uint64_t max_bytes;     /* the file's bound, END_RESERVE included */
   char *buf;
   size_t len, cap;
   struct row *rows; /* rows_cap slots, a power of two, at most half full */
   size_t nrows, rows_cap;
   int next_pid;
   int cycles_pid; /* 0: cycles are not marked */
+  int waits_pid;  /* 0: no wait recorded yet */
+  int nonempty;   /* some event was put: the array needs a last one */
 };
 
 static uint64_t now_us(void) {
@@ -116,7 +143,7 @@ static void put_str(hvd_timeline *tl, const char *s) { put(tl, s, strlen(s)); }
 /* For short numeric fragments only. */
 static void put_fmt(hvd_timeline *tl, const char *fmt, ...) HVD__PRINTF(2, 3);
 static void put_fmt(hvd_timeline *tl, const char *fmt, ...) {
-  char tmp[128];
+  char tmp[192];
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
@@ -149,16 +176,47 @@ static void put_json_string(hvd_timeline *tl, const char *s) {
   tl->len += (size_t)(p - dst);
 }
 
-static void flush(hvd_timeline *tl) {
-  for (size_t off = 0; off < tl->len;) {
-    ssize_t n = write(tl->fd, tl->buf + off, tl->len - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      stop(tl, "write failed", n < 0 ? errno : EIO);
-      return;
+/* Writes n bytes; 0, or -1 once a failure stopped tracing. */
+static int write_all(hvd_timeline *tl, const char *p, size_t n) {
+  for (size_t off = 0; off < n;) {
+    ssize_t k = write(tl->fd, p + off, n - off);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      stop(tl, "write failed", k < 0 ? errno : EIO);
+      return -1;
     }
-    off += (size_t)n;
+    off += (size_t)k;
   }
+  tl->written += n;
+  return 0;
+}
+
+/* The buffer would pass max_bytes: writes the whole events (lines) that
+ * fit, ends the array with a note of why, and stops tracing. */
+static void truncate_here(hvd_timeline *tl) {
+  uint64_t room = tl->max_bytes - END_RESERVE - tl->written; /* flush checked written */
+  size_t keep = 0;
+  for (size_t i = 0; i < tl->len && i < room; i++)
+    if (tl->buf[i] == '\n') keep = i + 1;
+  char end[END_RESERVE];
+  int n = snprintf(end, sizeof end,
+                   "{\"name\":\"hvd_truncated\",\"ph\":\"M\",\"pid\":0,\"args\":"
+                   "{\"max_bytes\":%" PRIu64 ",\"ts\":%" PRIu64 "}}\n]\n",
+                   tl->max_bytes, now_us() - tl->t0_us);
+  if (write_all(tl, tl->buf, keep) < 0 || write_all(tl, end, (size_t)n) < 0) return;
+  hvd__log(HVD_LOG_WARNING,
+           "timeline %s: reached its bound of %" PRIu64 " bytes (HOROVOD_TIMELINE_MAX_MB); "
+           "the file ends here, complete; tracing stopped",
+           tl->path, tl->max_bytes);
+  release(tl);
+}
+
+static void flush(hvd_timeline *tl) {
+  if (tl->written + tl->len + END_RESERVE > tl->max_bytes) {
+    truncate_here(tl);
+    return;
+  }
+  if (write_all(tl, tl->buf, tl->len) < 0) return;
   tl->len = 0;
   tl->last_flush_us = now_us();
 }
@@ -175,6 +233,7 @@ static void put_sort_index(hvd_timeline *tl, int pid) {
 
 static int new_row(hvd_timeline *tl, const char *name) {
   int pid = tl->next_pid++;
+  tl->nonempty = 1;
   put_fmt(tl, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", pid);
   put_json_string(tl, name);
   put_str(tl, "}},\n");
@@ -244,7 +303,7 @@ static void instant(hvd_timeline *tl, int pid, const char *label) {
   event_end(tl);
 }
 
-int hvd__timeline_open(const char *path, int mark_cycles, hvd_timeline **out) {
+int hvd__timeline_open(const char *path, const hvd_timeline_opts *opts, hvd_timeline **out) {
   int rc;
   *out = NULL;
   hvd_timeline *tl = calloc(1, sizeof *tl);
@@ -263,9 +322,10 @@ int hvd__timeline_open(const char *path, int mark_cycles, hvd_timeline **out) {
   }
   tl->cap = BUF_INITIAL;
   tl->next_pid = 1;
+  tl->max_bytes = opts->max_bytes < MIN_MAX_BYTES ? MIN_MAX_BYTES : opts->max_bytes;
   tl->t0_us = tl->last_flush_us = now_us();
   put_str(tl, "[\n");
-  if (mark_cycles) tl->cycles_pid = new_row(tl, "cycles"); /* not in the map: no tensor shares it */
+  if (opts->mark_cycles) tl->cycles_pid = new_row(tl, "cycles"); /* not in the map: no tensor shares it */
   *out = tl;
   return 0;
 
@@ -274,6 +334,86 @@ fail:
   free(tl->path);
   free(tl);
   return rc;
+}
+
+/* "%r" replaced by rank, into buf; -1 if it does not fit. */
+static int expand_rank(const char *spec, int rank, char *buf, size_t cap) {
+  size_t n = 0;
+  for (const char *p = spec; *p; p++) {
+    int k = (p[0] == '%' && p[1] == 'r') ? snprintf(buf + n, cap - n, "%d", rank)
+                                         : snprintf(buf + n, cap - n, "%c", *p);
+    if (k < 0 || (size_t)k >= cap - n) return -1;
+    n += (size_t)k;
+    p += p[0] == '%' && p[1] == 'r';
+  }
+  return 0;
+}
+
+/* mkdir -p dir: every rank may race to make it, so EEXIST is success. */
+static int make_dirs(const char *dir) {
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+    return hvd__err(HVD_E_INVALID, "timeline directory name too long: %s", dir);
+  for (char *p = path + 1;; p++) {
+    if (*p != '/' && *p != '\0') continue;
+    char c = *p;
+    *p = '\0';
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+      return hvd__err_sys(HVD_E_SYSTEM, errno, "cannot create timeline directory %s", path);
+    *p = c;
+    if (c == '\0' || p[1] == '\0') return 0;
+  }
+}
+
+int hvd__timeline_path(const char *spec, int rank, char *buf, size_t cap) {
+  struct stat st;
+  size_t len = strlen(spec);
+  if (len == 0) return hvd__err(HVD_E_INVALID, "the timeline path is empty");
+  if (strstr(spec, "%r")) {
+    if (expand_rank(spec, rank, buf, cap) < 0)
+      return hvd__err(HVD_E_INVALID, "timeline path too long: %s", spec);
+    return 1;
+  }
+  int dir = spec[len - 1] == '/' || (stat(spec, &st) == 0 && S_ISDIR(st.st_mode));
+  if (!dir) {
+    if (rank != 0) return 0;
+    if (len >= cap) return hvd__err(HVD_E_INVALID, "timeline path too long: %s", spec);
+    memcpy(buf, spec, len + 1);
+    return 1;
+  }
+  if (spec[len - 1] == '/') HVD__CHECK(make_dirs(spec));
+  int n = snprintf(buf, cap, "%s%srank.%d.json", spec, spec[len - 1] == '/' ? "" : "/", rank);
+  if (n < 0 || (size_t)n >= cap) return hvd__err(HVD_E_INVALID, "timeline path too long: %s", spec);
+  return 1;
+}
+
+int hvd__timeline_open_for_rank(const char *spec, int rank, int mark_cycles,
+                                hvd_timeline **out) {
+  char path[4096];
+  long mb;
+  *out = NULL;
+  HVD__CHECK(hvd__param_int(HVD_P_TIMELINE_MAX_MB, &mb));
+  int mine = hvd__timeline_path(spec, rank, path, sizeof path);
+  if (mine <= 0) return mine;
+  hvd_timeline_opts opts = {mark_cycles, (uint64_t)mb << 20};
+  return hvd__timeline_open(path, &opts, out);
+}
+
+void hvd__timeline_job(hvd_timeline *tl, const char *args) {
+  if (!live(tl)) return;
+  put_str(tl, "{\"name\":\"hvd_job\",\"ph\":\"M\",\"pid\":0,\"args\":");
+  put_str(tl, args);
+  put_str(tl, "},\n");
+  tl->nonempty = 1;
+}
+
+void hvd__timeline_wait(hvd_timeline *tl, uint64_t start_us, uint64_t end_us) {
+  if (!live(tl)) return;
+  if (tl->waits_pid == 0) tl->waits_pid = new_row(tl, "waits"); /* not in the map, like cycles */
+  uint64_t ts = start_us > tl->t0_us ? start_us - tl->t0_us : 0;
+  uint64_t end = end_us > tl->t0_us ? end_us - tl->t0_us : 0;
+  put_fmt(tl, "{\"ph\":\"X\",\"name\":\"WAIT\",\"ts\":%" PRIu64 ",\"dur\":%" PRIu64
+          ",\"pid\":%d,\"tid\":%d},\n", ts, end - ts, tl->waits_pid, tl->waits_pid);
 }
 
 void hvd__timeline_begin(hvd_timeline *tl, const char *tensor, const char *phase,
@@ -311,16 +451,17 @@ void hvd__timeline_tick(hvd_timeline *tl) {
 
 void hvd__timeline_close(hvd_timeline *tl) {
   if (tl == NULL) return;
+  if (live(tl)) flush(tl); /* within the bound, or truncated and closed */
   if (live(tl)) {
-    /* Every event so far ends in ",": the array needs one more.  Repeating
-     * the first row's sort index changes nothing; with no rows there are
-     * no events and the array can close as it is. */
-    if (tl->next_pid > 1) {
-      put_sort_index(tl, 1);
-      put_str(tl, "\n");
-    }
-    put_str(tl, "]\n");
-    if (live(tl)) flush(tl);
+    /* Every event so far ends in ",": the array needs one more, which
+     * also says when and that the trace ended here on purpose.  Without
+     * events the array closes as it is.  END_RESERVE keeps room for it. */
+    char end[END_RESERVE];
+    int n = tl->nonempty ? snprintf(end, sizeof end,
+                                    "{\"name\":\"hvd_end\",\"ph\":\"M\",\"pid\":0,\"args\":"
+                                    "{\"ts\":%" PRIu64 "}}\n]\n", now_us() - tl->t0_us)
+                         : snprintf(end, sizeof end, "]\n");
+    write_all(tl, end, (size_t)n);
   }
   if (live(tl)) {
     int fd = tl->fd;

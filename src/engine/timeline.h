@@ -1,7 +1,8 @@
 /*
  * timeline.h -- Horovod's timeline: what happened to each tensor, when.
  *
- * HOROVOD_TIMELINE=path makes rank 0 write Chrome's trace-event JSON,
+ * HOROVOD_TIMELINE=path makes rank 0 write Chrome's trace-event JSON
+ * (every rank its own file with the forms hvd__timeline_path reads),
  * loadable in Perfetto and chrome://tracing: one row (pid) per tensor,
  * named by a process_name metadata event, with its phases as begin/end
  * ("B"/"E") pairs: NEGOTIATE_<OP> from enqueue until every rank is ready
@@ -10,7 +11,10 @@
  * collective (ALLREDUCE, BROADCAST, ...).  The phase names are the engine's
  * (execute.c); this file only writes what it is given.  HOROVOD_TIMELINE_MARK_CYCLES adds a first
  * row, "cycles", with an instant event at the start of every cycle.
- * Rows are numbered 1, 2, ... in order of first appearance.
+ * Rows are numbered 1, 2, ... in order of first appearance.  The engine
+ * adds its settings (hvd__timeline_job) and the time application threads
+ * spent blocked in hvd_wait (hvd__timeline_wait, a "waits" row), which is
+ * what hvd-report needs to split a step into computing and waiting.
  *
  * The file is "[" followed by one event per line, each followed by ",".
  * hvd__timeline_close writes a last event (if there were any) and "]", so
@@ -19,18 +23,49 @@
  * hvd__timeline_tick once 64 KiB gather or 100 ms pass, so tracing does
  * not slow the engine and a crash loses at most the last 100 ms.  A write
  * error logs one warning and stops tracing; it never fails the engine.
+ * The file never passes max_bytes: at the bound it ends, complete JSON,
+ * with an "hvd_truncated" metadata event, and tracing stops.
  * Only the engine's thread calls these functions; each accepts a NULL
  * timeline (tracing off) and does nothing.
  */
 #ifndef HVD_TIMELINE_H
 #define HVD_TIMELINE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct hvd_timeline hvd_timeline;
 
+typedef struct {
+  int mark_cycles;    /* a "cycles" row with a mark per cycle */
+  uint64_t max_bytes; /* the file's bound (at least 4096) */
+} hvd_timeline_opts;
+
 /* Opens (truncates) path.  HVD_E_SYSTEM naming the path on failure. */
-int hvd__timeline_open(const char *path, int mark_cycles, hvd_timeline **out);
+int hvd__timeline_open(const char *path, const hvd_timeline_opts *opts, hvd_timeline **out);
+
+/* Where `rank` writes the timeline HOROVOD_TIMELINE=spec names:
+ *   - spec holds "%r": every rank, to spec with each "%r" replaced by its rank;
+ *   - spec ends in '/' or is an existing directory: every rank, to
+ *     spec/rank.<rank>.json (a missing directory ending in '/' is made);
+ *   - otherwise: rank 0 alone, to spec (Horovod's behaviour).
+ * Returns 1 with the path in buf, 0 when this rank writes none, or
+ * HVD_E_INVALID (empty or too long) / HVD_E_SYSTEM (the directory cannot
+ * be made) with a message naming the path. */
+int hvd__timeline_path(const char *spec, int rank, char *buf, size_t cap);
+
+/* Opens rank's timeline for spec (hvd__timeline_path), bounded by
+ * HOROVOD_TIMELINE_MAX_MB; *out is NULL when this rank writes none. */
+int hvd__timeline_open_for_rank(const char *spec, int rank, int mark_cycles,
+                                hvd_timeline **out);
+
+/* The job's settings, `args` a JSON object text, as the "hvd_job"
+ * metadata event. */
+void hvd__timeline_job(hvd_timeline *tl, const char *args);
+
+/* An application thread was blocked in hvd_wait from start_us to end_us
+ * (CLOCK_MONOTONIC microseconds): a WAIT event on the "waits" row. */
+void hvd__timeline_wait(hvd_timeline *tl, uint64_t start_us, uint64_t end_us);
 
 /* Phase `phase` of tensor `tensor` begins / ends now.  `args` is NULL or
  * a JSON object text for the event's "args" (e.g. {"fused":3}). */
@@ -48,7 +83,8 @@ void hvd__timeline_cycle(hvd_timeline *tl);
  * long enough ago; called once per cycle. */
 void hvd__timeline_tick(hvd_timeline *tl);
 
-/* Writes everything, terminates the JSON array, closes, frees. */
+/* Writes everything, terminates the JSON array (a last "hvd_end" metadata
+ * event saying when), closes, frees. */
 void hvd__timeline_close(hvd_timeline *tl);
 
 #endif /* HVD_TIMELINE_H */

@@ -13,9 +13,9 @@
 static int add_addr(rdzv_addrs *a, const char *addr) {
   for (size_t i = 0; i < a->n; i++)
     if (strcmp(a->addr[i], addr) == 0) return (int)i;
-  if (a->n == RDZV_LISTEN_MAX) {
+  if (a->n == HVD_RDZV_LISTEN_MAX) {
     fprintf(stderr, "hvdrun: the hosts are reached from more than %d addresses here\n",
-            RDZV_LISTEN_MAX);
+            HVD_RDZV_LISTEN_MAX);
     return -1;
   }
   snprintf(a->addr[a->n], sizeof a->addr[a->n], "%s", addr);

@@ -20,13 +20,13 @@
 #include <net/if.h>
 
 #include "hosts.h"
-#include "rdzv_server.h"
+#include "bootstrap/rdzv_server.h"
 #include "transport/net.h"
 
 typedef struct {
-  char addr[RDZV_LISTEN_MAX][HVD_NET_ADDR_MAX]; /* distinct, in order of first use */
-  char iface[RDZV_LISTEN_MAX][IF_NAMESIZE];     /* for --verbose */
-  const char *list[RDZV_LISTEN_MAX];            /* addr[i], for rdzv_server_start() */
+  char addr[HVD_RDZV_LISTEN_MAX][HVD_NET_ADDR_MAX]; /* distinct, in order of first use */
+  char iface[HVD_RDZV_LISTEN_MAX][IF_NAMESIZE];     /* for --verbose */
+  const char *list[HVD_RDZV_LISTEN_MAX];            /* addr[i], for hvd__rdzv_server_start() */
   size_t n;
   int *of_host; /* per host of the plan: its index into addr */
 } rdzv_addrs;

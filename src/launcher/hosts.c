@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "bootstrap/rdzv.h"
+#include "bootstrap/slurm_lists.h"
 #include "transport/iface.h"
 
 #define SLOTS_MAX 1000000L
@@ -29,9 +30,7 @@ static int out_of_memory(void) {
   return -1;
 }
 
-/* A host name hvdrun can pass to ssh as one argument and to the ranks in
- * HOROVOD_HOSTNAME: printable, no blanks, and not an ssh option. */
-static int name_ok(const char *host) {
+int hosts_name_ok(const char *host) {
   size_t n = strlen(host);
   if (n == 0 || n >= HVD_HOSTNAME_MAX || host[0] == '-') return 0;
   for (size_t i = 0; i < n; i++)
@@ -66,7 +65,7 @@ static int merge(host_plan *p, int *cap, const char *host, long slots) {
 static int add_host(const char *host, const char *slots, const char *where, host_plan *p,
                     int *cap) {
   long n = 1;
-  if (!name_ok(host)) {
+  if (!hosts_name_ok(host)) {
     fprintf(stderr, "hvdrun: %s: bad host name '%s'\n", where, host);
     return -1;
   }
@@ -83,27 +82,32 @@ static int is_ipv6(const char *s) {
   return inet_pton(AF_INET6, s, &a) == 1;
 }
 
-/* One -H item: "host", "host:N", "[v6addr]:N" or "[v6addr]", and without
- * brackets "v6addr:N" where what comes before the last ':' is an IPv6
- * address, else the whole item is one ("::1", "fd00::3"). */
-static int add_item(char *item, host_plan *p, int *cap) {
-  char *host = item, *slots = NULL, *colon = strrchr(item, ':');
+int hosts_split_item(char *item, char **host, char **slots) {
+  char *colon = strrchr(item, ':');
+  *host = item;
+  *slots = NULL;
   if (item[0] == '[') {
     char *close = strchr(item, ']');
-    if (!close || (close[1] != '\0' && close[1] != ':')) {
-      fprintf(stderr, "hvdrun: -H: malformed host '%s'\n", item);
-      return -1;
-    }
+    if (!close || (close[1] != '\0' && close[1] != ':')) return -1;
     *close = '\0';
-    host = item + 1;
-    if (close[1] == ':') slots = close + 2;
+    *host = item + 1;
+    if (close[1] == ':') *slots = close + 2;
   } else if (colon) {
     int one = colon == strchr(item, ':');
     *colon = '\0';
     if (one || is_ipv6(item))
-      slots = colon + 1;
+      *slots = colon + 1;
     else
       *colon = ':';
+  }
+  return 0;
+}
+
+static int add_item(char *item, host_plan *p, int *cap) {
+  char *host, *slots;
+  if (hosts_split_item(item, &host, &slots) < 0) {
+    fprintf(stderr, "hvdrun: -H: malformed host '%s'\n", item);
+    return -1;
   }
   return add_host(host, slots, "-H", p, cap);
 }
@@ -163,15 +167,75 @@ static int this_machine(const hvdrun_options *o, host_plan *p, int *cap) {
   return 0;
 }
 
+/* Inside a SLURM allocation (salloc, an sbatch script). */
+static int in_allocation(void) {
+  const char *id = getenv("SLURM_JOB_ID"), *nodes = getenv("SLURM_JOB_NODELIST");
+  return id && id[0] && nodes && nodes[0];
+}
+
+/* The allocation's nodes, each with its tasks (or CPUs) as slots. */
+static int slurm_nodes(host_plan *p, int *cap, const char **where) {
+  const char *per = getenv("SLURM_TASKS_PER_NODE") ? "SLURM_TASKS_PER_NODE"
+                                                   : "SLURM_JOB_CPUS_PER_NODE";
+  hvd_hostlist nodes;
+  int *slots = NULL, n = 0, rc = -1;
+  *where = per;
+  if (hvd__slurm_hostlist("SLURM_JOB_NODELIST", getenv("SLURM_JOB_NODELIST"), &nodes) < 0) {
+    fprintf(stderr, "hvdrun: %s\n", hvd_last_error());
+    return -1;
+  }
+  if (!getenv(per) || hvd__slurm_counts(per, getenv(per), &slots, &n) < 0)
+    fprintf(stderr, "hvdrun: %s\n", getenv(per) ? hvd_last_error()
+                                                  : "SLURM_JOB_CPUS_PER_NODE is not set");
+  else if (n != nodes.n)
+    fprintf(stderr, "hvdrun: %s='%s' counts %d nodes, SLURM_JOB_NODELIST %d\n", per,
+            getenv(per), n, nodes.n);
+  else
+    rc = 0;
+  for (int i = 0; rc == 0 && i < n; i++) {
+    char count[24];
+    snprintf(count, sizeof count, "%d", slots[i]);
+    rc = add_host(nodes.names[i], count, "SLURM_JOB_NODELIST", p, cap);
+  }
+  free(slots);
+  hvd__slurm_hostlist_free(&nodes);
+  return rc;
+}
+
+/* --launcher auto: srun inside an allocation; local: the hosts must be
+ * this machine (checked once they are known). */
+static void resolve_launcher(const hvdrun_options *o, host_plan *p) {
+  p->launcher = o->launcher;
+  if (p->launcher == LAUNCHER_AUTO) p->launcher = in_allocation() ? LAUNCHER_SRUN : LAUNCHER_SSH;
+}
+
 static int load(const hvdrun_options *o, host_plan *p) {
   int cap = 0;
-  if (!o->hosts && !o->hostfile) return this_machine(o, p, &cap);
-  if (o->hosts ? parse_list(o->hosts, p, &cap) : parse_file(o->hostfile, p, &cap)) return -1;
+  const char *where = o->hosts ? "-H" : o->hostfile;
+  resolve_launcher(o, p);
+  if (!o->hosts && !o->hostfile && (p->launcher == LAUNCHER_LOCAL || !in_allocation()))
+    return this_machine(o, p, &cap);
+  int rc = o->hosts      ? parse_list(o->hosts, p, &cap)
+           : o->hostfile ? parse_file(o->hostfile, p, &cap)
+                         : slurm_nodes(p, &cap, &where);
+  if (rc) return -1;
   long total = 0;
   for (int i = 0; i < p->n; i++) total += p->hosts[i].slots;
   if (total < o->np) {
-    fprintf(stderr, "hvdrun: -np %d needs %d slots, but %s gives only %ld\n", o->np, o->np,
-            o->hosts ? "-H" : o->hostfile, total);
+    fprintf(stderr, "hvdrun: -np %d needs %d slots, but %s gives only %ld%s\n", o->np, o->np,
+            where, total, o->hosts || o->hostfile ? "" : " (ask salloc/sbatch for as many "
+            "tasks: -n, --ntasks-per-node)");
+    return -1;
+  }
+  return 0;
+}
+
+/* --launcher local runs every rank here. */
+static int check_local(const host_plan *p) {
+  for (int i = 0; p->launcher == LAUNCHER_LOCAL && i < p->n; i++) {
+    if (p->hosts[i].local) continue;
+    fprintf(stderr, "hvdrun: --launcher local: host '%s' is not this machine\n",
+            p->hosts[i].name);
     return -1;
   }
   return 0;
@@ -196,16 +260,28 @@ static int place(const hvdrun_options *o, host_plan *p) {
     h->first = first;
     h->nranks = p->places[first].local_size;
     first += h->nranks;
-    if (o->hosts || o->hostfile) h->local = hvd__iface_host_is_local(h->name);
+    if (!h->local) h->local = hvd__iface_host_is_local(h->name);
   }
   for (int i = used; i < p->n; i++) free(p->hosts[i].name);
   p->n = used;
   return 0;
 }
 
+int hosts_list(const hvdrun_options *o, host_plan *p) {
+  int cap = 0;
+  memset(p, 0, sizeof *p);
+  int rc = !o->hosts && !o->hostfile ? this_machine(o, p, &cap)
+           : o->hosts                ? parse_list(o->hosts, p, &cap)
+                                     : parse_file(o->hostfile, p, &cap);
+  for (int i = 0; rc == 0 && i < p->n; i++)
+    if (o->hosts || o->hostfile) p->hosts[i].local = hvd__iface_host_is_local(p->hosts[i].name);
+  if (rc < 0) hosts_plan_free(p);
+  return rc;
+}
+
 int hosts_plan(const hvdrun_options *o, host_plan *p) {
   memset(p, 0, sizeof *p);
-  if (load(o, p) < 0 || place(o, p) < 0) {
+  if (load(o, p) < 0 || place(o, p) < 0 || check_local(p) < 0) {
     hosts_plan_free(p);
     return -1;
   }

@@ -4,11 +4,12 @@
  *   hvdrun -np N [-H host:slots,...] [options] prog [args...]
  *
  * starts N copies of prog as the ranks of one hvd job, on this machine
- * and over ssh on others, with horovodrun's flags and environment,
+ * and over ssh (or srun, in a SLURM allocation) on others, with
+ * horovodrun's flags and environment,
  * serves their rendezvous, forwards their output and tears the job down
  * when one fails.  options.c reads the command line, hosts.c reads the
  * hosts and places the ranks, addrs.c chooses where the rendezvous
- * listens, job.c runs the rest.
+ * listens, job.c runs the rest.  With --mpi, mpirun runs it (mpirun.c).
  *
  *   hvdrun --agent
  *
@@ -24,6 +25,7 @@
 #include "agent.h"
 #include "hosts.h"
 #include "job.h"
+#include "mpirun.h"
 #include "options.h"
 
 /* With 0, 1 or 2 closed, the first pipe would take its number and a
@@ -47,7 +49,14 @@ int main(int argc, char **argv) {
     case OPTIONS_USAGE: return HVDRUN_EXIT_USAGE;
     case OPTIONS_RUN: break;
   }
-  if (hosts_plan(&o, &hosts) < 0) return HVDRUN_EXIT_USAGE;
+  if (o.mpi) {
+    if (hosts_plan(&o, &hosts) < 0) return HVDRUN_EXIT_USAGE;
+    int rc = mpirun_exec(&o, &hosts);
+    hosts_plan_free(&hosts);
+    return rc;
+  }
+  if ((o.elastic ? job_elastic_first_hosts(&o, &hosts) : hosts_plan(&o, &hosts)) < 0)
+    return HVDRUN_EXIT_USAGE;
   if (addrs_plan(&o, &hosts, &addrs) < 0) {
     hosts_plan_free(&hosts);
     return HVDRUN_EXIT_USAGE;

@@ -24,6 +24,10 @@
  * The job is over when every rank's exit is known, every output stream
  * has ended and no backend holds anything more (an ssh session), or at
  * DONE, whichever comes first.
+ *
+ * An elastic job (job_elastic.c) has workers that come and go: a worker's
+ * failure is not the job's, its driver starts and stops workers and ends
+ * the job, and then the phases go on as above.
  */
 #include "job.h"
 
@@ -37,56 +41,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "addrs.h"
 #include "common.h"
-#include "launch.h"
-#include "rdzv_server.h"
-#include "signals.h"
+#include "job_int.h"
 #include "transport/shm.h"
 
-#define GRACE_MS 2000
-#define LINGER_MS 1000
-#define TERM_AFTER_FAILURE_MS 1500
-#define TERM_AFTER_SIGNAL_MS 2000
-#define DRAIN_MS 500
-#define CLOSE_MS 1000
-
-typedef enum {
-  PHASE_RUN, PHASE_LINGER, PHASE_GRACE, PHASE_TERM, PHASE_KILL, PHASE_CLOSE, PHASE_DONE
-} phase;
-
-/* hvdrun's own poll slots, before the hosts'. */
-enum { SLOT_SIGNALS, SLOT_STDOUT, SLOT_STDERR, SLOT_FIXED };
-
-typedef struct launch_job {
-  launch_ctx ctx;
-  const host_plan *plan;
-  const rdzv_addrs *addrs;
-  launch_host *hosts;
-  launch_rank *ranks;
-  int undone; /* ranks whose exit is not known yet */
-  hvd_secret key;
-  rdzv_server *rdzv;
-  int port[RDZV_LISTEN_MAX]; /* where it listens on addrs->addr[i] */
-  int sig_fd;
-  output_sink out, err;
-  phase phase;
-  uint64_t phase_end;
-  int exit_code;   /* -1 until a failure or a signal decides it */
-  int interrupted; /* a signal asked hvdrun to stop */
-  struct pollfd *fds;
-  size_t fds_cap, nfds;
-  int fixed[SLOT_FIXED]; /* what fds[i] is, for i < nfixed */
-  size_t nfixed;
-  size_t *host_first, *host_count; /* each host's slice of fds */
-  size_t rdzv_first, rdzv_count;
-} job;
-
-/* Says "hvdrun: ..." on stderr: always, or only under --verbose.  It
- * queues behind the forwarded lines, so the order is kept and no line is
- * cut. */
-static void say(job *j, int always, const char *fmt, ...) HVD__PRINTF(3, 4);
-static void say(job *j, int always, const char *fmt, ...) {
+/* job_say(): it queues behind the forwarded lines, so the order is kept
+ * and no line is cut. */
+void job_say(job *j, int always, const char *fmt, ...) {
   char msg[2048];
   va_list ap;
   if (!always && !j->ctx.opt->verbose) return;
@@ -96,12 +57,10 @@ static void say(job *j, int always, const char *fmt, ...) {
   output_sink_printf(&j->err, "hvdrun: %s", msg);
 }
 
-static int nhosts(const job *j) { return j->plan->n; }
-
 /* ---- phases ---- */
 
 static void signal_all(job *j, int sig) {
-  for (int h = 0; h < nhosts(j); h++) j->hosts[h].backend->signal(&j->hosts[h], sig);
+  for (int h = 0; h < j->nhosts; h++) j->hosts[h]->backend->signal(j->hosts[h], sig);
 }
 
 static void enter(job *j, phase p, int ms) {
@@ -110,32 +69,30 @@ static void enter(job *j, phase p, int ms) {
 }
 
 static void enter_term(job *j, int ms) {
-  if (j->undone > 0) say(j, 0, "sending SIGTERM to the %d ranks still running", j->undone);
+  if (j->undone > 0) job_say(j, 0, "sending SIGTERM to the %d ranks still running", j->undone);
   signal_all(j, SIGTERM);
   signal_all(j, SIGCONT); /* a stopped rank acts on SIGTERM only once continued */
   enter(j, PHASE_TERM, ms);
 }
 
 static void enter_kill(job *j) {
-  if (j->undone > 0) say(j, 0, "sending SIGKILL to the %d ranks still running", j->undone);
+  if (j->undone > 0) job_say(j, 0, "sending SIGKILL to the %d ranks still running", j->undone);
   signal_all(j, SIGKILL);
   enter(j, PHASE_KILL, DRAIN_MS);
 }
 
 static int hosts_busy(const job *j) {
-  for (int h = 0; h < nhosts(j); h++)
-    if (j->hosts[h].backend->busy(&j->hosts[h])) return 1;
+  for (int h = 0; h < j->nhosts; h++)
+    if (j->hosts[h]->backend->busy(j->hosts[h])) return 1;
   return 0;
 }
 
 static void enter_close(job *j) {
-  for (int h = 0; h < nhosts(j); h++) j->hosts[h].backend->close(&j->hosts[h]);
+  for (int h = 0; h < j->nhosts; h++) j->hosts[h]->backend->close(j->hosts[h]);
   enter(j, PHASE_CLOSE, CLOSE_MS);
 }
 
-/* A rank failed, or a host did: the first failure sets the exit status
- * and starts the countdown. */
-static void fail(job *j, int code) {
+void job_fail(job *j, int code) {
   if (j->phase != PHASE_RUN) return;
   j->exit_code = code;
   enter(j, PHASE_GRACE, GRACE_MS);
@@ -158,12 +115,14 @@ static void on_deadline(job *j) {
 }
 
 static int streams_open(const job *j) {
-  for (int r = 0; r < j->ctx.opt->np; r++)
-    if (j->ranks[r].out.open || j->ranks[r].err.open) return 1;
+  for (int h = 0; h < j->nhosts; h++)
+    for (int i = 0; i < j->hosts[h]->spec->nranks; i++)
+      if (j->hosts[h]->ranks[i].out.open || j->hosts[h]->ranks[i].err.open) return 1;
   return 0;
 }
 
 static int job_over(const job *j) {
+  if (j->el && !job_elastic_ended(j) && j->phase == PHASE_RUN) return 0; /* workers come and go */
   return j->phase == PHASE_DONE || (j->undone == 0 && !streams_open(j) && !hosts_busy(j));
 }
 
@@ -179,22 +138,23 @@ static const char *on_host(const job *j, const launch_rank *r, char *buf, size_t
 static void report_exit(job *j, const launch_rank *r, int always) {
   char on[HVD_HOSTNAME_MAX + 8], how[128];
   const char *prog = j->ctx.opt->argv[0], *where = on_host(j, r, on, sizeof on);
+  const char *rank = j->el ? "worker" : "rank";
   proc_exit e = r->exit;
   switch (e.how) {
     case PROC_NO_SETUP:
-      say(j, always, "rank %d%s: cannot prepare to run '%s': %s", r->rank, where, prog,
+      job_say(j, always, "%s %d%s: cannot prepare to run '%s': %s", rank, r->rank, where, prog,
           strerror(e.value));
       break;
     case PROC_NO_EXEC:
-      say(j, always, "cannot run '%s'%s: %s", prog, where, strerror(e.value));
+      job_say(j, always, "cannot run '%s'%s: %s", prog, where, strerror(e.value));
       break;
     case PROC_NO_START:
-      say(j, always, "cannot start rank %d%s: %s", r->rank, where, strerror(e.value));
+      job_say(j, always, "cannot start %s %d%s: %s", rank, r->rank, where, strerror(e.value));
       break;
     case PROC_LOST: break; /* its host's failure said so */
     default:
       proc_exit_describe(e, how, sizeof how);
-      say(j, always, "rank %d%s (pid %ld) %s", r->rank, where, r->pid, how);
+      job_say(j, always, "%s %d%s (pid %ld) %s", rank, r->rank, where, r->pid, how);
       break;
   }
 }
@@ -204,8 +164,8 @@ void launch_started(launch_rank *r, long pid) {
   job *j = r->host->job;
   r->pid = pid;
   r->state = RANK_RUNNING;
-  say(j, 0, "started rank %d%s (pid %ld): %s", r->rank, on_host(j, r, on, sizeof on), pid,
-      j->ctx.opt->argv[0]);
+  job_say(j, 0, "started %s %d%s (pid %ld): %s", j->el ? "worker" : "rank", r->rank,
+          on_host(j, r, on, sizeof on), pid, j->ctx.opt->argv[0]);
 }
 
 static void done(job *j, launch_rank *r, proc_exit e) {
@@ -218,6 +178,11 @@ void launch_exited(launch_rank *r, proc_exit e) {
   job *j = r->host->job;
   if (r->state == RANK_DONE) return;
   done(j, r, e);
+  if (j->el) { /* a worker's failure is not the job's: its driver decides */
+    report_exit(j, r, !proc_exit_ok(e) && j->phase == PHASE_RUN && !r->host->kill_at);
+    job_elastic_exited(j, r);
+    return;
+  }
   if (proc_exit_ok(e)) {
     report_exit(j, r, 0);
     return;
@@ -227,7 +192,7 @@ void launch_exited(launch_rank *r, proc_exit e) {
   int news = j->phase == PHASE_RUN || (e.how == PROC_NO_EXEC && !r->host->told_exec);
   if (e.how == PROC_NO_EXEC) r->host->told_exec = 1;
   report_exit(j, r, news);
-  fail(j, proc_exit_code(e));
+  job_fail(j, proc_exit_code(e));
 }
 
 /* "; ranks 4-5, 7 did not report an exit" for h's ranks not done. */
@@ -258,14 +223,16 @@ void launch_host_failed(launch_host *h, int code, int name_lost, const char *fmt
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   if (name_lost) lost_ranks(h, lost, sizeof lost);
-  say(j, j->phase < PHASE_TERM, "%s%s", msg, lost);
+  job_say(j, j->phase < PHASE_TERM, "%s%s", msg, lost);
   for (int i = 0; i < h->spec->nranks; i++) {
     launch_rank *r = &h->ranks[i];
-    if (r->state != RANK_DONE) done(j, r, (proc_exit){PROC_LOST, 0});
+    int was_done = r->state == RANK_DONE;
+    if (!was_done) done(j, r, (proc_exit){PROC_LOST, 0});
     output_stream_end(&r->out);
     output_stream_end(&r->err);
+    if (j->el && !was_done) job_elastic_exited(j, r);
   }
-  fail(j, code);
+  if (!j->el) job_fail(j, code);
 }
 
 void launch_say(launch_host *h, int always, const char *fmt, ...) {
@@ -274,7 +241,7 @@ void launch_say(launch_host *h, int always, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  say(h->job, always, "%s", msg);
+  job_say(h->job, always, "%s", msg);
 }
 
 output_stream *launch_stream(launch_rank *r, int stream) {
@@ -301,7 +268,7 @@ static void on_stop_signal(job *j, int sig, int count) {
   if (j->exit_code < 0) j->exit_code = 128 + sig;
   j->interrupted = 1;
   if (j->phase < PHASE_TERM && count == 1) {
-    say(j, 0, "got signal %d (%s): stopping the job", sig, strsignal(sig));
+    job_say(j, 0, "got signal %d (%s): stopping the job", sig, strsignal(sig));
     enter_term(j, TERM_AFTER_SIGNAL_MS);
   } else if (j->phase < PHASE_KILL) { /* asked twice: no more waiting */
     enter_kill(j);
@@ -311,9 +278,11 @@ static void on_stop_signal(job *j, int sig, int count) {
 static void reap(job *j) {
   int status;
   pid_t pid;
-  while ((pid = procs_reap_one(&status)) > 0)
-    for (int h = 0; h < nhosts(j); h++)
-      if (j->hosts[h].backend->reaped(&j->hosts[h], pid, status)) break;
+  while ((pid = procs_reap_one(&status)) > 0) {
+    if (j->el && job_elastic_reaped(j, pid, status)) continue;
+    for (int h = 0; h < j->nhosts; h++)
+      if (j->hosts[h]->backend->reaped(j->hosts[h], pid, status)) break;
+  }
 }
 
 static void on_signals(job *j) {
@@ -339,15 +308,16 @@ static void prepare(job *j, uint64_t now) {
   add_fixed(j, j->sig_fd, POLLIN, SLOT_SIGNALS);
   add_sink(j, &j->out, SLOT_STDOUT);
   add_sink(j, &j->err, SLOT_STDERR);
-  for (int h = 0; h < nhosts(j); h++) {
-    launch_host *host = &j->hosts[h];
-    j->host_first[h] = j->nfds;
-    j->host_count[h] = host->backend->prepare(host, j->fds + j->nfds, now);
-    j->nfds += j->host_count[h];
+  for (int h = 0; h < j->nhosts; h++) {
+    launch_host *host = j->hosts[h];
+    host->poll_first = j->nfds;
+    host->poll_count = host->backend->prepare(host, j->fds + j->nfds, now);
+    j->nfds += host->poll_count;
   }
   j->rdzv_first = j->nfds;
-  j->rdzv_count = rdzv_server_prepare(j->rdzv, j->fds + j->nfds, now);
+  j->rdzv_count = hvd__rdzv_server_prepare(j->rdzv, j->fds + j->nfds, now);
   j->nfds += j->rdzv_count;
+  if (j->el) j->nfds += job_elastic_prepare(j, j->fds + j->nfds);
 }
 
 static void dispatch(job *j) {
@@ -360,20 +330,37 @@ static void dispatch(job *j) {
       default: output_sink_write(&j->err); break;
     }
   }
-  for (int h = 0; h < nhosts(j); h++)
-    j->hosts[h].backend->dispatch(&j->hosts[h], j->fds + j->host_first[h], j->host_count[h]);
-  rdzv_server_dispatch(j->rdzv, j->fds + j->rdzv_first, j->rdzv_count);
+  /* Hosts an elastic driver adds while dispatching have no slots yet. */
+  int hosts = j->nhosts;
+  for (int h = 0; h < hosts; h++)
+    j->hosts[h]->backend->dispatch(j->hosts[h], j->fds + j->hosts[h]->poll_first,
+                                   j->hosts[h]->poll_count);
+  hvd__rdzv_server_dispatch(j->rdzv, j->fds + j->rdzv_first, j->rdzv_count);
+  size_t el_first = j->rdzv_first + j->rdzv_count;
+  if (j->el) job_elastic_dispatch(j, j->fds + el_first, j->nfds - el_first);
   if (signals) on_signals(j); /* last: reaping reads the exec pipes */
 }
 
 static uint64_t next_wake(const job *j) {
-  uint64_t wake = rdzv_server_deadline(j->rdzv);
+  uint64_t wake = hvd__rdzv_server_deadline(j->rdzv);
   if (j->phase_end < wake) wake = j->phase_end;
-  for (int h = 0; h < nhosts(j); h++) {
-    uint64_t d = j->hosts[h].backend->deadline(&j->hosts[h]);
+  if (j->el && job_elastic_deadline(j) < wake) wake = job_elastic_deadline(j);
+  for (int h = 0; h < j->nhosts; h++) {
+    uint64_t d = j->hosts[h]->backend->deadline(j->hosts[h]);
     if (d < wake) wake = d;
+    if (j->hosts[h]->kill_at && j->hosts[h]->kill_at < wake) wake = j->hosts[h]->kill_at;
   }
   return wake;
+}
+
+/* Hosts stopped alone that did not go on SIGTERM get SIGKILL. */
+static void kill_stopped(job *j, uint64_t now) {
+  for (int h = 0; h < j->nhosts; h++) {
+    launch_host *host = j->hosts[h];
+    if (!host->kill_at || now < host->kill_at) continue;
+    host->kill_at = HVD__NEVER; /* once */
+    host->backend->signal(host, SIGKILL);
+  }
 }
 
 static void turn(job *j) {
@@ -381,16 +368,23 @@ static void turn(job *j) {
   prepare(j, now);
   int n = poll(j->fds, j->nfds, hvd__ms_left(next_wake(j)));
   if (n < 0 && errno != EINTR) {
-    say(j, 1, "poll: %s", strerror(errno));
+    job_say(j, 1, "poll: %s", strerror(errno));
     if (j->exit_code < 0) j->exit_code = 1;
     enter_kill(j);
   }
-  if (n > 0) dispatch(j);
+  if (n > 0) {
+    j->fds_polled = j->fds;
+    dispatch(j);
+    if (j->fds_polled != j->fds) free(j->fds_polled);
+    j->fds_polled = NULL;
+  }
   now = hvd__now_ms();
-  rdzv_server_expire(j->rdzv, now);
-  for (int h = 0; h < nhosts(j); h++) j->hosts[h].backend->expire(&j->hosts[h], now);
+  hvd__rdzv_server_expire(j->rdzv, now);
+  for (int h = 0; h < j->nhosts; h++) j->hosts[h]->backend->expire(j->hosts[h], now);
+  kill_stopped(j, now);
+  if (j->el && j->phase == PHASE_RUN) job_elastic_expire(j, now);
   if (now >= j->phase_end) on_deadline(j);
-  if (j->undone == 0 && j->phase == PHASE_RUN && streams_open(j))
+  if (j->undone == 0 && j->phase == PHASE_RUN && streams_open(j) && (!j->el || job_elastic_ended(j)))
     enter(j, PHASE_LINGER, LINGER_MS);
   output_sink_write(&j->out); /* what this turn queued, as far as it goes now */
   output_sink_write(&j->err);
@@ -408,24 +402,34 @@ static void say_listening(job *j) {
   for (size_t i = 0; i < a->n; i++) {
     char where[HVD_NET_ADDR_MAX + 16], names[512] = "";
     size_t len = 0;
-    for (int h = 0; h < nhosts(j) && len < sizeof names; h++)
+    for (int h = 0; h < j->plan->n && len < sizeof names; h++)
       if ((size_t)a->of_host[h] == i)
         len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "",
                                 j->plan->hosts[h].name);
     endpoint(a->addr[i], j->port[i], where, sizeof where);
-    say(j, 0, "rendezvous listening on %s (%s) for host%s %s", where, a->iface[i],
-        strchr(names, ',') ? "s" : "", names);
+    job_say(j, 0, "rendezvous listening on %s (%s) for host%s %s", where, a->iface[i],
+            strchr(names, ',') ? "s" : "", names);
   }
 }
 
-/* The job's secret and the rendezvous server. */
+/* The rendezvous server's lines, on hvdrun's stderr. */
+static void rdzv_log(void *arg, const char *line) {
+  output_sink_printf(arg, "hvdrun: rendezvous: %s", line);
+}
+
+/* The job's secret and the rendezvous server: for the job's ranks, or an
+ * elastic job's workers (as many at once as --max-np allows). */
 static int start_rendezvous(job *j) {
   const rdzv_addrs *a = j->addrs;
+  const hvdrun_options *o = j->ctx.opt;
+  uint32_t size = (uint32_t)(o->elastic ? o->max_np : o->np);
+  if (o->elastic) job_elastic_rdzv_hooks(j, &j->rdzv_hooks);
+  hvd_rdzv_server_config cfg = {size, &j->key, a->list, a->n, "hvdrun", rdzv_log, &j->err,
+                                o->verbose, o->elastic ? &j->rdzv_hooks : NULL};
   if (hvd__secret_generate(&j->key) < 0 ||
       hvd__secret_encode(&j->key, j->ctx.secret, sizeof j->ctx.secret) < 0 ||
-      rdzv_server_start((uint32_t)j->ctx.opt->np, &j->key, a->list, a->n, &j->err,
-                        j->ctx.opt->verbose, &j->rdzv, j->port) < 0) {
-    say(j, 1, "cannot start the rendezvous: %s", hvd_last_error());
+      hvd__rdzv_server_start(&cfg, j->port, &j->rdzv) < 0) {
+    job_say(j, 1, "cannot start the rendezvous: %s", hvd_last_error());
     return -1;
   }
   say_listening(j);
@@ -451,49 +455,86 @@ static int init_rank(job *j, launch_rank *r) {
     snprintf(path, sizeof path, "%s/rank.%d/stderr", dir, r->rank);
     rc = output_stream_save(&r->err, path);
   }
-  if (rc < 0) say(j, 1, "--output-filename: cannot create '%s': %s", path, strerror(errno));
+  if (rc < 0) job_say(j, 1, "--output-filename: cannot create '%s': %s", path, strerror(errno));
   return rc;
 }
 
-/* The hosts and their ranks, nothing started yet. */
-static int init_hosts(job *j) {
-  const host_plan *p = j->plan;
-  size_t slots = SLOT_FIXED;
-  j->ctx.name_hosts = p->n > 1 || !p->hosts[0].local;
-  for (int h = 0; h < p->n; h++) {
-    launch_host *host = &j->hosts[h];
-    const host_spec *spec = &p->hosts[h];
-    host->backend = spec->local ? &launch_local : &launch_ssh;
-    host->ctx = &j->ctx;
-    host->job = j;
-    host->spec = spec;
-    host->ranks = j->ranks + spec->first;
-    slots += host->backend->poll_max(spec->nranks);
-  }
-  for (int h = 0; h < p->n; h++) {
-    launch_host *host = &j->hosts[h];
-    const host_spec *spec = host->spec;
-    for (int i = 0; i < spec->nranks; i++) {
-      launch_rank *r = &host->ranks[i];
-      r->rank = spec->first + i;
-      r->host = host;
-      if (init_rank(j, r) < 0) return -1;
-    }
-  }
-  j->undone = j->ctx.opt->np;
-  j->fds_cap = slots + rdzv_server_poll_max(j->rdzv);
-  j->fds = calloc(j->fds_cap, sizeof *j->fds);
-  return j->fds ? 0 : -1;
+/* Room in the poll set for n more descriptors.  An elastic driver adds
+ * hosts while the array poll() filled is being dispatched, and the
+ * dispatchers hold pointers into it: that one is copied, not moved, and
+ * freed once the dispatch is over. */
+int job_grow_fds(job *j, size_t n) {
+  size_t cap = j->fds_cap + n;
+  struct pollfd *fds = malloc(cap * sizeof *fds);
+  if (!fds) return -1;
+  if (j->nfds) memcpy(fds, j->fds, j->nfds * sizeof *fds);
+  if (j->fds != j->fds_polled) free(j->fds);
+  j->fds = fds;
+  j->fds_cap = cap;
+  return 0;
 }
 
-/* Every host at once: local ranks fork, ssh sessions begin. */
-static int start_hosts(job *j) {
-  for (int h = 0; h < nhosts(j); h++) {
-    launch_host *host = &j->hosts[h];
-    host->rdzv_addr = j->addrs->addr[j->addrs->of_host[h]];
-    host->rdzv_port = j->port[j->addrs->of_host[h]];
-    if (host->backend->start(host) < 0) return -1;
+launch_host *job_add_host(job *j, const host_spec *spec, const char *rdzv_addr, int rdzv_port) {
+  if (j->nhosts == j->cap_hosts) {
+    int cap = j->cap_hosts ? 2 * j->cap_hosts : 16;
+    launch_host **hosts = realloc(j->hosts, (size_t)cap * sizeof *hosts);
+    if (!hosts) goto out_of_memory;
+    j->hosts = hosts;
+    j->cap_hosts = cap;
   }
+  launch_host *h = calloc(1, sizeof *h + (size_t)spec->nranks * sizeof(launch_rank));
+  if (!h) goto out_of_memory;
+  h->backend = spec->local                                  ? &launch_local
+               : j->plan->launcher == LAUNCHER_SRUN ? &launch_srun
+                                                            : &launch_ssh;
+  h->ctx = &j->ctx;
+  h->job = j;
+  h->spec = spec;
+  h->ranks = (launch_rank *)(h + 1);
+  h->rdzv_addr = rdzv_addr;
+  h->rdzv_port = rdzv_port;
+  if (job_grow_fds(j, h->backend->poll_max(spec->nranks)) < 0) {
+    free(h);
+    goto out_of_memory;
+  }
+  j->hosts[j->nhosts++] = h;
+  for (int i = 0; i < spec->nranks; i++) {
+    launch_rank *r = &h->ranks[i];
+    r->rank = spec->first + i;
+    r->host = h;
+    j->undone++;
+    if (init_rank(j, r) < 0) return NULL;
+  }
+  return h;
+out_of_memory:
+  job_say(j, 1, "out of memory for the ranks of host %s", spec->name);
+  return NULL;
+}
+
+int job_start_host(job *j, launch_host *h) {
+  (void)j;
+  return h->backend->start(h);
+}
+
+void job_stop_host(job *j, launch_host *h) {
+  if (h->kill_at) return;
+  h->backend->signal(h, SIGTERM);
+  h->backend->signal(h, SIGCONT); /* a stopped rank acts on SIGTERM only once continued */
+  h->kill_at = hvd__deadline_in(TERM_AFTER_FAILURE_MS);
+  (void)j;
+}
+
+/* A fixed job: every host of the plan with its ranks, all started at
+ * once (local ranks fork, ssh sessions begin). */
+static int start_plan(job *j) {
+  const host_plan *p = j->plan;
+  j->ctx.name_hosts = p->n > 1 || !p->hosts[0].local;
+  for (int h = 0; h < p->n; h++) {
+    int a = j->addrs->of_host[h];
+    if (!job_add_host(j, &p->hosts[h], j->addrs->addr[a], j->port[a])) return -1;
+  }
+  for (int h = 0; h < j->nhosts; h++)
+    if (job_start_host(j, j->hosts[h]) < 0) return -1;
   return 0;
 }
 
@@ -513,25 +554,17 @@ static int job_init(job *j, const hvdrun_options *o, const host_plan *plan,
   output_sink_init(&j->err, STDERR_FILENO);
   output_sink_pair(&j->out, &j->err);
   procs_raise_fd_limit();
-  j->hosts = calloc((size_t)plan->n, sizeof *j->hosts);
-  j->ranks = calloc((size_t)o->np, sizeof *j->ranks);
-  j->host_first = calloc((size_t)plan->n, sizeof *j->host_first);
-  j->host_count = calloc((size_t)plan->n, sizeof *j->host_count);
-  if (!j->hosts || !j->ranks || !j->host_first || !j->host_count) {
-    say(j, 1, "out of memory for %d ranks", o->np);
-    return -1;
-  }
   j->sig_fd = signals_install();
   if (j->sig_fd < 0) {
-    say(j, 1, "cannot install signal handlers: %s", strerror(errno));
+    job_say(j, 1, "cannot install signal handlers: %s", strerror(errno));
     return -1;
   }
-  if (start_rendezvous(j) < 0) return -1; /* before the hosts: it sizes the poll set */
-  if (init_hosts(j) < 0) {
-    if (!j->fds) say(j, 1, "out of memory for %d ranks", o->np);
+  if (start_rendezvous(j) < 0) return -1;
+  if (job_grow_fds(j, SLOT_FIXED + hvd__rdzv_server_poll_max(j->rdzv)) < 0) {
+    job_say(j, 1, "out of memory for the poll set");
     return -1;
   }
-  return start_hosts(j);
+  return o->elastic ? job_elastic_start(j) : start_plan(j);
 }
 
 /* Writes what is left for as long as the reader takes it, as a pipe
@@ -562,7 +595,11 @@ static void drain_sinks(job *j) {
 static void unlink_segments(job *j) {
   char name[HVD_SHM_NAME_MAX];
   if (!j->rdzv) return; /* no secret, no segment */
-  for (int h = 0; h < nhosts(j); h++) {
+  if (j->el) {
+    job_elastic_unlink_segments(j);
+    return;
+  }
+  for (int h = 0; h < j->plan->n; h++) {
     if (!j->plan->hosts[h].local) continue;
     hvd__shm_name(&j->key, j->plan->hosts[h].first, name, sizeof name);
     shm_unlink(name);
@@ -574,27 +611,27 @@ static int job_finish(job *j) {
   char on[HVD_HOSTNAME_MAX + 8];
   if (j->exit_code > 0 && j->phase < PHASE_KILL && j->hosts)
     signal_all(j, SIGKILL); /* a failed job leaves nothing behind */
-  for (int h = 0; j->hosts && h < nhosts(j); h++)
-    if (j->hosts[h].backend) j->hosts[h].backend->stop(&j->hosts[h]);
-  for (int r = 0; j->ranks && r < j->ctx.opt->np; r++) {
-    launch_rank *k = &j->ranks[r];
-    if (k->state == RANK_RUNNING)
-      say(j, 1, "rank %d%s (pid %ld) did not exit even after SIGKILL", r,
-          on_host(j, k, on, sizeof on), k->pid);
-    output_stream_end(&k->out);
-    output_stream_end(&k->err);
+  for (int h = 0; h < j->nhosts; h++) j->hosts[h]->backend->stop(j->hosts[h]);
+  for (int h = 0; h < j->nhosts; h++) {
+    for (int i = 0; i < j->hosts[h]->spec->nranks; i++) {
+      launch_rank *k = &j->hosts[h]->ranks[i];
+      if (k->state == RANK_RUNNING)
+        job_say(j, 1, "%s %d%s (pid %ld) did not exit even after SIGKILL",
+                j->el ? "worker" : "rank", k->rank, on_host(j, k, on, sizeof on), k->pid);
+      output_stream_end(&k->out);
+      output_stream_end(&k->err);
+    }
   }
   unlink_segments(j);
   drain_sinks(j);
   output_sink_free(&j->out);
   output_sink_free(&j->err);
-  rdzv_server_free(j->rdzv);
+  hvd__rdzv_server_free(j->rdzv);
   if (j->sig_fd >= 0) close(j->sig_fd);
+  for (int h = 0; h < j->nhosts; h++) free(j->hosts[h]);
   free(j->hosts);
-  free(j->ranks);
   free(j->fds);
-  free(j->host_first);
-  free(j->host_count);
+  job_elastic_free(j);
   return j->exit_code < 0 ? 0 : j->exit_code;
 }
 

@@ -21,4 +21,10 @@
  * interrupted.  The rendezvous listens where addrs says. */
 int job_run(const hvdrun_options *o, const host_plan *hosts, const rdzv_addrs *addrs);
 
+/* An elastic job's first hosts, for addrs_plan() and the driver's first
+ * listing: the discovery script's output (run once, now), or -H /
+ * --hostfile's hosts (all of them, nothing placed; this machine with -np
+ * slots without either).  0, or -1 after printing why. */
+int job_elastic_first_hosts(const hvdrun_options *o, host_plan *p);
+
 #endif /* HVDRUN_JOB_H */

@@ -83,11 +83,14 @@ struct launch_host {
   const char *rdzv_addr;  /* where its ranks reach the rendezvous */
   int rdzv_port;
   int told_exec;          /* job.c: "cannot run" was said for this host */
+  size_t poll_first, poll_count; /* job.c: its slice of the poll set */
+  uint64_t kill_at;       /* job.c: stopped alone (elastic): SIGKILL then, unless gone */
   void *impl;             /* the backend's */
 };
 
 extern const launch_backend launch_local;
 extern const launch_backend launch_ssh;
+extern const launch_backend launch_srun;
 
 /* ---- reports from the backends (job.c) ---- */
 

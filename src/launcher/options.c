@@ -20,14 +20,18 @@
 #include <strings.h>
 #include <net/if.h>
 
+#include "check_build.h"
 #include "common.h"
+#include "transport/auth.h"
 
 #define DIGITS "0123456789"
 
 /* F_ENV: the flag sets the variable its row names; the rest are hvdrun's own. */
 typedef enum {
   F_ENV, F_NP, F_HOSTS, F_HOSTFILE, F_SSH_PORT, F_SSH_IDENTITY, F_SSH_COMMAND, F_OUTPUT,
-  F_VERBOSE, F_VERSION, F_HELP
+  F_MIN_NP, F_MAX_NP, F_DISCOVERY, F_SLOTS_PER_HOST, F_ELASTIC_TIMEOUT, F_RESET_LIMIT,
+  F_COOLDOWN, F_LAUNCHER, F_MPI, F_MPI_ARGS, F_GLOO, F_MAKE_SECRET, F_VERBOSE, F_CHECK_BUILD,
+  F_VERSION, F_HELP
 } flag_id;
 
 /* What an F_ENV flag's value may be. */
@@ -80,6 +84,30 @@ static const flag flags[] = {
      "ssh and its options, split at blanks (no quoting); default ssh"},
     {F_OUTPUT, NULL, "--output-filename", "DIR", NULL, OWN,
      "also write rank N's output to DIR/rank.N/stdout and stderr"},
+    {F_MIN_NP, NULL, "--min-np", "N", NULL, OWN,
+     "elastic: fewest workers to train with (default -np)"},
+    {F_MAX_NP, NULL, "--max-np", "N", NULL, OWN,
+     "elastic: most workers to train with (default: no bound below 4096)"},
+    {F_DISCOVERY, NULL, "--host-discovery-script", "SCRIPT", NULL, OWN,
+     "elastic: run about once a second, prints 'host:slots' lines"},
+    {F_SLOTS_PER_HOST, NULL, "--slots-per-host", "N", NULL, OWN,
+     "elastic: slots of a host the script names without ':slots' (1)"},
+    {F_ELASTIC_TIMEOUT, NULL, "--elastic-timeout", "SECONDS", NULL, OWN,
+     "elastic: how long to wait for --min-np workers (HOROVOD_ELASTIC_TIMEOUT, 600)"},
+    {F_RESET_LIMIT, NULL, "--reset-limit", "N", NULL, OWN,
+     "elastic: end the job after N changes of its workers (no limit)"},
+    {F_COOLDOWN, NULL, "--blacklist-cooldown-range", "MIN MAX", NULL, OWN,
+     "elastic: a failed host returns after MIN s, doubling to MAX (never)"},
+    {F_LAUNCHER, NULL, "--launcher", "KIND", NULL, OWN,
+     "how other hosts' ranks start: srun, ssh or local (this machine only); default: srun "
+     "inside a SLURM allocation, else ssh"},
+    {F_MPI, NULL, "--mpi", NULL, NULL, OWN,
+     "start the job through mpirun (Open MPI) instead of hvdrun's own launcher"},
+    {F_MPI_ARGS, NULL, "--mpi-args", "ARGS", NULL, OWN,
+     "more arguments for mpirun, split at blanks (no quoting); with --mpi"},
+    {F_GLOO, NULL, "--gloo", NULL, NULL, OWN, "start the job with hvdrun's own launcher (the default)"},
+    {F_MAKE_SECRET, NULL, "--make-secret", NULL, NULL, OWN,
+     "print a fresh secret for _HOROVOD_SECRET_KEY (jobs started by srun) and exit"},
     {F_ENV, NULL, "--network-interface", "NIC[,NIC...]", "HOROVOD_GLOO_IFACE", IFACES,
      "NICs of the ranks and the rendezvous: the first that exists"},
     {F_ENV, NULL, "--start-timeout", "SECONDS", "HOROVOD_START_TIMEOUT", SECONDS(1),
@@ -98,8 +126,24 @@ static const flag flags[] = {
      "allreduce within each host, across hosts, then within again"},
     {F_ENV, NULL, "--cache-capacity", "N", "HOROVOD_CACHE_CAPACITY", RANGE(0, 1048576, 1),
      "response cache entries; 0: no cache"},
+    {F_ENV, NULL, "--autotune", NULL, "HOROVOD_AUTOTUNE", SWITCH,
+     "tune fusion, cycle time, cache and hierarchical allreduce while the job runs"},
+    {F_ENV, NULL, "--autotune-log-file", "PATH", "HOROVOD_AUTOTUNE_LOG", PATH,
+     "rank 0 writes every autotune sample and its score there (CSV)"},
+    {F_ENV, NULL, "--autotune-warmup-samples", "N", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES",
+     RANGE(0, 10000, 1), "autotune samples discarded at the start"},
+    {F_ENV, NULL, "--autotune-steps-per-sample", "N", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE",
+     RANGE(1, 1000, 1), "training steps in one autotune sample"},
+    {F_ENV, NULL, "--autotune-bayes-opt-max-samples", "N",
+     "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", RANGE(1, 64, 1),
+     "samples of the Bayesian optimisation"},
+    {F_ENV, NULL, "--autotune-gaussian-process-noise", "X",
+     "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", DECIMAL(0, 100),
+     "noise of the autotuner's Gaussian process"},
+    {F_ENV, NULL, "--autotune-retune-drop", "X", "HOROVOD_AUTOTUNE_RETUNE_DROP", DECIMAL(0, 1),
+     "tune again when throughput falls this share below the settled one"},
     {F_ENV, NULL, "--timeline-filename", "PATH", "HOROVOD_TIMELINE", PATH,
-     "rank 0 writes a Chrome-trace timeline to PATH"},
+     "Chrome-trace timeline: rank 0 to PATH; %r in PATH or a directory: every rank"},
     {F_ENV, NULL, "--timeline-mark-cycles", NULL, "HOROVOD_TIMELINE_MARK_CYCLES", SWITCH,
      "mark every negotiation cycle in the timeline"},
     {F_ENV, NULL, "--no-stall-check", NULL, "HOROVOD_STALL_CHECK_DISABLE", SWITCH,
@@ -111,6 +155,8 @@ static const flag flags[] = {
      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", SECONDS(0), "fail after a stall this long; 0: never"},
     {F_VERBOSE, NULL, "--verbose", NULL, NULL, OWN,
      "say what hvdrun does: rendezvous address, each start and exit"},
+    {F_CHECK_BUILD, "-cb", "--check-build", NULL, NULL, OWN,
+     "print the frameworks, controllers and tensor operations this build has, and exit"},
     {F_VERSION, "-v", "--version", NULL, NULL, OWN, "print hvdrun's version and exit"},
     {F_HELP, "-h", "--help", NULL, NULL, OWN, "print this help and exit"},
 };
@@ -150,8 +196,9 @@ static void print_help(void) {
          "output, prefixed [rank]<stdout>: or [rank]<stderr>:.  A flag that names a\n"
          "HOROVOD_* variable sets it for every rank, over hvdrun's own environment;\n"
          "without the flag, the environment's value passes through.  Ranks on other\n"
-         "hosts are started over ssh, one session per host, by hvdrun installed at\n"
-         "the same path there.\n\noptions:\n",
+         "hosts are started over ssh (inside a SLURM allocation: srun, on the\n"
+         "allocation's nodes), one session per host, by hvdrun installed at the same\n"
+         "path there.  With --mpi, mpirun starts the job instead.\n\noptions:\n",
          usage_line);
   for (size_t i = 0; i < HVD__ARRAY_LEN(flags); i++) {
     const flag *f = &flags[i];
@@ -319,6 +366,38 @@ static options_result set_port(hvdrun_options *o, const char *value) {
   return OPTIONS_RUN;
 }
 
+/* A whole number in [min, max] for one of hvdrun's own flags. */
+static options_result set_count(const flag *f, const char *value, long min, long max, int *out) {
+  long v;
+  if (options_parse_int(value, min, max, &v) < 0)
+    return usage_error("%s needs a whole number in %ld..%ld, not '%s'", f->long_name, min, max,
+                       value);
+  *out = (int)v;
+  return OPTIONS_RUN;
+}
+
+static options_result set_launcher(hvdrun_options *o, const char *value) {
+  static const char *const names[] = {"auto", "ssh", "srun", "local"};
+  for (size_t i = 0; i < HVD__ARRAY_LEN(names); i++) {
+    if (strcmp(value, names[i]) != 0) continue;
+    o->launcher = (launcher_kind)i;
+    return OPTIONS_RUN;
+  }
+  return usage_error("--launcher must be srun, ssh or local, not '%s'", value);
+}
+
+/* --make-secret: one line of base64, as _HOROVOD_SECRET_KEY takes it. */
+static options_result make_secret(void) {
+  hvd_secret key;
+  char text[HVD_SECRET_TEXT_MAX];
+  if (hvd__secret_generate(&key) < 0 || hvd__secret_encode(&key, text, sizeof text) < 0) {
+    fprintf(stderr, "hvdrun: --make-secret: %s\n", hvd_last_error());
+    return OPTIONS_USAGE;
+  }
+  printf("%s\n", text);
+  return OPTIONS_DONE;
+}
+
 static options_result set_nonempty(const flag *f, const char *value, const char **out) {
   if (!value[0] || !value[strspn(value, " \t")])
     return usage_error("%s needs a value, not '%s'", f->long_name, value);
@@ -337,11 +416,65 @@ static options_result apply(hvdrun_options *o, const flag *f, const char *value)
     case F_SSH_IDENTITY: return set_nonempty(f, value, &o->ssh_identity);
     case F_SSH_COMMAND: return set_nonempty(f, value, &o->ssh_command);
     case F_OUTPUT: return set_nonempty(f, value, &o->output_dir);
+    case F_MIN_NP: o->elastic = 1; return set_count(f, value, 1, HVDRUN_MAX_NP, &o->min_np);
+    case F_MAX_NP: o->elastic = 1; return set_count(f, value, 1, HVDRUN_MAX_NP, &o->max_np);
+    case F_DISCOVERY: o->elastic = 1; return set_nonempty(f, value, &o->discovery);
+    case F_SLOTS_PER_HOST: return set_count(f, value, 1, 1000000, &o->slots_per_host);
+    case F_ELASTIC_TIMEOUT: return set_count(f, value, 0, 86400 * 7, &o->elastic_timeout);
+    case F_RESET_LIMIT: return set_count(f, value, 0, 1000000, &o->reset_limit);
+    case F_COOLDOWN: return OPTIONS_USAGE; /* two values: options_parse() reads them */
+    case F_LAUNCHER: return set_launcher(o, value);
+    case F_MPI: o->mpi = 1; return OPTIONS_RUN;
+    case F_MPI_ARGS: return set_nonempty(f, value, &o->mpi_args);
+    case F_GLOO: o->mpi = 0; return OPTIONS_RUN;
+    case F_MAKE_SECRET: return make_secret();
     case F_VERBOSE: o->verbose = 1; return OPTIONS_RUN;
+    case F_CHECK_BUILD: check_build_print(stdout); return OPTIONS_DONE;
     case F_VERSION: printf("hvdrun (hvd) %s\n", HVD_VERSION_STRING); return OPTIONS_DONE;
     case F_HELP: print_help(); return OPTIONS_DONE;
   }
   return OPTIONS_USAGE;
+}
+
+/* The elastic flags, once all are read: defaults and how they fit. */
+static options_result finish_elastic(hvdrun_options *o) {
+  if (!o->elastic) {
+    if (o->slots_per_host || o->elastic_timeout >= 0 || o->reset_limit >= 0 ||
+        o->cooldown_max > 0)
+      return usage_error("%s", "--slots-per-host, --elastic-timeout, --reset-limit and "
+                         "--blacklist-cooldown-range are for elastic jobs (--min-np, --max-np, "
+                         "--host-discovery-script)");
+    return OPTIONS_RUN;
+  }
+  if (o->discovery && (o->hosts || o->hostfile))
+    return usage_error("%s", "--host-discovery-script and -H/--hostfile exclude each other");
+  if (!o->min_np) o->min_np = o->np;
+  if (!o->max_np) o->max_np = HVDRUN_MAX_NP;
+  if (o->min_np > o->np || o->np > o->max_np)
+    return usage_error("elastic jobs need --min-np <= -np <= --max-np, not %d <= %d <= %d",
+                       o->min_np, o->np, o->max_np);
+  if (!o->slots_per_host) o->slots_per_host = 1;
+  if (o->elastic_timeout < 0) {
+    const char *t = getenv("HOROVOD_ELASTIC_TIMEOUT");
+    long v = 600;
+    if (t && options_parse_int(t, 0, 86400 * 7, &v) < 0)
+      return usage_error("HOROVOD_ELASTIC_TIMEOUT must be a whole number of seconds in "
+                         "0..604800, not '%s'", t);
+    o->elastic_timeout = (int)v;
+  }
+  return OPTIONS_RUN;
+}
+
+/* --blacklist-cooldown-range MIN MAX: the flag's two values. */
+static options_result set_cooldown(hvdrun_options *o, const char *min, const char *max) {
+  long a, b;
+  if (!min || !max || options_parse_int(min, 0, 86400, &a) < 0 ||
+      options_parse_int(max, 0, 86400, &b) < 0 || a > b)
+    return usage_error("--blacklist-cooldown-range needs two numbers of seconds MIN <= MAX "
+                       "in 0..86400, not '%s %s'", min ? min : "", max ? max : "");
+  o->cooldown_min = (int)a;
+  o->cooldown_max = (int)b;
+  return OPTIONS_RUN;
 }
 
 /* What is left once the flags are read: the program, and the checks
@@ -350,6 +483,7 @@ static options_result finish(hvdrun_options *o, char **rest) {
   if (!rest[0]) return usage_error("%s", "no program to run");
   if (o->np == 0) return usage_error("%s", "-np N is required");
   if (o->hosts && o->hostfile) return usage_error("%s", "-H and --hostfile exclude each other");
+  if (o->mpi_args && !o->mpi) return usage_error("%s", "--mpi-args needs --mpi");
   /* hvdrun waits as long as the ranks do: for ssh to connect, for an agent to answer. */
   const char *t = options_env(o, "HOROVOD_START_TIMEOUT");
   long timeout = 30;
@@ -360,11 +494,12 @@ static options_result finish(hvdrun_options *o, char **rest) {
   o->start_timeout = (int)timeout;
   if (!o->ssh_command) o->ssh_command = "ssh";
   o->argv = rest;
-  return OPTIONS_RUN;
+  return finish_elastic(o);
 }
 
 options_result options_parse(int argc, char **argv, hvdrun_options *o) {
   memset(o, 0, sizeof *o);
+  o->elastic_timeout = o->reset_limit = -1;
   int i = 1;
   while (i < argc && argv[i][0] == '-') {
     const char *arg = argv[i++], *value;
@@ -377,7 +512,8 @@ options_result options_parse(int argc, char **argv, hvdrun_options *o) {
     } else if (!f->arg && value) {
       return usage_error("%s takes no value", f->long_name);
     }
-    options_result r = apply(o, f, value);
+    options_result r = f->id == F_COOLDOWN ? set_cooldown(o, value, i < argc ? argv[i++] : NULL)
+                                           : apply(o, f, value);
     if (r != OPTIONS_RUN) return r;
   }
   return finish(o, argv + i);

@@ -20,7 +20,7 @@
 
 /* Room for one variable per flag (options.c checks that the table fits),
  * so recording a flag's variable cannot fail. */
-#define HVDRUN_ENV_MAX 32
+#define HVDRUN_ENV_MAX 48
 
 /* A HOROVOD_* variable a flag sets for every rank. */
 typedef struct {
@@ -28,6 +28,11 @@ typedef struct {
   const char *value; /* into argv, a constant, or buf (so never copy the options) */
   char buf[24];      /* a value hvdrun computed, such as MB in bytes */
 } hvdrun_env;
+
+/* --launcher: how ranks on other hosts start.  AUTO is srun inside a SLURM
+ * allocation (SLURM_JOB_ID and SLURM_JOB_NODELIST set), else ssh; hosts.c
+ * resolves it. */
+typedef enum { LAUNCHER_AUTO, LAUNCHER_SSH, LAUNCHER_SRUN, LAUNCHER_LOCAL } launcher_kind;
 
 typedef struct {
   int np;                 /* -np: ranks to start */
@@ -40,6 +45,17 @@ typedef struct {
   const char *output_dir;   /* --output-filename, or NULL */
   const char *nics;         /* --network-interface, or NULL */
   int start_timeout;        /* seconds: --start-timeout, HOROVOD_START_TIMEOUT or 30 */
+  launcher_kind launcher;   /* --launcher */
+  int mpi;                  /* --mpi: start the job through mpirun (--gloo: not) */
+  const char *mpi_args;     /* --mpi-args: words for mpirun, split on blanks, or NULL */
+  /* Elastic training: any of --min-np, --max-np, --host-discovery-script. */
+  int elastic;
+  int min_np, max_np;       /* default -np and 4096 */
+  const char *discovery;    /* --host-discovery-script, or NULL: -H/--hostfile (or this machine) */
+  int slots_per_host;       /* --slots-per-host: for bare host names (1) */
+  int elastic_timeout;      /* seconds: --elastic-timeout, HOROVOD_ELASTIC_TIMEOUT or 600 */
+  int reset_limit;          /* --reset-limit, or -1: none */
+  int cooldown_min, cooldown_max; /* --blacklist-cooldown-range, seconds; 0 0: for good */
   char **argv;            /* the program and its arguments (NULL-terminated) */
   hvdrun_env env[HVDRUN_ENV_MAX]; /* the variables the flags set, validated */
   size_t n_env;

@@ -46,7 +46,7 @@ static size_t name_len(const char *entry) {
   return eq ? (size_t)(eq - entry) : strlen(entry);
 }
 
-static int machine_variable(const char *entry) {
+int rank_env_machine_variable(const char *entry) {
   size_t n = name_len(entry);
   for (size_t i = 0; i < sizeof not_for_other_hosts / sizeof not_for_other_hosts[0]; i++) {
     const char *name = not_for_other_hosts[i].name;
@@ -72,7 +72,7 @@ char **rank_env_merge(char *const *base, char *const *over, size_t n, int remote
   char **vars = calloc(count + n + 1, sizeof *vars);
   if (!vars) return NULL;
   for (size_t i = 0; i < count; i++)
-    if (!overridden(base[i], over, n) && !(remote && machine_variable(base[i])))
+    if (!overridden(base[i], over, n) && !(remote && rank_env_machine_variable(base[i])))
       vars[k++] = base[i];
   for (size_t i = 0; i < n; i++) vars[k++] = over[i];
   return vars;
@@ -80,11 +80,18 @@ char **rank_env_merge(char *const *base, char *const *over, size_t n, int remote
 
 /* ---- hvdrun's side ---- */
 
-/* The per-rank variables, in the order of their slots. */
+/* The per-rank variables, in the order of their slots.  An elastic
+ * job's workers get their worker id in the first and no local or cross
+ * values (hvdrun gives them per job, at the rendezvous). */
 static const char *const per_rank[RANK_ENV_PER_RANK] = {
     "HOROVOD_RANK",     "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
     "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE", "HOROVOD_HOSTNAME",
     "HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_GLOO_RENDEZVOUS_PORT"};
+#define WORKER_ID "HOROVOD_ELASTIC_WORKER_ID"
+
+static const char *slot_name(const rank_env *e, int i) {
+  return i == 0 && e->elastic ? WORKER_ID : per_rank[i];
+}
 
 static void add(rank_env *e, int *failed, const char *name, const char *value) {
   char *s = NULL;
@@ -101,7 +108,10 @@ static int job_vars(rank_env *e, const rank_env_job *job) {
   char size[16];
   int failed = 0;
   snprintf(size, sizeof size, "%d", o->np);
-  add(e, &failed, "HOROVOD_SIZE", size);
+  if (o->elastic)
+    add(e, &failed, "HOROVOD_ELASTIC", "1"); /* the size changes: hvdrun says it per job */
+  else
+    add(e, &failed, "HOROVOD_SIZE", size);
   add(e, &failed, "_HOROVOD_SECRET_KEY", job->secret);
   /* What the flags say wins over the user's environment. */
   for (size_t i = 0; i < o->n_env; i++) add(e, &failed, o->env[i].name, o->env[i].value);
@@ -114,12 +124,13 @@ static int job_vars(rank_env *e, const rank_env_job *job) {
 int rank_env_init(rank_env *e, const rank_env_job *job, int remote) {
   char *over[sizeof e->set / sizeof e->set[0] + RANK_ENV_PER_RANK];
   memset(e, 0, sizeof *e);
+  e->elastic = job->opt->elastic;
   if (job_vars(e, job) == 0) {
     /* The slots last, holding only their names for now: enough to leave
      * the inherited ones out. */
     memcpy(over, e->set, e->nset * sizeof *over);
     for (int i = 0; i < RANK_ENV_PER_RANK; i++) {
-      snprintf(e->var[i], sizeof e->var[i], "%s=", per_rank[i]);
+      snprintf(e->var[i], sizeof e->var[i], "%s=", slot_name(e, i));
       over[e->nset + (size_t)i] = e->var[i];
     }
     e->vars = rank_env_merge(environ, over, e->nset + RANK_ENV_PER_RANK, remote);
@@ -138,7 +149,12 @@ char **rank_env_for(rank_env *e, const rank_env_rank *r) {
   const rank_place *p = r->place;
   int value[] = {r->rank, p->local_rank, p->local_size, p->cross_rank, p->cross_size};
   int i = 0;
-  for (; i < 5; i++) snprintf(e->var[i], sizeof e->var[i], "%s=%d", per_rank[i], value[i]);
+  for (; i < 5; i++) {
+    if (e->elastic && i > 0) /* not known before the rendezvous places the worker */
+      snprintf(e->var[i], sizeof e->var[i], "%s=", per_rank[i]);
+    else
+      snprintf(e->var[i], sizeof e->var[i], "%s=%d", slot_name(e, i), value[i]);
+  }
   snprintf(e->var[i], sizeof e->var[i], "%s=%s", per_rank[i], r->hostname);
   i++;
   snprintf(e->var[i], sizeof e->var[i], "%s=%s", per_rank[i], r->rdzv_addr);

@@ -42,6 +42,7 @@ typedef struct {
   char *set[RANK_ENV_PER_RANK + 32]; /* the job-wide variables hvdrun sets, owned */
   size_t nset;
   char var[RANK_ENV_PER_RANK][320]; /* "HOROVOD_LOCAL_RANK=3" */
+  int elastic; /* an elastic job: the worker's id instead of its rank (rank_env.c) */
 } rank_env;
 
 /* Builds the job-wide part from environ (all of it for this machine; for
@@ -52,6 +53,10 @@ int rank_env_init(rank_env *e, const rank_env_job *job, int remote);
  * per-rank entries are the last RANK_ENV_PER_RANK, from vars[common]. */
 char **rank_env_for(rank_env *e, const rank_env_rank *r);
 void rank_env_free(rank_env *e);
+
+/* 1 if "NAME=value" is a variable of this machine or login session
+ * (HOSTNAME, SSH_*, HOME, ...), which ranks on other hosts do not get. */
+int rank_env_machine_variable(const char *entry);
 
 /* base without the entries that a variable of over[0..n) names (nor,
  * with remote, the machine's and session's), then over's entries; a

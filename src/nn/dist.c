@@ -117,11 +117,20 @@ hvd_nn_dist *hvd_nn_dist_new(hvd_nn_optimizer *opt, const hvd_nn_dist_opts *opts
   return d;
 }
 
+void hvd_nn_dist_reset(hvd_nn_dist *d) {
+  if (!d) return;
+  /* Buffers the engine still owns must not be touched under it. */
+  for (int i = 0; i < d->n; i++) {
+    if (d->grads[i].in_flight) hvd_wait(d->grads[i].handle);
+    d->grads[i].in_flight = 0;
+  }
+  d->passes = 0;
+  d->synced = 0;
+}
+
 void hvd_nn_dist_free(hvd_nn_dist *d) {
   if (!d) return;
-  /* Buffers the engine still owns must not be freed under it. */
-  for (int i = 0; i < d->n; i++)
-    if (d->grads[i].in_flight) hvd_wait(d->grads[i].handle);
+  hvd_nn_dist_reset(d);
   for (int i = 0; i < d->n; i++) {
     free(d->grads[i].name);
     free(d->grads[i].wire);

@@ -121,6 +121,17 @@ static int check_mac(const hvd_secret *key, char role, const char *purpose,
 
 int hvd__secret_generate(hvd_secret *s) { return random_bytes(s->bytes, HVD_SECRET_LEN); }
 
+int hvd__secret_derive(const hvd_secret *secret, const char *label, hvd_secret *out) {
+  unsigned int out_len = 0;
+  uint8_t mac[HVD_MAC_LEN];
+  if (!HMAC(EVP_sha256(), secret->bytes, HVD_SECRET_LEN, (const unsigned char *)label,
+            strlen(label), mac, &out_len) ||
+      out_len != HVD_SECRET_LEN)
+    return hvd__err(HVD_E_SYSTEM, "auth: HMAC-SHA256 failed in libcrypto");
+  memcpy(out->bytes, mac, HVD_SECRET_LEN);
+  return 0;
+}
+
 int hvd__secret_encode(const hvd_secret *s, char *out, size_t cap) {
   if (cap < HVD_SECRET_TEXT_MAX)
     return hvd__err(HVD_E_INVALID, "secret encode: need %d bytes of output, got %zu",

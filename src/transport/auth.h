@@ -47,6 +47,10 @@ typedef struct {
 
 /* A fresh random secret (getrandom). */
 int hvd__secret_generate(hvd_secret *s);
+
+/* HMAC-SHA256(secret, label): a key for one use of the secret (one SLURM
+ * step, say), from which the secret cannot be recovered. */
+int hvd__secret_derive(const hvd_secret *secret, const char *label, hvd_secret *out);
 /* Base64 text <-> secret.  Encoding needs cap >= HVD_SECRET_TEXT_MAX
  * (else HVD_E_INVALID) and writes 44 characters and a NUL.  Decoding rejects anything that is not exactly
  * HVD_SECRET_LEN bytes of valid base64 with HVD_E_ENV. */

@@ -42,6 +42,9 @@ int hvd__frame_type_known(unsigned type) {
     case HVD_FRAME_RDZV_REGISTER:
     case HVD_FRAME_RDZV_TABLE:
     case HVD_FRAME_RDZV_ERROR:
+    case HVD_FRAME_RDZV_JOIN:
+    case HVD_FRAME_RDZV_PLACE:
+    case HVD_FRAME_RDZV_NOTICE:
       return 1;
     default:
       return 0;

@@ -78,6 +78,7 @@ typedef struct {
   int broken;
   int lost;            /* the rank whose failure broke it, -1 if none or unknown */
   int announced;       /* our record is in the segment */
+  uint64_t probe_word; /* for the single-copy probe: the others read it */
   char why[WHY_MAX];
 } shm_transport;
 
@@ -131,6 +132,15 @@ static const hvd_transport_ops shm_ops = {.name = "shm",
                                           .destroy = shm_destroy,
                                           .window = shm_window,
                                           .sync = shm_sync};
+
+/* The same, where the probe found every rank's memory readable. */
+static const hvd_transport_ops shm_single_copy_ops = {.name = "shm",
+                                                      .sendrecv = shm_sendrecv,
+                                                      .abort = shm_abort,
+                                                      .destroy = shm_destroy,
+                                                      .window = shm_window,
+                                                      .sync = shm_sync,
+                                                      .peer_read = hvd__shm_peer_read};
 
 /* The job's number of rank r (r may be -1: no rank). */
 static int job_rank(const shm_transport *t, int r) {
@@ -586,6 +596,20 @@ static int shm_sync(hvd_transport *base, const hvd_sync_stamp *mine, hvd_sync_st
   if (news(t)) HVD__CHECK(peer_aborted(t, &g.w));
   return 0;
 }
+
+/* ---- for shm_single_copy.c ---- */
+
+seg_rank *hvd__shm_ranks(hvd_transport *base) { return ((shm_transport *)base)->ranks; }
+
+int hvd__shm_pid(hvd_transport *base, int rank) { return ((shm_transport *)base)->pids[rank]; }
+
+int hvd__shm_job_rank(hvd_transport *base, int rank) {
+  return job_rank((shm_transport *)base, rank);
+}
+
+uint64_t *hvd__shm_probe_word(hvd_transport *base) { return &((shm_transport *)base)->probe_word; }
+
+void hvd__shm_enable_peer_read(hvd_transport *base) { base->ops = &shm_single_copy_ops; }
 
 /* ---- abort, destroy, creation ---- */
 

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "env.h"
 #include "shm.h"
 #include "shm_seg.h"
 
@@ -212,6 +213,27 @@ static int follow_lead(const hvd_shm_config *cfg, hvd_transport *tcp, const char
   return go == 1 && ok;
 }
 
+/* Whether the group's ranks may read each other's memory (the shm
+ * allreduce then copies once): probed by all, said once by the leader. */
+static int single_copy(const hvd_shm_config *cfg, hvd_transport *t) {
+  int wanted;
+  long min;
+  char why[512];
+  HVD__CHECK(hvd__param_bool(HVD_P_SHM_SINGLE_COPY, &wanted));
+  HVD__CHECK(hvd__param_int(HVD_P_SHM_SINGLE_COPY_MIN_BYTES, &min));
+  int on = hvd__shm_single_copy_probe(t, wanted, (uint64_t)min, why, sizeof why);
+  if (on < 0) return on;
+  if (cfg->me != 0) return 0;
+  if (on)
+    hvd__log(HVD_LOG_DEBUG, "rank %d: the %d ranks of its host read each other's memory "
+             "(process_vm_readv): large allreduces copy once", cfg->members[0], cfg->n);
+  else
+    hvd__log(HVD_LOG_INFO, "shared memory of ranks %d..%d copies large allreduces twice, "
+             "through shared windows, not once: %s", cfg->members[0], cfg->members[cfg->n - 1],
+             why);
+  return 0;
+}
+
 int hvd__shm_setup(const hvd_shm_config *cfg, hvd_transport *tcp, hvd_transport **out) {
   char name[HVD_SHM_NAME_MAX];
   mapping m = {NULL, 0};
@@ -224,6 +246,14 @@ int hvd__shm_setup(const hvd_shm_config *cfg, hvd_transport *tcp, hvd_transport 
   if (rc == 1)
     rc = hvd__shm_transport_new(m.seg, cfg->n, m.cap, cfg->me, cfg->timeout_ms, cfg->members,
                                 out);
+  if (rc == 0 && *out) {
+    rc = single_copy(cfg, *out);
+    if (rc < 0) {
+      (*out)->ops->destroy(*out); /* it owns the mapping */
+      *out = NULL;
+      m.seg = NULL;
+    }
+  }
   if (rc < 0) {
     unmap(&m, cfg->n);
     return hvd__err_prefix(rc, "setting up shared memory");

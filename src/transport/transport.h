@@ -28,6 +28,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "../common.h"
 #include "auth.h"
@@ -69,6 +70,15 @@ typedef struct {
   int (*sync)(hvd_transport *t, const hvd_sync_stamp *mine, hvd_sync_stamp *odd,
               int *odd_rank);
 
+  /* Optional (shm.c, where the ranks may read each other's memory, which
+   * setup probes): copies bytes of rank `rank`'s memory, remote[0..nr),
+   * into this rank's local[0..nl) (the same number of bytes), as Linux's
+   * process_vm_readv: one copy, by the kernel, with no shared buffer in
+   * between.  The caller makes sure the other rank's buffers stay put
+   * meanwhile (a sync on each side).  NULL where it is not available. */
+  int (*peer_read)(hvd_transport *t, int rank, const struct iovec *local, size_t nl,
+                   const struct iovec *remote, size_t nr);
+
   /* Optional (hybrid.c): the faster transport this one uses among the
    * ranks of this rank's host, numbered in its own order; *members gets
    * the job's rank of each of its ranks.  NULL where there is none.  It
@@ -85,6 +95,9 @@ struct hvd_transport {
    * room; for TCP what any Linux socket buffers).  The same on every rank
    * of the transport, so both ends of a pair can size messages by it. */
   size_t in_flight;
+  /* With ops->peer_read: the smallest allreduce worth reading the other
+   * ranks' buffers directly (shm.c sets it, the same on every rank). */
+  size_t peer_read_min;
 };
 
 /* Where a peer listens. */

@@ -8,8 +8,10 @@
 #   cluster.sh ssh-config                  path for `ssh -F`
 #   cluster.sh status                      exit 1 if not up
 #   cluster.sh check                       exit 0 only if up and fenced off
-#   cluster.sh pids [HOST]                 processes running on a host
+#   cluster.sh pids [HOST]                 processes running on a host (not its daemons)
 #   cluster.sh link HOST down|up           cut or restore a host's link
+#   cluster.sh slurm up [--cpus N]         munged, slurmctld on h0, slurmd on every host
+#   cluster.sh slurm down                  stops them (`down` does too)
 #
 # Host hI (I in 0..K-1) is the network namespace hvdc-hI.  Its eth0 is one end
 # of a veth pair whose other end, hvdc-vI, is a port of the bridge hvdc-br; it
@@ -26,6 +28,18 @@
 # Each host runs its own sshd (key-only root login) on its two addresses;
 # `ssh -F "$(cluster.sh ssh-config)" h2 CMD`, run on any host, reaches h2.
 # State lives in /run/hvd-cluster; no system file is changed.
+#
+# `slurm up` makes the hosts a SLURM cluster (Debian's slurm-wlm and
+# munge): a munged of its own in the root namespace (its socket is a path
+# every host reaches), slurmctld on h0 and one slurmd per host, each taking
+# its node name from the host's name.  Every host sees the cluster's
+# /etc/slurm (a copy of the machine's, plus slurm.conf) on /etc/slurm, so
+# srun, sbatch and sinfo need no options there.  Two traps this avoids:
+# slurmd needs the cgroup mounts under /sys, which `ip netns exec` drops
+# (hosts here keep them), and the hosts share /tmp, so each node gets its
+# own TmpFS under the state directory (PMIx puts its files there).  Nodes
+# have CPUs=N (default 4) whatever the machine has, so a job may put more
+# ranks on a node than it has cores.
 #
 # HVD_CLUSTER_ID=N (0..63, default 0) selects one of several clusters that
 # may be up at once (say, two test runs side by side): N > 0 uses state
@@ -76,6 +90,7 @@ usage: cluster.sh up K [--rate RATE] [--burst SIZE] [--ssh-port PORT]
        cluster.sh ssh-config | status | check
        cluster.sh pids [HOST]
        cluster.sh link HOST down|up
+       cluster.sh slurm up [--cpus N] | slurm down
 HOST is hI or I.  Hosts h0..hK-1 have 10.231.N.(I+1) and fdc1:7a1:N::(I+1)
 (fdc1:7a1::(I+1) for N = 0), N being $HVD_CLUSTER_ID (default 0).
 EOF
@@ -151,6 +166,7 @@ enter_host() {
   printf 'h%s\n' "$i" > /proc/sys/kernel/hostname
   remount_sys
   mount --bind "$STATE/hosts" /etc/hosts
+  if [[ -d /etc/slurm && -d $STATE/etc-slurm ]]; then mount --bind "$STATE/etc-slurm" /etc/slurm; fi
   exec "$@"
 }
 
@@ -198,20 +214,36 @@ host_procs() {
   done < <(find /proc/[0-9]*/ns/net -maxdepth 0 -printf '%p %l\n' 2>/dev/null)
 }
 
-# The PIDs of the sshd daemons that `up` started (from their pid files).
-sshd_daemons() {
+# The PIDs in the pid files of the daemons we started: the sshds of `up`
+# and the SLURM daemons (munged included) of `slurm up`.
+pidfile_pids() {
   local f pid
-  for f in "$STATE"/h*/sshd.pid; do
+  for f in "$@"; do
     [[ -s $f ]] || continue
     read -r pid < "$f" || continue
     if [[ $pid =~ ^[0-9]+$ ]]; then printf '%s\n' "$pid"; fi
   done
   return 0
 }
+sshd_daemons() { pidfile_pids "$STATE"/h*/sshd.pid; }
+
+# slurmctld's helper (slurmscriptd) is a daemon too; slurmd's children
+# (slurmstepd) are job steps, which are not.
+slurm_daemons() {
+  local pid ppid ctld="" p
+  pidfile_pids "$STATE"/slurm/*.pid
+  [[ -s $STATE/slurm/slurmctld.pid ]] && read -r ctld < "$STATE/slurm/slurmctld.pid"
+  [[ $ctld =~ ^[0-9]+$ ]] || return 0
+  for p in /proc/[0-9]*/stat; do
+    read -r pid _ _ ppid _ < "$p" 2> /dev/null || continue
+    if [[ $ppid == "$ctld" ]]; then printf '%s\n' "$pid"; fi
+  done
+  return 0
+}
 
 # A daemon is ours only while its command line names our state directory:
 # a pid file may be stale and its number reused by someone else's process.
-is_our_sshd() {
+is_our_daemon() {
   local cmd
   cmd=$(tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null) || return 1
   [[ $cmd == *"$STATE/"* ]]
@@ -226,8 +258,8 @@ stop_host_procs() {
   local -a pids
   mapfile -t pids < <(host_procs | cut -d' ' -f1)
   if [[ -d $STATE ]]; then
-    for pid in $(sshd_daemons); do
-      if is_our_sshd "$pid"; then pids+=("$pid"); fi
+    for pid in $(sshd_daemons) $(slurm_daemons); do
+      if is_our_daemon "$pid"; then pids+=("$pid"); fi
     done
   fi
   ((${#pids[@]})) || return 0
@@ -244,8 +276,8 @@ stop_host_procs() {
     sleep 0.05
   done
   if [[ -d $STATE ]]; then
-    for pid in $(sshd_daemons); do
-      if is_our_sshd "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+    for pid in $(sshd_daemons) $(slurm_daemons); do
+      if is_our_daemon "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
     done
   fi
   return 0
@@ -504,7 +536,13 @@ cmd_up() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
   printf 'hosts=%s\nport=%s\nrate=%s\nburst=%s\n' "$k" "$port" "$rate" "$burst" > "$STATE/settings"
-  mkdir "$STATE/mnt"
+  mkdir "$STATE/mnt" "$STATE/etc-slurm"
+  # The hosts' /etc/slurm: the machine's (its plugin configuration), and
+  # later `slurm up`'s slurm.conf.
+  if [[ -d /etc/slurm ]]; then
+    cp -a /etc/slurm/. "$STATE/etc-slurm/"
+    rm -f "$STATE/etc-slurm/slurm.conf"
+  fi
 
   STEP="adding the unreachable routes"
   fence_on
@@ -547,6 +585,7 @@ cmd_up() {
 # goes last, after the last way to reach the hosts is gone.
 teardown() {
   local link ns
+  slurm_stop
   stop_host_procs
   # Deleting one end of a veth deletes both, at once; a namespace that goes
   # away only frees its end later, asynchronously.
@@ -628,7 +667,7 @@ cmd_check() {
     for ((i = 0; i < k; i++)); do
       [[ -e /run/netns/$(ns_name "$i") ]] || missing+="; namespace of h$i"
       pid=$(cat "$STATE/h$i/sshd.pid" 2> /dev/null) || pid=""
-      [[ -n $pid ]] && is_our_sshd "$pid" || missing+="; sshd of h$i"
+      [[ -n $pid ]] && is_our_daemon "$pid" || missing+="; sshd of h$i"
     done
   else
     missing+="; the cluster (not up)"
@@ -644,7 +683,7 @@ cmd_pids() {
   local want="" pid h
   local -A daemon=()
   [[ $# == 0 ]] || want=$(host_index "$1")
-  for pid in $(sshd_daemons 2> /dev/null); do daemon[$pid]=1; done
+  for pid in $(sshd_daemons 2> /dev/null) $(slurm_daemons 2> /dev/null); do daemon[$pid]=1; done
   host_procs | while read -r pid h; do
     [[ -z $want || $h == "$want" ]] || continue
     [[ -z ${daemon[$pid]:-} ]] || continue
@@ -662,6 +701,178 @@ cmd_link() {
   esac
 }
 
+# ------------------------------------------------------------------- SLURM
+
+readonly SLURM_CPUS_DEFAULT=4
+
+slurm_conf() {
+  local k=$1 cpus=$2 d=$STATE/slurm i
+  cat <<EOF
+# SLURM of the hvd test cluster $ID (cluster.sh slurm up)
+ClusterName=hvdc$ID
+SlurmctldHost=h0($(addr4 0))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$d/munge.socket
+CredType=cred/munge
+SlurmctldPort=6817
+SlurmdPort=6818
+StateSaveLocation=$d/ctld
+SlurmdSpoolDir=$d/spool/%n
+TmpFS=$d/tmp/%n
+SlurmctldPidFile=$d/slurmctld.pid
+SlurmdPidFile=$d/slurmd-%n.pid
+SlurmctldLogFile=$d/log/slurmctld.log
+SlurmdLogFile=$d/log/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SwitchType=switch/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+ReturnToService=2
+InactiveLimit=0
+KillWait=2
+MinJobAge=10
+SlurmctldTimeout=30
+SlurmdTimeout=30
+EOF
+  for ((i = 0; i < k; i++)); do
+    printf 'NodeName=h%s NodeAddr=%s CPUs=%s State=UNKNOWN\n' "$i" "$(addr4 "$i")" "$cpus"
+  done
+  echo "PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"
+}
+
+# Waits for every node to be idle in sinfo, as h0 sees it.
+slurm_wait_idle() {
+  local k=$1 idle=0 tries
+  for ((tries = 0; tries < 200; tries++)); do
+    idle=$( (on_host 0 sinfo -h -N -t idle -o '%N' 2> /dev/null || true) | sort -u | wc -l)
+    ((idle >= k)) && return 0
+    sleep 0.1
+  done
+  say "slurm up: only $idle of $k nodes idle after 20 s; logs in $STATE/slurm/log"
+  return 1
+}
+
+slurm_up_failed() {
+  local rc=$1
+  trap - EXIT INT TERM
+  ((rc != 0)) || rc=1
+  say "slurm up failed while $STEP (exit $rc); stopping it (logs were in $STATE/slurm/log)"
+  tail -n 5 "$STATE"/slurm/log/* >&2 2> /dev/null || true
+  slurm_stop > /dev/null 2>&1 || true
+  exit "$rc"
+}
+
+cmd_slurm_up() {
+  local cpus=$SLURM_CPUS_DEFAULT k i b d=$STATE/slurm t0
+  while (($#)); do
+    case $1 in
+      --cpus) (($# >= 2)) || die "slurm up: --cpus needs a value"; cpus=$2; shift 2 ;;
+      *) die "slurm up: unknown option '$1'" ;;
+    esac
+  done
+  [[ $cpus =~ ^[1-9][0-9]*$ ]] || die "slurm up: bad --cpus '$cpus'"
+  require_root
+  require_root_netns
+  require_up
+  for b in munged slurmctld slurmd srun sinfo; do
+    command -v "$b" > /dev/null ||
+      die "slurm up: no $b (apt-get install munge slurmctld slurmd slurm-client)"
+  done
+  [[ -d $STATE/etc-slurm && -d /etc/slurm ]] ||
+    die "slurm up: no /etc/slurm (install slurm-client before 'cluster.sh up')"
+  if [[ -e $d ]]; then die "slurm up: SLURM is already up; run 'cluster.sh slurm down' first"; fi
+  k=$(setting hosts)
+  t0=$(date +%s%N)
+  trap 'slurm_up_failed $?' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  STEP="making $d"
+  # munged wants every directory above its socket open to all for search
+  # (not reading), its key private.
+  chmod 711 "$STATE"
+  mkdir -m 755 "$d"
+  mkdir -p "$d/ctld" "$d/log"
+  for ((i = 0; i < k; i++)); do mkdir -p "$d/spool/h$i" "$d/tmp/h$i"; done
+  (umask 077 && head -c 1024 /dev/urandom > "$d/munge.key")
+  STEP="starting munged"
+  munged --key-file="$d/munge.key" --socket="$d/munge.socket" --pid-file="$d/munged.pid" \
+    --log-file="$d/log/munged.log" --seed-file="$d/munged.seed" < /dev/null > /dev/null
+  slurm_conf "$k" "$cpus" > "$STATE/etc-slurm/slurm.conf"
+  STEP="starting slurmctld on h0"
+  ( on_host 0 slurmctld -f "$STATE/etc-slurm/slurm.conf" ) \
+    < /dev/null > /dev/null 2>> "$d/log/start.err"
+  for ((i = 0; i < k; i++)); do
+    STEP="starting slurmd on h$i"
+    ( on_host "$i" slurmd -f "$STATE/etc-slurm/slurm.conf" ) \
+      < /dev/null > /dev/null 2>> "$d/log/start.err"
+  done
+  STEP="waiting for the nodes to be idle"
+  slurm_wait_idle "$k"
+  touch "$d/ready"
+  trap - EXIT INT TERM
+  printf 'cluster.sh: slurm up: slurmctld on h0, slurmd on h0..h%s, %s CPUs each, %s ms\n' \
+    "$((k - 1))" "$cpus" "$((($(date +%s%N) - t0) / 1000000))"
+}
+
+# A process that is gone, or a zombie waiting to be reaped.
+is_gone() {
+  local st
+  st=$(sed 's/^.*) //' "/proc/$1/stat" 2> /dev/null | cut -c1) || return 0
+  [[ -z $st || $st == Z ]]
+}
+
+# Stops the SLURM daemons (by their pid files, while they are still ours:
+# TERM, up to 3 s, then KILL) and removes SLURM's state.  Job steps still
+# running are processes of the hosts, which `down` stops.
+slurm_stop() {
+  local pid tries left
+  local -a pids=()
+  [[ -d $STATE/slurm ]] || return 0
+  for pid in $(slurm_daemons); do
+    if is_our_daemon "$pid"; then pids+=("$pid"); fi
+  done
+  if ((${#pids[@]})); then
+    kill -TERM "${pids[@]}" 2> /dev/null || true
+    for ((tries = 0; tries < 30; tries++)); do
+      left=0
+      for pid in "${pids[@]}"; do is_gone "$pid" || left=1; done
+      ((left)) || break
+      sleep 0.1
+    done
+    for pid in "${pids[@]}"; do
+      if is_our_daemon "$pid"; then kill -KILL "$pid" 2> /dev/null || true; fi
+    done
+  fi
+  rm -f "$STATE/etc-slurm/slurm.conf"
+  rm -rf "$STATE/slurm"
+  chmod 700 "$STATE"
+}
+
+cmd_slurm() {
+  local sub=${1:-}
+  (($#)) && shift
+  case $sub in
+    up) cmd_slurm_up "$@" ;;
+    down)
+      require_root
+      require_root_netns
+      slurm_stop
+      echo "cluster.sh: slurm down" ;;
+    *) usage ;;
+  esac
+}
+
 main() {
   local cmd=${1:-}
   (($#)) && shift
@@ -674,6 +885,7 @@ main() {
     check) cmd_check ;;
     pids) cmd_pids "$@" ;;
     link) cmd_link "$@" ;;
+    slurm) cmd_slurm "$@" ;;
     __enter) enter_host "$@" ;;
     *) usage ;;
   esac

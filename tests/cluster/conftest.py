@@ -1,4 +1,4 @@
-"""Offers the session-scoped `cluster` fixture (see hvdcluster.py) to the
-tests in this directory."""
+"""Offers the session-scoped `cluster`, `slurm` and `build_dir` fixtures
+(see hvdcluster.py) to the tests in this directory."""
 
-from hvdcluster import cluster  # noqa: F401  (a fixture, registered by import)
+from hvdcluster import build_dir, cluster, slurm  # noqa: F401  (fixtures, registered by import)

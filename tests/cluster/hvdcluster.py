@@ -17,7 +17,12 @@ root namespace has no route to the hosts.  The fixture fails, never skips,
 when the machine cannot run a cluster (not root, no network namespaces, no
 sshd), so a CI job that should run these tests cannot pass without them.
 
-conftest.py in this directory offers the fixture to the tests here; tests
+The session-scoped ``slurm`` fixture makes the same hosts a SLURM cluster
+(``cluster.sh slurm up``: munged, slurmctld on h0, a slurmd per host) once,
+for the tests that use it, and yields the cluster; srun, salloc and sbatch
+run inside a host like any launcher.
+
+conftest.py in this directory offers the fixtures to the tests here; tests
 elsewhere get it with ``sys.path`` holding this directory and
 ``from hvdcluster import cluster`` in their conftest.py (best in one conftest
 above all users, so that one session shares one cluster).
@@ -42,7 +47,7 @@ if not 0 <= INSTANCE <= 63:
 STATE = '/run/hvd-cluster' + ('-%d' % INSTANCE if INSTANCE else '')
 PREFIX = 'hvdc%s-' % (INSTANCE or '')          # namespaces and links
 NET4 = '10.231.%d.' % INSTANCE                 # + host index + 1
-NET6 = 'fdc1:7a1:%s:' % (INSTANCE or '')       # + ':' + host index + 1
+NET6 = 'fdc1:7a1:' + ('%d:' % INSTANCE if INSTANCE else '')  # + ':' + host index + 1
 SUBNET4 = NET4 + '0/24'
 SUBNET6 = NET6 + ':/64'
 NHOSTS = 4
@@ -202,6 +207,65 @@ def preflight():
     subprocess.run(['ip', 'netns', 'del', probe], capture_output=True,
                    timeout=TIMEOUT)
     return None
+
+
+# ---- the build under test, for the tests that run its programs ----
+
+@pytest.fixture(scope='session')
+def build_dir():
+    """HVD_BUILD_DIR (ctest sets it), or build/ of this checkout."""
+    path = os.path.abspath(os.environ.get(
+        'HVD_BUILD_DIR', os.path.join(HERE, '..', '..', 'build')))
+    if not os.access(os.path.join(path, 'hvdrun'), os.X_OK):
+        pytest.fail('no hvdrun in %s: build it, or set HVD_BUILD_DIR' % path)
+    return path
+
+
+def program(build_dir, name):
+    """A test program of the build (tests/NAME); fails if it is missing."""
+    path = os.path.join(build_dir, 'tests', name)
+    if not os.access(path, os.X_OK):
+        pytest.fail('%s is not built (looked for %s)' % (name, path))
+    return path
+
+
+def ps(pids):
+    """`ps` of the pids, for the message of a test that found them left."""
+    out = subprocess.run(['ps', '-o', 'pid,args', '-p', ','.join(map(str, pids))],
+                         capture_output=True, text=True)
+    return out.stdout
+
+
+def assert_nothing_left(cluster, timeout=10.0):
+    """Nothing of a job may outlive it on any host (daemons aside)."""
+    left = cluster.wait_no_pids(timeout=timeout)
+    assert not left, 'left running on the hosts: %s' % ps(left)
+
+
+def slurm_preflight():
+    """Why this machine cannot run SLURM here, or None if it can."""
+    path = os.environ.get('PATH', '') + ':/usr/sbin:/sbin'
+    for tool, package in (('munged', 'munge'), ('slurmctld', 'slurmctld'),
+                          ('slurmd', 'slurmd'), ('srun', 'slurm-client'),
+                          ('sinfo', 'slurm-client')):
+        if shutil.which(tool, path=path) is None:
+            return 'no %s on PATH: apt-get install %s' % (tool, package)
+    return None
+
+
+@pytest.fixture(scope='session')
+def slurm(cluster):
+    why = slurm_preflight()
+    if why:
+        pytest.fail('cannot run SLURM on the cluster: ' + why, pytrace=False)
+    r = cluster.cmd('slurm', 'up')
+    if r.returncode != 0:
+        pytest.fail('cluster.sh slurm up failed (exit %d):\n%s%s'
+                    % (r.returncode, r.stdout, r.stderr), pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.cmd('slurm', 'down')
 
 
 @pytest.fixture(scope='session')

@@ -51,7 +51,9 @@ def leftovers():
     left += ['netns ' + l.split()[0] for l in ns.splitlines() if l.startswith(PREFIX)]
     links = subprocess.run(['ip', '-o', 'link', 'show'], capture_output=True, text=True).stdout
     left += ['link ' + l.split(': ')[1] for l in links.splitlines() if ': ' + PREFIX in l]
-    for fam, subnet in (('-4', NET4), ('-6', NET6)):
+    # NET6 + ':' ("fdc1:7a1::" for cluster 0) matches only this cluster's,
+    # not another one's (fdc1:7a1:1::/64) that may be up beside it.
+    for fam, subnet in (('-4', NET4), ('-6', NET6 + ':')):
         routes = subprocess.run(['ip', fam, 'route', 'show', 'table', 'all'],
                                 capture_output=True, text=True).stdout
         left += ['route ' + l for l in routes.splitlines() if subnet in l]
@@ -212,8 +214,10 @@ def test_pids(cluster):
     assert cluster.wait_no_pids('h2') == []     # ssh sessions of earlier tests end
     p = cluster.popen('h2', ['sleep', '100'])
     try:
+        # Until the host runs only it: `exec` mounts (its children) before
+        # it becomes the command.
         deadline = time.monotonic() + 5
-        while p.pid not in cluster.pids('h2') and time.monotonic() < deadline:
+        while cluster.pids('h2') != [p.pid] and time.monotonic() < deadline:
             time.sleep(0.05)
         assert cluster.pids('h2') == [p.pid]
         assert p.pid in cluster.pids()

@@ -24,24 +24,10 @@ import time
 
 import pytest
 
+from hvdcluster import assert_nothing_left, program, ps
+
 LIMIT = 120  # seconds for one hvdrun run here; none should come near it
 TESTS = os.environ.get("HVD_BUILD_DIR", "")
-
-
-@pytest.fixture(scope="module")
-def build_dir():
-    path = os.path.abspath(os.environ.get(
-        "HVD_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build")))
-    if not os.access(os.path.join(path, "hvdrun"), os.X_OK):
-        pytest.fail("no hvdrun in %s: build it, or set HVD_BUILD_DIR" % path)
-    return path
-
-
-def program(build_dir, name):
-    path = os.path.join(build_dir, "tests", name)
-    if not os.access(path, os.X_OK):
-        pytest.fail("%s is not built (looked for %s)" % (name, path))
-    return path
 
 
 def hosts_arg(hosts, slots):
@@ -80,16 +66,8 @@ class Launcher:
 
 @pytest.fixture
 def hvd(cluster, build_dir):
-    launcher = Launcher(cluster, build_dir)
-    yield launcher
-    left = cluster.wait_no_pids(timeout=10)
-    assert not left, "left running on the hosts: %s" % ps(left)
-
-
-def ps(pids):
-    out = subprocess.run(["ps", "-o", "pid,args", "-p", ",".join(map(str, pids))],
-                         capture_output=True, text=True)
-    return out.stdout
+    yield Launcher(cluster, build_dir)
+    assert_nothing_left(cluster)
 
 
 def by_rank(text, stream="stdout"):

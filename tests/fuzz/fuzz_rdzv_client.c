@@ -1,18 +1,24 @@
 /*
- * fuzz_rdzv_client.c -- the rendezvous messages (bootstrap/rdzv.h): the
- * three payload decoders, and the client a rank runs in hvd_init reading
- * hvdrun's reply from a socket.
+ * fuzz_rdzv_client.c -- the rendezvous messages (bootstrap/rdzv.h and
+ * rdzv_elastic.h): the payload decoders (REGISTER, TABLE, ERROR; an
+ * elastic job's JOIN, PLACE, NOTICE), the client a rank runs in hvd_init
+ * reading hvdrun's reply from a socket, and an elastic worker's reader of
+ * NOTICEs.
  *
  * Input: a byte choosing the case, a byte giving the job size (1..8),
  * then the payload (or, for the client, the whole reply stream: frame
  * header and payload).  Properties:
- *   - what decodes re-encodes to the very same bytes (REGISTER, TABLE), and
- *     every entry it yields passes the encoder's own checks;
+ *   - what decodes re-encodes to the very same bytes (REGISTER, TABLE,
+ *     JOIN, PLACE, NOTICE), and every entry it yields passes the encoder's
+ *     own checks;
  *   - an ERROR's reason comes out NUL-terminated and printable;
  *   - the client ends with the table or an error, never waits, and the
- *     table it returns lists this rank where it registered.
+ *     table it returns lists this rank where it registered;
+ *   - the NOTICE reader takes any stream without waiting, closes one it
+ *     cannot read, and never holds more than one frame.
  */
 #include "bootstrap/rdzv.h"
+#include "bootstrap/rdzv_elastic.h"
 #include "fuzz.h"
 
 #define SIZE_MAX_FUZZ 8
@@ -60,6 +66,67 @@ static void decode_error(const fuzz_input *in) {
     FUZZ_CHECK((unsigned char)reason[i] >= 0x20 && reason[i] != 0x7f);
 }
 
+static void decode_join(const fuzz_input *in) {
+  hvd_rdzv_entry e;
+  uint32_t worker = 0;
+  uint8_t again[HVD_RDZV_JOIN_MAX];
+  int rc = hvd__rdzv_decode_join(in->p, in->n, &worker, &e);
+  if (rc < 0) {
+    FUZZ_CHECK_ERROR(rc);
+    return;
+  }
+  int len = hvd__rdzv_encode_join(worker, &e, again, sizeof again);
+  FUZZ_CHECK(len >= 0 && (size_t)len == in->n && memcmp(again, in->p, in->n) == 0);
+}
+
+static void decode_place(const fuzz_input *in) {
+  hvd_rdzv_place p;
+  hvd_rdzv_entry *t = NULL;
+  int rc = hvd__rdzv_decode_place(in->p, in->n, &p, &t);
+  if (rc < 0) {
+    FUZZ_CHECK_ERROR(rc);
+    FUZZ_CHECK(t == NULL);
+    return;
+  }
+  uint8_t *again = malloc(in->n);
+  FUZZ_CHECK(again != NULL);
+  int len = hvd__rdzv_encode_place(&p, t, again, in->n);
+  FUZZ_CHECK(len >= 0 && (size_t)len == in->n && memcmp(again, in->p, in->n) == 0);
+  free(again);
+  free(t);
+}
+
+static void decode_notice(const fuzz_input *in) {
+  hvd_rdzv_notice n;
+  uint8_t again[HVD_RDZV_NOTICE_LEN];
+  int rc = hvd__rdzv_decode_notice(in->p, in->n, &n);
+  if (rc < 0) {
+    FUZZ_CHECK_ERROR(rc);
+    return;
+  }
+  int len = hvd__rdzv_encode_notice(&n, again, sizeof again);
+  FUZZ_CHECK(len >= 0 && (size_t)len == in->n && memcmp(again, in->p, in->n) == 0);
+}
+
+/* A placed worker reads the input as what hvdrun sent after PLACE. */
+static void notices(const fuzz_input *in) {
+  int fds[2];
+  hvd_rdzv_notices n;
+  fuzz_socketpair(fds);
+  fuzz_peer_says(fds[1], in->p, in->n);
+  hvd__rdzv_notices_init(&n, fds[0]);
+  int rc = 0;
+  for (int i = 0; i < 4 && rc == 0 && n.fd >= 0; i++) rc = hvd__rdzv_notices_poll(&n);
+  if (rc < 0) {
+    FUZZ_CHECK_ERROR(rc);
+    FUZZ_CHECK(n.fd < 0); /* a stream it cannot read is closed */
+  }
+  FUZZ_CHECK(n.len <= sizeof n.buf);
+  FUZZ_CHECK(n.last.added <= 1 && n.last.removed <= 1);
+  hvd__rdzv_notices_close(&n);
+  close(fds[1]);
+}
+
 /* Rank 0 of `size` registers and reads the input as hvdrun's reply. */
 static void client(const fuzz_input *in, uint32_t size) {
   hvd_rdzv_entry me, t[SIZE_MAX_FUZZ];
@@ -89,11 +156,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_input in = {data, size};
   uint8_t which = fuzz_take_u8(&in);
   uint32_t job = 1 + fuzz_take_u8(&in) % SIZE_MAX_FUZZ;
-  switch (which % 4) {
+  switch (which % 8) {
     case 0: decode_register(&in); break;
     case 1: decode_table(&in, job); break;
     case 2: decode_error(&in); break;
-    default: client(&in, job); break;
+    case 3: client(&in, job); break;
+    case 4: decode_join(&in); break;
+    case 5: decode_place(&in); break;
+    case 6: decode_notice(&in); break;
+    default: notices(&in); break;
   }
   return 0;
 }

@@ -1,16 +1,19 @@
 /*
- * fuzz_rdzv_server.c -- hvdrun's rendezvous server (launcher/rdzv_server.h)
+ * fuzz_rdzv_server.c -- hvdrun's rendezvous server (bootstrap/rdzv_server.h)
  * reading a connection: a stranger's bytes, or a rank's after a real
  * handshake.
  *
  * Each input starts a server for a job of 1..4 ranks on 127.0.0.1,
  * connects to it and drives its loop (prepare, poll, dispatch, expire)
  * from this thread.  Input: a flags byte (bit 0: authenticate first; bits
- * 1-2: job size - 1), the rank the handshake claims, then the bytes sent
- * (after the handshake, or from the start), after which the client ends
- * its stream.  Properties:
+ * 1-2: job size - 1; bit 3: an elastic job's server, whose workers JOIN),
+ * the rank (worker id) the handshake claims, then the bytes sent (after
+ * the handshake, or from the start), after which the client ends its
+ * stream.  Properties:
  *   - the server closes the connection within a bounded number of loop
- *     turns whatever it was sent (it never waits on a client);
+ *     turns whatever it was sent (it never waits on a client; a worker
+ *     that joined an elastic job waits for its owner, which here refuses
+ *     it at once);
  *   - what it sends back after the handshake is nothing, or one TABLE or
  *     ERROR frame that the rank's own decoders accept;
  *   - it frees everything (ASan's leak check).
@@ -21,7 +24,7 @@
 
 #include "bootstrap/rdzv.h"
 #include "fuzz.h"
-#include "launcher/rdzv_server.h"
+#include "bootstrap/rdzv_server.h"
 
 #define TURNS_MAX 1000 /* loop turns: a connection needs a handful */
 #define TURN_MS 1000
@@ -37,8 +40,25 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
+/* The server's words (refusals, with verbose every drop) are built as
+ * they would be for hvdrun's terminal, then dropped. */
+static void log_line(void *arg, const char *line) { (void)arg, (void)line; }
+
 typedef struct {
-  rdzv_server *s;
+  int joined; /* an elastic worker joined: its owner's turn */
+  uint32_t worker;
+} owner;
+
+static void on_joined(void *arg, uint32_t worker) {
+  owner *o = arg;
+  o->joined = 1;
+  o->worker = worker;
+}
+
+static void on_left(void *arg, uint32_t worker) { (void)arg, (void)worker; }
+
+typedef struct {
+  hvd_rdzv_server *s;
   struct pollfd *fds;
   int fd;          /* the client's end */
   uint8_t *got;    /* what the server sent */
@@ -50,11 +70,11 @@ typedef struct {
  * socket: it returns as soon as the server or the client has something
  * to do (TURN_MS only bounds a server that would wait on nothing). */
 static void turn(rig *g) {
-  size_t n = rdzv_server_prepare(g->s, g->fds, hvd__now_ms());
+  size_t n = hvd__rdzv_server_prepare(g->s, g->fds, hvd__now_ms());
   g->fds[n] = (struct pollfd){g->closed ? -1 : g->fd, POLLIN, 0};
   poll(g->fds, n + 1, TURN_MS);
-  rdzv_server_dispatch(g->s, g->fds, n);
-  rdzv_server_expire(g->s, hvd__now_ms());
+  hvd__rdzv_server_dispatch(g->s, g->fds, n);
+  hvd__rdzv_server_expire(g->s, hvd__now_ms());
 }
 
 /* Takes what the server sent; notes the end of its stream. */
@@ -131,14 +151,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_input in = {data, size};
   uint8_t flags = fuzz_take_u8(&in);
   uint32_t rank = fuzz_take_u8(&in), job = 1 + ((flags >> 1) & 3);
-  output_sink log;
-  output_sink_init(&log, STDERR_FILENO);
   const char *addr = "127.0.0.1";
   int port = 0;
   rig g = {0};
   g.fd = -1;
-  FUZZ_CHECK(rdzv_server_start(job, &key, &addr, 1, &log, 1, &g.s, &port) == 0);
-  g.fds = calloc(rdzv_server_poll_max(g.s) + 1, sizeof *g.fds);
+  hvd_rdzv_server_config cfg = {.size = job, .key = &key, .addrs = &addr, .naddrs = 1,
+                                .who = "hvdrun", .log = log_line, .verbose = 1};
+  owner own = {0, 0};
+  hvd_rdzv_elastic_hooks hooks = {&own, on_joined, on_left};
+  if (flags & 8) cfg.elastic = &hooks;
+  FUZZ_CHECK(hvd__rdzv_server_start(&cfg, &port, &g.s) == 0);
+  g.fds = calloc(hvd__rdzv_server_poll_max(g.s) + 1, sizeof *g.fds);
   g.got = malloc(REPLY_MAX);
   FUZZ_CHECK(g.fds && g.got);
   FUZZ_CHECK(hvd__net_connect(addr, port, hvd__deadline_in(5000), &g.fd) == 0);
@@ -146,6 +169,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (flags & 1) handshake(&g, rank);
   say(&g, in.p, in.n);
   for (int i = 0; i < TURNS_MAX && !g.closed; i++) {
+    if (own.joined == 1) {
+      hvd__rdzv_server_refuse(g.s, own.worker, "not wanted in this job");
+      own.joined = 2;
+    }
     turn(&g);
     drain(&g);
   }
@@ -153,8 +180,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (flags & 1) check_reply(&g, job);
 
   hvd__net_close(&g.fd);
-  rdzv_server_free(g.s);
-  output_sink_free(&log);
+  hvd__rdzv_server_free(g.s);
   free(g.fds);
   free(g.got);
   return 0;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "bootstrap/rdzv.h"
+#include "bootstrap/rdzv_elastic.h"
 #include "engine/message.h"
 #include "fuzz.h"
 #include "launcher/agent_proto.h"
@@ -195,6 +196,32 @@ static void rdzv_seeds(void) {
   seed("rdzv_server", "stranger", HEAD(0, 0), "GET / HTTP/1.0\r\n\r\n", 18);
 }
 
+/* An elastic job's messages: the decoders (control byte 4-6), a worker's
+ * NOTICE stream (7), a JOIN to an elastic server (flags bit 3). */
+static void rdzv_elastic_seeds(void) {
+  uint8_t buf[8192], frame[8192 + HVD_FRAME_HDR_LEN];
+  hvd_rdzv_entry me = entry(0, 1), t[2] = {entry(0, 2), entry(1, 2)};
+  int len = hvd__rdzv_encode_join(7, &me, buf, sizeof buf);
+  if (len < 0) die("join");
+  seed("rdzv_client", "join", HEAD(4, 0), buf, (size_t)len);
+  seed("rdzv_server", "elastic_join", HEAD(1 | 8, 7), frame,
+       framed(HVD_FRAME_RDZV_JOIN, buf, (size_t)len, frame));
+  hvd_rdzv_place p = {3, 1, 2, 0, 1};
+  len = hvd__rdzv_encode_place(&p, t, buf, sizeof buf);
+  if (len < 0) die("place");
+  seed("rdzv_client", "place", HEAD(5, 0), buf, (size_t)len);
+  hvd_rdzv_notice n = {1764000000123ull, 1, 0};
+  len = hvd__rdzv_encode_notice(&n, buf, sizeof buf);
+  if (len < 0) die("notice");
+  seed("rdzv_client", "notice", HEAD(6, 0), buf, (size_t)len);
+  size_t one = framed(HVD_FRAME_RDZV_NOTICE, buf, (size_t)len, frame);
+  n.stamp++, n.added = 0, n.removed = 1;
+  len = hvd__rdzv_encode_notice(&n, buf, sizeof buf);
+  if (len < 0) die("notice");
+  size_t two = one + framed(HVD_FRAME_RDZV_NOTICE, buf, (size_t)len, frame + one);
+  seed("rdzv_client", "notices", HEAD(7, 0), frame, two);
+}
+
 /* ---- negotiation messages ---- */
 
 static hvd_request request(const char *name, int type, int dtype, uint64_t count) {
@@ -331,6 +358,7 @@ int main(int argc, char **argv) {
   tcp_seeds();
   auth_seeds();
   rdzv_seeds();
+  rdzv_elastic_seeds();
   message_seeds();
   shm_seed("message_waiting", 1, 0);
   shm_seed("abort_record", 0, 1);

@@ -25,6 +25,18 @@ def hvdrun(build_dir):
 
 
 @pytest.fixture(scope="session")
+def build_tool(build_dir):
+    """build_tool(NAME) -> path of the built program NAME (hvd-bench,
+    hvd-report, ...), or a failure saying it is missing."""
+    def find(name):
+        path = os.path.join(build_dir, name)
+        if not os.access(path, os.X_OK):
+            pytest.fail("no %s at %s" % (name, path))
+        return path
+    return find
+
+
+@pytest.fixture(scope="session")
 def test_program(build_dir):
     """test_program(NAME) -> path of tests/NAME, or a skip saying it is not built."""
     def find(name):

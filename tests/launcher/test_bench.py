@@ -1,7 +1,6 @@
 """hvd-bench through hvdrun: every op, every power-of-two size, public and
 --direct paths, CSV as documented (op,bytes,time_us,algbw_GBps,busbw_GBps)
 with nccl-tests' bus factors; every --algorithm; bad flags are refused."""
-import os
 import subprocess
 
 import pytest
@@ -10,11 +9,8 @@ OPS = ["allreduce", "broadcast", "allgather", "reducescatter", "alltoall"]
 
 
 @pytest.fixture(scope="session")
-def bench(build_dir):
-    path = os.path.join(build_dir, "hvd-bench")
-    if not os.access(path, os.X_OK):
-        pytest.fail("no hvd-bench at %s" % path)
-    return path
+def bench(build_tool):
+    return build_tool("hvd-bench")
 
 
 def bus_factor(op, n):

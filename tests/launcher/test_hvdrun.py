@@ -131,6 +131,14 @@ ENGINE_FLAGS = [
     (["--stall-check-shutdown-time-seconds", "86400"], "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
      "86400"),
     (["--network-interface", "lo,eth9"], "HOROVOD_GLOO_IFACE", "lo,eth9"),
+    (["--autotune"], "HOROVOD_AUTOTUNE", "1"),
+    (["--autotune-log-file", "/tmp/tune.csv"], "HOROVOD_AUTOTUNE_LOG", "/tmp/tune.csv"),
+    (["--autotune-warmup-samples", "0"], "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "0"),
+    (["--autotune-steps-per-sample", "5"], "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "5"),
+    (["--autotune-bayes-opt-max-samples", "64"], "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "64"),
+    (["--autotune-gaussian-process-noise", "0.2"], "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
+     "0.2"),
+    (["--autotune-retune-drop=0.5"], "HOROVOD_AUTOTUNE_RETUNE_DROP", "0.5"),
 ]
 
 
@@ -585,6 +593,9 @@ def test_usage_errors(hvdrun, args):
     ("--stall-check-shutdown-time-seconds", "-1", "a whole number of seconds in 0..86400"),
     ("--stall-check-shutdown-time-seconds", "never", "a whole number of seconds in 0..86400"),
     ("--start-timeout", "0", "a whole number of seconds in 1..86400"),
+    ("--autotune-steps-per-sample", "0", "a whole number in 1..1000"),
+    ("--autotune-bayes-opt-max-samples", "65", "a whole number in 1..64"),
+    ("--autotune-retune-drop", "1.5", "a number like 2.5 in 0..1"),
 ])
 def test_bad_engine_values_are_refused(hvdrun, flag, value, accepted):
     for args in ([flag, value], [flag + "=" + value]):
@@ -671,3 +682,42 @@ def test_rendezvous_survives_strangers(hvdrun, test_program, np):
     assert p.returncode == 0, p.stdout + p.stderr
     ok = {r for r, lines in by_rank(p.stdout).items() if "rdzv_attack OK" in lines}
     assert ok == set(range(np)), p.stdout + p.stderr
+
+
+def built_with(build_dir, option):
+    """An ON/OFF option from the build's CMakeCache.txt."""
+    with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
+        for line in f:
+            if line.startswith(option + ":"):
+                return line.strip().rsplit("=", 1)[1].upper() in ("ON", "1", "TRUE", "YES")
+    return False
+
+
+@pytest.mark.parametrize("flag", ["--check-build", "-cb"])
+def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
+    """horovodrun --check-build's lines, in its order: PyTorch when hvd._C
+    was built here, MPI when the build has it, Gloo (hvd's own controller
+    and operations) always, nothing else; no job is started."""
+    torch = any(n.startswith("_C") for n in os.listdir(os.path.join(build_dir, "python", "hvd"))) \
+        if os.path.isdir(os.path.join(build_dir, "python", "hvd")) else False
+    mpi = built_with(build_dir, "HVD_WITH_MPI")
+
+    def mark(have):
+        return "[X]" if have else "[ ]"
+
+    want = ["hvd v%s:" % version(hvdrun), "",
+            "Available Frameworks:",
+            "    [ ] TensorFlow", "    %s PyTorch" % mark(torch), "    [ ] MXNet", "",
+            "Available Controllers:",
+            "    %s MPI" % mark(mpi), "    [X] Gloo", "",
+            "Available Tensor Operations:",
+            "    [ ] NCCL", "    [ ] DDL", "    [ ] CCL", "    %s MPI" % mark(mpi), "    [X] Gloo"]
+    p = run(hvdrun, [flag])
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert p.stdout.splitlines() == want, p.stdout
+    # Like --version, it answers before anything else is checked or started.
+    assert run(hvdrun, ["-np", "2", flag, "sh", "-c", "echo ran"]).stdout.splitlines() == want
+
+
+def version(hvdrun):
+    return run(hvdrun, ["--version"]).stdout.split()[-1]

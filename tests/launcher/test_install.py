@@ -17,7 +17,8 @@ def test_install_and_build_with_pkg_config(build_dir, tmp_path):
     prefix = tmp_path / "prefix"
     subprocess.run(["cmake", "--install", build_dir, "--prefix", str(prefix)], check=True,
                    capture_output=True, timeout=120)
-    for path in ["bin/hvdrun", "bin/hvd-train-fashion-mnist", "include/hvd.h",
+    for path in ["bin/hvdrun", "bin/hvd-train-fashion-mnist", "bin/hvd-report", "bin/hvd-bench",
+                 "include/hvd.h",
                  "include/hvd_nn.h", "lib/libhvd.so", "lib/libhvd.a", "lib/libhvd_nn.so",
                  "lib/libhvd_nn.a", "lib/pkgconfig/hvd.pc", "lib/pkgconfig/hvd_nn.pc"]:
         assert (prefix / path).exists(), path
@@ -83,3 +84,56 @@ def test_python_package_installs(build_dir, tmp_path):
                           str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert job.returncode == 0, job.stderr
     assert job.stdout.count("sum [3.0, 3.0, 3.0]") == 2, job.stdout
+
+
+def copy_source(dst):
+    """The source tree without build directories, VCS data or bytecode."""
+    shutil.copytree(SOURCE, dst, ignore=shutil.ignore_patterns(
+        "build", "build-*", ".git", "*.egg-info", "__pycache__", "*.pyc"))
+
+
+JOB = ("import torch, hvd.torch as hvd\n"
+       "hvd.init()\n"
+       "t = hvd.allreduce(torch.ones(3) * (hvd.rank() + 1), op=hvd.Sum)\n"
+       "print('sum', t.tolist(), hvd.__file__)\n")
+
+
+@pytest.mark.skipif(bool(os.environ.get("HVD_SANITIZE")),
+                    reason="the sanitizer build's test run; pip builds a release extension anyway")
+def test_pip_install_into_a_venv(tmp_path):
+    """python3 -m pip install --no-build-isolation . into a venv made with
+    --system-site-packages, offline, from scratch (setup.py runs CMake):
+    hvd.torch imports from anywhere without PYTHONPATH, the venv's own
+    hvdrun runs a 2-rank job, hvd-report and hvd-bench are there, and pip
+    uninstall takes it all away."""
+    src, venv = tmp_path / "src", tmp_path / "venv"
+    copy_source(src)
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)],
+                   check=True, capture_output=True, timeout=120)
+    py, bindir = str(venv / "bin" / "python"), venv / "bin"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "HVD_CMAKE_BUILD_DIR") and not k.startswith("HOROVOD_")}
+    env.update(PIP_NO_INDEX="1", PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    pip = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", str(src)], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
+    site = subprocess.run([py, "-c", "import hvd, hvd.torch; print(hvd.__file__)"], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert site.returncode == 0 and site.stdout.startswith(str(venv)), site.stdout + site.stderr
+    (tmp_path / "job.py").write_text(JOB)
+    job = subprocess.run([str(bindir / "hvdrun"), "-np", "2", py, str(tmp_path / "job.py")],
+                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert job.stdout.count("sum [3.0, 3.0, 3.0] " + str(venv)) == 2, job.stdout
+    for tool, args, want in [("hvd-report", ["--help"], "usage: hvd-report"),
+                             ("hvd-bench", ["--help"], "usage: hvdrun -np N hvd-bench"),
+                             ("hvdrun", ["--check-build"], "[X] PyTorch")]:
+        out = subprocess.run([str(bindir / tool)] + args, env=env, capture_output=True, text=True,
+                             timeout=60)
+        assert want in out.stdout + out.stderr, (tool, out.stdout, out.stderr)
+    gone = subprocess.run([py, "-m", "pip", "uninstall", "-y", "hvd"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert gone.returncode == 0, gone.stderr
+    site_packages = next(venv.glob("lib/python3*/site-packages"))
+    assert not [p.name for p in site_packages.iterdir() if p.name.startswith("hvd")]
+    assert not [p.name for p in bindir.iterdir() if p.name.startswith("hvd")]

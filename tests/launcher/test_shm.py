@@ -133,3 +133,22 @@ def test_bench_transport_flag(hvdrun, build_dir, flag):
                        env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "transport %s," % flag in p.stdout, p.stdout
+
+
+# Single copy: refused on one rank (or by the kernel), the job says so
+# once, at INFO level, and its allreduces are still right; allowed (this
+# machine lets a process read its siblings), nothing is said.
+@pytest.mark.parametrize("refuse", [True, False])
+def test_single_copy_refusal_said_once(hvdrun, test_program, refuse):
+    env = {"HOROVOD_LOG_LEVEL": "INFO"}
+    if refuse:
+        env["HOROVOD_SHM_SINGLE_COPY"] = "0"
+    p = run(hvdrun, test_program("shm_probe"), 3, "ok", extra_env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count(": sums ok") == 3, p.stdout
+    said = re.findall(r"copies large allreduces twice.*", p.stderr)
+    if refuse:
+        assert len(said) == 1, p.stderr
+        assert "HOROVOD_SHM_SINGLE_COPY=0" in said[0], said
+    else:
+        assert said == [], p.stderr

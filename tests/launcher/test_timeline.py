@@ -21,19 +21,33 @@ STEPS = 5
 SMALL = ["tl.small.%d" % k for k in range(50)]
 
 
-def run_job(hvdrun, program, np, path, mark_cycles):
+def start_job(hvdrun, program, np, spec, steps=STEPS, **extra):
+    """Runs the job with HOROVOD_TIMELINE=spec; returns its stderr."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
-    env.update(HOROVOD_GLOO_TIMEOUT_SECONDS="30", HOROVOD_TIMELINE=str(path))
-    if mark_cycles:
-        env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
-    p = subprocess.run([hvdrun, "-np", str(np), program, str(STEPS)], env=env,
+    env.update(HOROVOD_GLOO_TIMEOUT_SECONDS="30", HOROVOD_TIMELINE=str(spec), **extra)
+    p = subprocess.run([hvdrun, "-np", str(np), program, str(steps)], env=env,
                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=LIMIT)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.count(": OK") == np, p.stdout + p.stderr
+    return p.stderr
+
+
+def load(path):
     with open(path) as f:
         events = json.load(f)  # the whole file, after shutdown, is valid JSON
     assert isinstance(events, list) and events, "empty timeline"
     return events
+
+
+def run_job(hvdrun, program, np, path, mark_cycles):
+    extra = {"HOROVOD_TIMELINE_MARK_CYCLES": "1"} if mark_cycles else {}
+    start_job(hvdrun, program, np, path, **extra)
+    return load(path)
+
+
+def hvd_meta(events, name):
+    """The args of hvd's own metadata events called name (pid 0)."""
+    return [e["args"] for e in events if e.get("ph") == "M" and e.get("name") == name]
 
 
 def rows(events):
@@ -146,8 +160,64 @@ def test_timeline(hvdrun, test_program, tmp_path, np, mark_cycles):
     fused = [c["args"]["tensors"] for c in collectives if c["args"]["tensors"] > 1]
     assert fused, "no ALLREDUCE fused more than one tensor in %d bursts" % STEPS
 
+    # The job's settings, once; rank 0 wrote this file; it ended on purpose.
+    job = hvd_meta(events, "hvd_job")
+    assert len(job) == 1 and job[0]["rank"] == 0 and job[0]["size"] == np, job
+    assert job[0]["fusion_threshold"] == 128 * 1024 * 1024, job
+    assert len(hvd_meta(events, "hvd_end")) == 1 and not hvd_meta(events, "hvd_truncated")
+    assert {c["args"]["dtype"] for c in collectives} == {"float32"}
+
     marks = cycle_marks(events)
     if mark_cycles:
         assert len(marks) >= STEPS, "%d cycle marks" % len(marks)
     else:
         assert not marks, "cycle marks without HOROVOD_TIMELINE_MARK_CYCLES: %s" % marks[:3]
+
+
+def waits(events):
+    """The WAIT events of the row named "waits": an application thread
+    blocked in hvd_wait, from ts for dur microseconds."""
+    pid = rows(events).get("waits")
+    return [e for e in events if e.get("pid") == pid and e.get("ph") == "X"] if pid else []
+
+
+@pytest.mark.parametrize("form", ["directory", "percent-r"])
+def test_every_rank_writes_its_own(hvdrun, test_program, tmp_path, form):
+    """HOROVOD_TIMELINE=DIR/ or a path with %r: each rank writes a complete
+    timeline of its own, saying whose it is, with its waits."""
+    np = 3
+    if form == "directory":
+        spec = str(tmp_path / "tl") + "/"  # made by the ranks
+        paths = [tmp_path / "tl" / ("rank.%d.json" % r) for r in range(np)]
+    else:
+        spec = str(tmp_path / "tl.%r.json")
+        paths = [tmp_path / ("tl.%d.json" % r) for r in range(np)]
+    start_job(hvdrun, test_program("engine_timeline"), np, spec)
+    assert sorted(os.listdir(paths[0].parent)) == sorted(p.name for p in paths)
+    for r, path in enumerate(paths):
+        events = load(path)
+        job = hvd_meta(events, "hvd_job")
+        assert len(job) == 1 and job[0]["rank"] == r and job[0]["size"] == np, (path, job)
+        assert hvd_meta(events, "hvd_end"), "%s did not end on purpose" % path
+        named = rows(events)
+        assert all(t in named for t in SMALL), "%s lacks tensors" % path
+        for t in SMALL[:3]:
+            check_allreduce_row(t, phases(row_events(events, named[t])))
+        blocked = waits(events)
+        assert blocked and all(w["name"] == "WAIT" and w["dur"] >= 0 for w in blocked), path
+
+
+def test_bound_ends_each_file(hvdrun, test_program, tmp_path):
+    """HOROVOD_TIMELINE_MAX_MB=1: every rank's file stops at 1 MiB as
+    complete JSON that says it was cut, with a warning; the job goes on."""
+    np = 2
+    err = start_job(hvdrun, test_program("engine_timeline"), np, str(tmp_path) + "/", steps=80,
+                    HOROVOD_TIMELINE_MAX_MB="1")
+    assert err.count("reached its bound of 1048576 bytes") == np, err
+    for r in range(np):
+        path = tmp_path / ("rank.%d.json" % r)
+        assert 512 * 1024 < path.stat().st_size <= 1024 * 1024
+        events = load(path)
+        cut = hvd_meta(events, "hvd_truncated")
+        assert len(cut) == 1 and cut[0]["max_bytes"] == 1024 * 1024, cut
+        assert not hvd_meta(events, "hvd_end")

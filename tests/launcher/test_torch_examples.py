@@ -58,3 +58,37 @@ def test_synthetic_benchmark_example(hvdrun, env):
     out = "\n".join(rank0(p.stdout))
     assert re.search(r"Img/sec per CPU: [0-9.]+ \+-[0-9.]+", out), out
     assert re.search(r"Total img/sec on 2 CPU\(s\): [0-9.]+ \+-[0-9.]+", out), out
+
+
+def test_elastic_fashion_mnist_example_under_the_driver(hvdrun, env):
+    """Runs under hvdrun's elastic driver (two local "hosts"); worker 1 is
+    killed mid-epoch by the test and the other goes on to the end."""
+    if not os.path.exists(os.path.join(FASHION, "train-images-idx3-ubyte.gz")):
+        pytest.skip("no Fashion-MNIST in %s" % FASHION)
+    import signal
+    import time
+    job = subprocess.Popen([hvdrun, "-np", "2", "--min-np", "1", "-H", "localhost:1,127.0.0.1:1",
+                            PY, os.path.join(ROOT, "examples/torch/elastic_fashion_mnist.py"),
+                            "--epochs", "1", "--train-limit", "8000", "--test-limit", "1000",
+                            "--batch-size", "32", "--batches-per-commit", "5",
+                            "--data-dir", env["HVD_EXAMPLE_CACHE"]],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out = []
+        for line in job.stdout:  # wait until training runs
+            out.append(line)
+            if "Train Epoch: 1 [batch 20]" in line:
+                break
+        victim = subprocess.run(["pgrep", "-f", "-n", "elastic_fashion_mnist.py"],
+                                capture_output=True, text=True).stdout.split()
+        if victim:
+            os.kill(int(victim[0]), signal.SIGKILL)
+        rest, err = job.communicate(timeout=300)
+    finally:
+        job.kill()
+    text = "".join(out) + rest
+    assert job.returncode == 0, text + err
+    assert "was killed by signal 9" in err, err
+    assert re.search(r"elastic: job \d+ formed with 1 workers", err), err
+    acc = [l for l in text.splitlines() if "test_accuracy=" in l]
+    assert len(acc) == 1 and float(acc[0].split("=")[1]) > 0.5, text

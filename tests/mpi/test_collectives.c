@@ -239,22 +239,37 @@ static void test_barrier(void) {
 
 /* ---- identity ---- */
 
+/* The first of a launcher's variables that is set: hvdrun's, Open MPI's,
+ * SLURM's (any may be NULL); NULL if none. */
+static const char *said(const char *hvdrun, const char *ompi, const char *slurm) {
+  const char *names[3] = {hvdrun, ompi, slurm};
+  for (int i = 0; i < 3; i++)
+    if (names[i] && getenv(names[i])) return getenv(names[i]);
+  return NULL;
+}
+
 static void test_identity(void) {
   CHECK(hvd_is_initialized() == 1, "hvd_is_initialized() after hvd_init()");
-  const char *r = getenv("HOROVOD_RANK"), *s = getenv("HOROVOD_SIZE");
-  if (r) CHECK(rank == atoi(r), "hvd_rank() %d but HOROVOD_RANK=%s", rank, r);
-  if (s) CHECK(size == atoi(s), "hvd_size() %d but HOROVOD_SIZE=%s", size, s);
+  const char *r = said("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID");
+  const char *s = said("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS");
+  if (r) CHECK(rank == atoi(r), "hvd_rank() %d but the launcher said %s", rank, r);
+  if (s) CHECK(size == atoi(s), "hvd_size() %d but the launcher said %s", size, s);
   if (!s) CHECK(size == 1 && rank == 0, "a process started alone is rank 0 of 1");
-  /* Where the launcher placed this rank; without its word, one host. */
+  /* Where hvdrun placed this rank; without its word, one host. */
   const char *names[4] = {"HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
                           "HOROVOD_CROSS_SIZE"};
   int got[4] = {hvd_local_rank(), hvd_local_size(), hvd_cross_rank(), hvd_cross_size()};
   int alone[4] = {rank, size, 0, 1};
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 4 && (getenv("HOROVOD_SIZE") || !s); i++) {
     const char *v = getenv(names[i]);
     int want = v ? atoi(v) : alone[i];
     CHECK(got[i] == want, "%s: hvd says %d, expected %d", names[i], got[i], want);
   }
+  /* Where mpirun or srun placed it. */
+  const char *lr = said(NULL, "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID");
+  const char *ls = said(NULL, "OMPI_COMM_WORLD_LOCAL_SIZE", NULL);
+  if (!getenv("HOROVOD_SIZE") && lr) CHECK(got[0] == atoi(lr), "local rank %d, launcher %s", got[0], lr);
+  if (!getenv("HOROVOD_SIZE") && ls) CHECK(got[1] == atoi(ls), "local size %d, launcher %s", got[1], ls);
   /* Everyone sees a distinct rank. */
   int *ranks = NULL;
   CALL(hvd_allgather(&rank, 1, HVD_INT32, (void **)&ranks, NULL, "ranks"));

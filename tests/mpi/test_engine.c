@@ -510,6 +510,32 @@ static void test_duplicate_in_flight(void) {
   compare("'dup'", HVD_FLOAT32, plain_sum, 700, a, 0, 4);
 }
 
+/* A refused enqueue leaves the caller's result pointer as it was: it may
+ * be the pointer of an operation still in flight, which the engine thread
+ * writes when that operation finishes (possibly at that very moment). */
+static void test_refused_keeps_result(void) {
+  int32_t mine = 900 + rank;
+  void *out = NULL;
+  hvd_handle h = -1;
+  if (rank == 0) {
+    /* The others enqueue "kept" after the barrier: it is in flight here. */
+    CALL(h = hvd_allgather_async(&mine, 1, HVD_INT32, &out, NULL, "kept", NULL));
+    void *untouched = &mine;
+    hvd_handle again = hvd_allgather_async(&mine, 1, HVD_INT32, &untouched, NULL, "kept", NULL);
+    CHECK(again == HVD_E_INVALID, "enqueueing 'kept' while in flight returned %lld",
+          (long long)again);
+    CHECK(untouched == &mine, "the refused enqueue wrote its result pointer (%p)", untouched);
+  }
+  CALL(hvd_barrier());
+  if (rank != 0) CALL(h = hvd_allgather_async(&mine, 1, HVD_INT32, &out, NULL, "kept", NULL));
+  int rc = hvd_wait(h);
+  CHECK(rc == 0, "hvd_wait of 'kept': %s: %s", hvd_err_name(rc), hvd_last_error());
+  for (int r = 0; rc == 0 && out && r < size; r++)
+    CHECK(((int32_t *)out)[r] == 900 + r, "'kept'[%d] = %d, expected %d", r,
+          ((int32_t *)out)[r], 900 + r);
+  free(out);
+}
+
 /* ---- 8. hvd_poll ---- */
 
 static void test_poll(void) {
@@ -551,6 +577,7 @@ int main(void) {
   if (size > 1) {
     test_mismatch();
     test_duplicate_in_flight();
+    test_refused_keeps_result();
   }
   test_poll();
   CALL(hvd_shutdown());

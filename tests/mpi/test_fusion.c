@@ -233,10 +233,7 @@ static double run_round(tensor *t, const int *order, const char *threshold, int 
 int main(void) {
   limit_stalls();
   /* Rank and size are needed to build the inputs before the first round. */
-  CALL(hvd_init());
-  rank = hvd_rank();
-  size = hvd_size();
-  CALL(hvd_shutdown());
+  if (learn_job(&rank, &size) != 0) return 1;
 
   tensor *t = calloc(NT, sizeof *t);
   tensors_init(t);

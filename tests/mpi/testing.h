@@ -19,6 +19,8 @@
  *                          failed", and the exit status.
  *   limit_stalls()         a hang in the engine fails the test instead.
  *   init_or_complain()     hvd_init(), saying why on stderr when it fails.
+ *   learn_job()            rank and size from an hvd_init/hvd_shutdown, for
+ *                          programs that init several times with settings.
  *   LEN, now, sleep_ms     array length, monotonic seconds, a pause.
  *   mix, fnv, shuffled     deterministic inputs: splitmix64, FNV-1a of a
  *                          buffer, a seeded permutation.
@@ -80,6 +82,18 @@ static inline void limit_stalls(void) {
 }
 
 /* hvd_init(); on failure prints "hvd_init: <why>" and returns 1. */
+/* Returns 0, or 1 after saying why on stderr. */
+static inline int learn_job(int *rank_out, int *size_out) {
+  if (hvd_init() != 0) {
+    fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
+    return 1;
+  }
+  *rank_out = hvd_rank();
+  *size_out = hvd_size();
+  hvd_shutdown();
+  return 0;
+}
+
 static inline int init_or_complain(void) {
   if (hvd_init() != 0) {
     fprintf(stderr, "hvd_init: %s\n", hvd_last_error());

@@ -55,10 +55,26 @@ hvd_add_mpi_test(rdzv_attack 2 4)
 # The engine: async enqueue from threads in any order, every async
 # collective, callbacks, scale factors, mismatch and in-flight errors.
 hvd_add_mpi_test(test_engine 1 2 3 4)
+# The cached fast path: the same bits as full negotiation, tensors leaving
+# the cache (new shapes, dtypes, eviction) negotiated again, skewed ranks.
+hvd_add_mpi_test(test_cache_path 1 2 4)
+# The shm allreduce reading the other ranks' buffers (process_vm_readv)
+# gives the windows' bits; a rank that refuses it turns it off.
+hvd_add_mpi_test(test_single_copy 2)
+# HOROVOD_AUTOTUNE: every rank applies rank 0's settings in the same cycle,
+# results exact while they change; on emulated hosts the hierarchical
+# allreduce is one of the knobs.
+hvd_add_mpi_test(test_autotune_ranks 2 3)
+add_test(NAME mpi.test_autotune_ranks.hosts.2x2 COMMAND $<TARGET_FILE:hvdrun> -np 4
+         -H localhost:2,127.0.0.1:2 $<TARGET_FILE:test_autotune_ranks>)
+set_tests_properties(mpi.test_autotune_ranks.hosts.2x2 PROPERTIES TIMEOUT 300 ENVIRONMENT "${HVD_TEST_ENV}")
 # Fusion changes no bit; join with uneven batches; process sets.
 hvd_add_mpi_test(test_fusion 2 4)
 hvd_add_mpi_test(test_join 2 3 4)
 hvd_add_mpi_test(test_process_sets 2 4)
+# The elastic state (commit, restore, sync, hooks) and hvd_elastic_run
+# across a new job, in a job whose membership stays the same.
+hvd_add_mpi_test(test_elastic_state 1 2 3)
 # engine_stall, engine_timeline and engine_peer_loss are driven by
 # tests/launcher (test_engine_stall.py, test_timeline.py, test_engine_failures.py).
 # Adasum against the formula at power-of-two sizes; a clear error at 3.
@@ -84,3 +100,5 @@ hvd_add_mpi_test_tcp(test_collectives 2 3 4)
 hvd_add_mpi_test_tcp(test_algorithms 2 3 4 5)
 hvd_add_mpi_test_tcp(test_engine 2 4)
 hvd_add_mpi_test_tcp(test_fusion 4)
+hvd_add_mpi_test_tcp(test_cache_path 3)
+hvd_add_mpi_test_tcp(test_autotune_ranks 2)

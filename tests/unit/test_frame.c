@@ -84,9 +84,10 @@ static void test_type_known(void **state) {
   (void)state;
   int known = 0;
   for (unsigned t = 0; t < 1024; t++) known += hvd__frame_type_known(t);
-  assert_int_equal(known, 5);
+  assert_int_equal(known, 8);
   assert_true(hvd__frame_type_known(HVD_FRAME_DATA));
   assert_true(hvd__frame_type_known(HVD_FRAME_RDZV_ERROR));
+  assert_true(hvd__frame_type_known(HVD_FRAME_RDZV_NOTICE));
   assert_false(hvd__frame_type_known(HVD_FRAME_DATA + 256)); /* no truncation to a byte */
 }
 

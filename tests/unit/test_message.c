@@ -76,6 +76,8 @@ static void sample(hvd_msg *m) {
   m->fails = calloc(m->nfail, sizeof *m->fails);
   snprintf(m->fails[0], HVD_NAME_MAX, "stuck.tensor");
   memset(m->fails[1], 'f', HVD_NAME_MAX - 1); /* the longest name */
+  m->flags |= HVD_MSG_SETTINGS;
+  m->settings = (hvd_msg_settings){64u << 20, 2.5, 1, 0};
 }
 
 static void encode(const hvd_msg *m, uint8_t **buf, size_t *len) {
@@ -90,6 +92,7 @@ static void expect_same(const hvd_msg *a, const hvd_msg *b) {
   for (uint32_t i = 0; i < a->nreq; i++) assert_true(hvd__request_equal(&a->reqs[i], &b->reqs[i]));
   assert_int_equal(a->nfail, b->nfail);
   for (uint32_t i = 0; i < a->nfail; i++) assert_string_equal(a->fails[i], b->fails[i]);
+  if (a->flags & HVD_MSG_SETTINGS) assert_memory_equal(&a->settings, &b->settings, sizeof a->settings);
 }
 
 static void expect_empty(const hvd_msg *m) {
@@ -269,6 +272,33 @@ static void test_decode_bad_fields(void **state) {
   expect_bad_byte(gather, OFF_COUNT, 3, "allgather count 3 is not 0");
   gather.type = HVD_REQ_ALLTOALL;
   expect_bad_byte(gather, OFF_COUNT + 7, 1, "alltoall count");
+}
+
+/* The autotuner's settings close the message: u64 fusion, u64 cycle
+ * (IEEE bits), u8 cache, u8 hierarchical. */
+static void expect_bad_settings(size_t from_end, const void *value, size_t n, const char *words) {
+  hvd_msg m;
+  sample(&m);
+  uint8_t *buf;
+  size_t len;
+  encode(&m, &buf, &len);
+  memcpy(buf + len - from_end, value, n);
+  expect_bad(buf, len, CAPACITY, words);
+  free(buf);
+  hvd__msg_free(&m);
+}
+
+static void test_decode_bad_settings(void **state) {
+  (void)state;
+  uint64_t huge = (1ull << 40) + 1;
+  double nan = NAN, negative = -1, slow = 1e5;
+  uint8_t two = 2;
+  expect_bad_settings(18, &huge, 8, "fusion threshold 1099511627777 bytes exceeds");
+  expect_bad_settings(10, &nan, 8, "cycle time nan ms");
+  expect_bad_settings(10, &negative, 8, "cycle time -1 ms");
+  expect_bad_settings(10, &slow, 8, "cycle time 100000 ms");
+  expect_bad_settings(2, &two, 1, "switches 2 and 0");
+  expect_bad_settings(1, &two, 1, "switches 1 and 2");
 }
 
 static void test_decode_bad_shapes(void **state) {
@@ -494,6 +524,7 @@ int main(void) {
       cmocka_unit_test(test_bits),
       cmocka_unit_test(test_encode_bad_names),
       cmocka_unit_test(test_decode_bad_fields),
+      cmocka_unit_test(test_decode_bad_settings),
       cmocka_unit_test(test_decode_bad_shapes),
       cmocka_unit_test(test_decode_bad_names),
       cmocka_unit_test(test_decode_bits),

@@ -9,7 +9,12 @@
  * over), ranks that call different collectives (a mismatch naming the
  * other rank) and a rank that never comes (a timeout naming it).  The
  * transport also carries the other algorithms: Rabenseifner's must give
- * recursive doubling's bits.
+ * recursive doubling's bits.  With the single-copy probe passed (threads
+ * of one process may always read its memory), large vectors are reduced
+ * straight from the other ranks' buffers (shm_direct.c): the same bits as
+ * through the windows, whatever the ranks' piece layouts, and the windows
+ * again when a rank's pieces do not fit its window; a rank that refuses
+ * (HOROVOD_SHM_SINGLE_COPY=0) turns it off for all.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +30,7 @@
 #include <unistd.h>
 
 #include "coll/coll.h"
+#include "reduce.h"
 #include "transport/shm_seg.h"
 
 #define MAX_RANKS 4
@@ -41,11 +47,15 @@ static void job_start(job *j, int n, int timeout_ms) {
   assert_true(fd >= 0);
   assert_int_equal(ftruncate(fd, (off_t)bytes), 0);
   j->n = n;
+  seg_hdr *segs[MAX_RANKS];
+  for (int r = 0; r < n; r++) { /* as in shm_setup.c: every pid is in before any transport */
+    segs[r] = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(segs[r] != MAP_FAILED);
+    if (r == 0) hvd__shm_seg_init(segs[r], n, CAP);
+    atomic_store(&seg_ranks(segs[r])[r].pid, (int32_t)getpid());
+  }
   for (int r = 0; r < n; r++) {
-    seg_hdr *seg = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    assert_true(seg != MAP_FAILED);
-    if (r == 0) hvd__shm_seg_init(seg, n, CAP);
-    atomic_store(&seg_ranks(seg)[r].pid, (int32_t)getpid());
+    seg_hdr *seg = segs[r];
     hvd_transport *t = NULL;
     assert_int_equal(hvd__shm_transport_new(seg, n, CAP, r, timeout_ms, NULL, &t), 0);
     assert_int_equal(hvd__comm_init(&j->comm[r], r, n, t), 0);
@@ -255,6 +265,156 @@ static void test_rabenseifner_is_recursive_doubling(void **state) {
   }
 }
 
+/* ---- single copy: straight from the other ranks' buffers ---- */
+
+typedef struct {
+  int wanted[MAX_RANKS];
+  int on[MAX_RANKS];
+  char why[MAX_RANKS][512];
+} probe_run;
+
+static int probe(hvd_comm *c, int r, void *arg) {
+  probe_run *p = arg;
+  /* rank 0's minimum applies: theirs are ignored */
+  p->on[r] = hvd__shm_single_copy_probe(c->xport, p->wanted[r], r ? 1 : 256 << 10, p->why[r],
+                                        sizeof p->why[r]);
+  return p->on[r] < 0 ? p->on[r] : 0;
+}
+
+/* job_start, then every rank probes; refuse: the rank that says no (-1:
+ * none).  Returns whether single copy came on. */
+static int job_start_probed(job *j, int n, int refuse) {
+  probe_run p;
+  thread_arg t[MAX_RANKS];
+  job_start(j, n, 10000);
+  for (int r = 0; r < n; r++) p.wanted[r] = r != refuse;
+  run_ranks(j, probe, &p, -1, t);
+  for (int r = 0; r < n; r++) {
+    assert_int_equal(t[r].rc, 0);
+    assert_int_equal(p.on[r], p.on[0]);
+    assert_int_equal(j->comm[r].xport->ops->peer_read != NULL, p.on[r]);
+    if (p.on[r]) assert_int_equal(j->comm[r].xport->peer_read_min, 256 << 10);
+    if (!p.on[r]) assert_non_null(strstr(p.why[r], "HOROVOD_SHM_SINGLE_COPY=0"));
+  }
+  return p.on[0];
+}
+
+#define DIRECT_COUNT 300001 /* float32: 1.2 MB, uneven slices */
+
+typedef struct {
+  hvd_dtype dtype;
+  hvd_op op;
+  size_t count;
+  int many_pieces; /* rank 1 cuts its vector into more pieces than a window holds */
+  unsigned char *v[MAX_RANKS];
+} direct_case;
+
+/* Rank r's vector as pieces of its own (seg 0 holds them all; the shm
+ * allreduce reduces the concatenation): rank 0 one piece, the others
+ * pieces of sizes that differ from rank to rank. */
+static int reduce_in_pieces(hvd_comm *c, int r, void *arg) {
+  direct_case *dc = arg;
+  size_t es = hvd_dtype_size(dc->dtype), total = dc->count * es;
+  hvd_piece *p = calloc(1000, sizeof *p);
+  hvd_pieces segs[MAX_RANKS] = {{p, 0}};
+  size_t step = dc->many_pieces && r == 1 ? total / 400 + 1 : total / (size_t)(3 + 5 * r) + 7;
+  for (size_t at = 0; at < total; at += step)
+    p[segs[0].n++] = (hvd_piece){(char *)dc->v[r] + at, total - at < step ? total - at : step};
+  for (int s = 1; s < c->size; s++) segs[s] = (hvd_pieces){p, 0};
+  int rc = hvd__allreduce_pieces(c, HVD_AR_SHM, segs, dc->dtype, dc->op);
+  free(p);
+  return rc;
+}
+
+static void fill_random(direct_case *dc, int n) {
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < dc->count; i++) {
+      float x = random_value(r, i);
+      unsigned char *at = dc->v[r] + i * hvd_dtype_size(dc->dtype);
+      if (dc->dtype == HVD_FLOAT32) memcpy(at, &x, 4);
+      else if (dc->dtype == HVD_FLOAT64) {
+        double d = (double)x * 1.000001;
+        memcpy(at, &d, 8);
+      } else {
+        uint16_t h = dc->dtype == HVD_FLOAT16 ? hvd__float_to_half(x / 100.0f)
+                                              : hvd__float_to_bf16(x);
+        memcpy(at, &h, 2);
+      }
+    }
+}
+
+/* The bytes of every rank after a run over a job probed with `single`. */
+static void run_case(direct_case *dc, int n, int single, unsigned char **out) {
+  job j;
+  thread_arg t[MAX_RANKS];
+  size_t bytes = dc->count * hvd_dtype_size(dc->dtype);
+  if (single) assert_int_equal(job_start_probed(&j, n, -1), 1);
+  else job_start(&j, n, 10000);
+  fill_random(dc, n);
+  run_ranks(&j, reduce_in_pieces, dc, -1, t);
+  for (int r = 0; r < n; r++) {
+    assert_int_equal(t[r].rc, 0);
+    /* the direct path ran (it alone reads into peer_buf), unless rank
+     * 1's pieces overflowed its window */
+    if (single && !dc->many_pieces) assert_non_null(j.comm[r].peer_buf);
+    out[r] = malloc(bytes);
+    memcpy(out[r], dc->v[r], bytes);
+  }
+  job_end(&j);
+}
+
+/* -1 if a and b hold the same bytes, else the first that differs (cmocka
+ * would print every difference of a megabyte). */
+static long first_difference(const unsigned char *a, const unsigned char *b, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i]) return (long)i;
+  return -1;
+}
+
+static void direct_equals_windows(int n, hvd_dtype dtype, hvd_op op, size_t count, int many) {
+  direct_case dc = {dtype, op, count, many, {0}};
+  unsigned char *windows[MAX_RANKS], *direct[MAX_RANKS];
+  size_t bytes = count * hvd_dtype_size(dtype);
+  for (int r = 0; r < n; r++) dc.v[r] = malloc(bytes);
+  run_case(&dc, n, 0, windows);
+  run_case(&dc, n, 1, direct);
+  for (int r = 0; r < n; r++) {
+    long d = first_difference(direct[r], windows[r], bytes);
+    if (d >= 0) printf("n %d, %s, rank %d: byte %ld differs\n", n, hvd_dtype_name(dtype), r, d);
+    assert_int_equal(d, -1);
+    assert_int_equal(first_difference(direct[r], direct[0], bytes), -1);
+  }
+  for (int r = 0; r < n; r++) {
+    free(windows[r]);
+    free(direct[r]);
+    free(dc.v[r]);
+  }
+}
+
+static void test_direct_same_bits_as_windows(void **state) {
+  (void)state;
+  for (int n = 2; n <= MAX_RANKS; n++) {
+    direct_equals_windows(n, HVD_FLOAT32, HVD_SUM, DIRECT_COUNT, 0);
+    direct_equals_windows(n, HVD_FLOAT32, HVD_AVERAGE, DIRECT_COUNT / 3, 0);
+  }
+  direct_equals_windows(2, HVD_FLOAT32, HVD_SUM, 3 * DIRECT_COUNT, 0); /* slices over 1 MiB */
+  direct_equals_windows(3, HVD_FLOAT16, HVD_SUM, DIRECT_COUNT, 0);
+  direct_equals_windows(4, HVD_BFLOAT16, HVD_AVERAGE, DIRECT_COUNT, 0);
+  direct_equals_windows(3, HVD_FLOAT64, HVD_MIN, DIRECT_COUNT / 2, 0);
+}
+
+static void test_direct_falls_back_when_pieces_overflow(void **state) {
+  (void)state;
+  direct_equals_windows(3, HVD_FLOAT32, HVD_SUM, DIRECT_COUNT, 1);
+}
+
+static void test_probe_refused_by_one_rank(void **state) {
+  (void)state;
+  job j;
+  assert_int_equal(job_start_probed(&j, 3, 2), 0);
+  job_end(&j);
+}
+
 /* ---- failures ---- */
 
 /* Rank 1 allreduces twice as many elements as the others. */
@@ -299,6 +459,9 @@ int main(void) {
       cmocka_unit_test(test_allgather_fits),
       cmocka_unit_test(test_allgather_too_big),
       cmocka_unit_test(test_rabenseifner_is_recursive_doubling),
+      cmocka_unit_test(test_direct_same_bits_as_windows),
+      cmocka_unit_test(test_direct_falls_back_when_pieces_overflow),
+      cmocka_unit_test(test_probe_refused_by_one_rank),
       cmocka_unit_test(test_mismatch_names_the_rank),
       cmocka_unit_test(test_absent_rank_times_out),
   };

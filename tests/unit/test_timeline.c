@@ -1,7 +1,9 @@
 /*
  * test_timeline.c -- the timeline file: valid JSON when closed, a valid
  * prefix when the process dies, one named row per tensor, balanced
- * phases, names escaped, write errors that stop tracing with one warning.
+ * phases, names escaped, write errors that stop tracing with one warning;
+ * the per-rank path forms (%r, a directory), the size bound that ends the
+ * file as complete JSON, the job's settings and the waits row.
  *
  * The file is read back with a small JSON parser written here, strict as
  * the grammar (RFC 8259), so escaping mistakes cannot hide behind a
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -322,7 +325,8 @@ typedef struct {
   int nrows;
   const char *names[MAX_ROWS + 1]; /* by pid */
   int depth[MAX_ROWS + 1];         /* open phases by pid */
-  int nbegin, nend, ninstant;
+  int nbegin, nend, ninstant, nwaits;
+  const jval *job, *end, *truncated; /* hvd_job, hvd_end, hvd_truncated's args */
 } trace;
 
 static char tmpdir[64];
@@ -381,12 +385,27 @@ static void check_lines(const char *text, int closed) {
   assert_string_equal(line, "");
 }
 
+/* hvd's own metadata, on pid 0 which no row uses; each at most once. */
+static void check_hvd_metadata(trace *t, const char *what, const jval *args) {
+  const jval **slot = strcmp(what, "hvd_job") == 0 ? &t->job
+                      : strcmp(what, "hvd_end") == 0 ? &t->end
+                      : strcmp(what, "hvd_truncated") == 0 ? &t->truncated : NULL;
+  if (slot == NULL) fail_msg("unexpected metadata %s on pid 0", what);
+  assert_null(*slot);
+  *slot = args;
+  if (slot != &t->job) assert_true(json_int(args, "ts") >= 0);
+}
+
 static void check_metadata(trace *t, const jval *e) {
   const char *what = json_str(e, "name");
   long pid = json_int(e, "pid");
   const jval *args = json_get(e, "args");
   assert_non_null(what);
   assert_non_null(args);
+  if (pid == 0) {
+    check_hvd_metadata(t, what, args);
+    return;
+  }
   if (strcmp(what, "process_sort_index") == 0) {
     assert_true(pid >= 1 && pid <= t->nrows);
     assert_int_equal(json_int(args, "sort_index"), pid);
@@ -407,6 +426,13 @@ static void check_event(trace *t, const jval *e, long *last_ts) {
   long pid = json_int(e, "pid"), ts = json_int(e, "ts");
   assert_true(pid >= 1 && pid <= t->nrows); /* on a row named before */
   assert_int_equal(json_int(e, "tid"), pid);
+  if (ph[0] == 'X') { /* waits are written after the fact, on their own row */
+    assert_string_equal(json_str(e, "name"), "WAIT");
+    assert_string_equal(t->names[pid], "waits");
+    assert_true(ts >= 0 && json_int(e, "dur") >= 0);
+    t->nwaits++;
+    return;
+  }
   assert_true(ts >= *last_ts);
   *last_ts = ts;
   switch (ph[0]) {
@@ -487,6 +513,12 @@ static const jval *find_begin(const trace *t, const char *phase) {
   return NULL;
 }
 
+/* Opens with a bound far beyond what a test writes. */
+static int open_tl(const char *path, int mark_cycles, hvd_timeline **tl) {
+  hvd_timeline_opts o = {mark_cycles, 1u << 30};
+  return hvd__timeline_open(path, &o, tl);
+}
+
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
   while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
@@ -502,7 +534,7 @@ static void test_closed_trace(void **state) {
   (void)state;
   const char *path = temp_path("closed.json");
   hvd_timeline *tl;
-  assert_int_equal(hvd__timeline_open(path, 1, &tl), 0);
+  assert_int_equal(open_tl(path, 1, &tl), 0);
   const char *tensors[] = {"grad/0", weird, "grad/1"};
   hvd__timeline_cycle(tl);
   for (int i = 0; i < 3; i++) {
@@ -536,6 +568,8 @@ static void test_closed_trace(void **state) {
   assert_non_null(allreduce);
   assert_int_equal(json_int(json_get(allreduce, "args"), "fused"), 3);
   assert_non_null(find_begin(&t, weird));
+  assert_non_null(t.end); /* closed on purpose, and when */
+  assert_null(t.truncated);
   json_free(&t.root);
   unlink(path);
 }
@@ -544,7 +578,7 @@ static void test_no_cycle_row_without_marks(void **state) {
   (void)state;
   const char *path = temp_path("nomarks.json");
   hvd_timeline *tl;
-  assert_int_equal(hvd__timeline_open(path, 0, &tl), 0);
+  assert_int_equal(open_tl(path, 0, &tl), 0);
   hvd__timeline_cycle(tl);
   hvd__timeline_begin(tl, "w", "BROADCAST", NULL);
   hvd__timeline_end(tl, "w");
@@ -562,7 +596,7 @@ static void test_empty_trace(void **state) {
   (void)state;
   const char *path = temp_path("empty.json");
   hvd_timeline *tl;
-  assert_int_equal(hvd__timeline_open(path, 0, &tl), 0);
+  assert_int_equal(open_tl(path, 0, &tl), 0);
   hvd__timeline_close(tl);
   size_t len;
   char *text = read_file(path, &len);
@@ -578,7 +612,7 @@ static void test_many_tensors(void **state) {
   enum { N = 1000 };
   char name[32];
   hvd_timeline *tl;
-  assert_int_equal(hvd__timeline_open(path, 0, &tl), 0);
+  assert_int_equal(open_tl(path, 0, &tl), 0);
   for (int i = 0; i < N; i++) {
     snprintf(name, sizeof name, "layer%d.weight", i);
     hvd__timeline_begin(tl, name, "ALLREDUCE", NULL);
@@ -606,7 +640,7 @@ static void test_tick_writes_full_buffer(void **state) {
   const char *path = temp_path("bytes.json");
   hvd_timeline *tl;
   uint64_t start = hvd__now_ms();
-  assert_int_equal(hvd__timeline_open(path, 0, &tl), 0);
+  assert_int_equal(open_tl(path, 0, &tl), 0);
   hvd__timeline_begin(tl, "small", "ALLREDUCE", NULL);
   hvd__timeline_tick(tl);
   size_t len;
@@ -646,7 +680,7 @@ static void test_crash_leaves_valid_prefix(void **state) {
   assert_true(child >= 0);
   if (child == 0) {
     hvd_timeline *tl;
-    if (hvd__timeline_open(path, 1, &tl) < 0) _exit(1);
+    if (open_tl(path, 1, &tl) < 0) _exit(1);
     hvd__timeline_cycle(tl);
     hvd__timeline_begin(tl, "grad", "NEGOTIATE_ALLREDUCE", NULL);
     hvd__timeline_instant(tl, "grad", weird);
@@ -676,7 +710,7 @@ static void test_open_fails_naming_path(void **state) {
   const char *path = "/nonexistent-hvd-dir/timeline.json";
   static char sentinel;
   hvd_timeline *tl = (hvd_timeline *)&sentinel;
-  assert_int_equal(hvd__timeline_open(path, 0, &tl), HVD_E_SYSTEM);
+  assert_int_equal(open_tl(path, 0, &tl), HVD_E_SYSTEM);
   assert_null(tl);
   assert_non_null(strstr(hvd_last_error(), path));
   assert_non_null(strstr(hvd_last_error(), strerror(ENOENT)));
@@ -714,7 +748,7 @@ static char *capture_stderr(void (*fn)(void)) {
 
 static void write_to_full_disk(void) {
   hvd_timeline *tl;
-  assert_int_equal(hvd__timeline_open("/dev/full", 1, &tl), 0);
+  assert_int_equal(open_tl("/dev/full", 1, &tl), 0);
   for (int i = 0; i < 3; i++) {
     hvd__timeline_cycle(tl);
     for (int k = 0; k < 1000; k++) hvd__timeline_begin(tl, "grad", "ALLREDUCE", "{\"k\":1}");
@@ -735,6 +769,200 @@ static void test_write_error_warns_once(void **state) {
   assert_non_null(strstr(warning, strerror(ENOSPC)));
   assert_string_equal(strchr(err, '\n'), "\n"); /* and nothing else */
   free(err);
+}
+
+/* ---- Where each rank writes ---- */
+
+static void test_path_forms(void **state) {
+  (void)state;
+  char buf[512], want[512];
+  /* "%r": every rank, each "%r" replaced. */
+  assert_int_equal(hvd__timeline_path("/x/tl.%r.json", 3, buf, sizeof buf), 1);
+  assert_string_equal(buf, "/x/tl.3.json");
+  assert_int_equal(hvd__timeline_path("/x/%r/tl.%r", 12, buf, sizeof buf), 1);
+  assert_string_equal(buf, "/x/12/tl.12");
+  assert_int_equal(hvd__timeline_path("/x/50%/%r", 0, buf, sizeof buf), 1);
+  assert_string_equal(buf, "/x/50%/0");
+  /* A plain path: rank 0 alone, Horovod's default. */
+  assert_int_equal(hvd__timeline_path("/x/tl.json", 0, buf, sizeof buf), 1);
+  assert_string_equal(buf, "/x/tl.json");
+  assert_int_equal(hvd__timeline_path("/x/tl.json", 1, buf, sizeof buf), 0);
+  /* An existing directory, with or without its '/'. */
+  snprintf(want, sizeof want, "%s/rank.2.json", tmpdir);
+  assert_int_equal(hvd__timeline_path(tmpdir, 2, buf, sizeof buf), 1);
+  assert_string_equal(buf, want);
+  char spec[256];
+  snprintf(spec, sizeof spec, "%s/", tmpdir);
+  assert_int_equal(hvd__timeline_path(spec, 2, buf, sizeof buf), 1);
+  assert_string_equal(buf, want);
+  /* A missing one ending in '/' is made, however deep. */
+  snprintf(spec, sizeof spec, "%s/a/b/", tmpdir);
+  assert_int_equal(hvd__timeline_path(spec, 1, buf, sizeof buf), 1);
+  snprintf(want, sizeof want, "%s/a/b/rank.1.json", tmpdir);
+  assert_string_equal(buf, want);
+  struct stat st;
+  assert_int_equal(stat(spec, &st), 0);
+  assert_true(S_ISDIR(st.st_mode));
+  assert_int_equal(hvd__timeline_path(spec, 0, buf, sizeof buf), 1); /* made already: fine */
+  assert_int_equal(rmdir(spec), 0);
+  snprintf(spec, sizeof spec, "%s/a", tmpdir);
+  assert_int_equal(rmdir(spec), 0);
+}
+
+static void test_path_errors(void **state) {
+  (void)state;
+  char buf[512], spec[256];
+  assert_int_equal(hvd__timeline_path("", 0, buf, sizeof buf), HVD_E_INVALID);
+  assert_non_null(strstr(hvd_last_error(), "empty"));
+  assert_int_equal(hvd__timeline_path("/x/tl.%r.json", 5, buf, 8), HVD_E_INVALID);
+  assert_non_null(strstr(hvd_last_error(), "/x/tl.%r.json"));
+  /* A directory that cannot be made: its parent is a file. */
+  snprintf(spec, sizeof spec, "%s/file", tmpdir);
+  FILE *f = fopen(spec, "w");
+  assert_non_null(f);
+  fclose(f);
+  snprintf(spec, sizeof spec, "%s/file/sub/", tmpdir);
+  assert_int_equal(hvd__timeline_path(spec, 0, buf, sizeof buf), HVD_E_SYSTEM);
+  assert_non_null(strstr(hvd_last_error(), "/file/sub"));
+  assert_non_null(strstr(hvd_last_error(), strerror(ENOTDIR)));
+  snprintf(spec, sizeof spec, "%s/file", tmpdir);
+  unlink(spec);
+}
+
+/* HOROVOD_TIMELINE_MAX_MB is validated; a rank without a file gets none. */
+static void test_open_for_rank(void **state) {
+  (void)state;
+  hvd_timeline *tl;
+  char spec[256], path[256];
+  setenv("HOROVOD_TIMELINE_MAX_MB", "0", 1);
+  assert_int_equal(hvd__timeline_open_for_rank("/x/tl.json", 0, 0, &tl), HVD_E_ENV);
+  assert_non_null(strstr(hvd_last_error(), "HOROVOD_TIMELINE_MAX_MB"));
+  assert_null(tl);
+  setenv("HOROVOD_TIMELINE_MAX_MB", "2", 1);
+  assert_int_equal(hvd__timeline_open_for_rank("/nonexistent-hvd/tl.json", 1, 0, &tl), 0);
+  assert_null(tl);
+  snprintf(spec, sizeof spec, "%s/t.%%r.json", tmpdir);
+  assert_int_equal(hvd__timeline_open_for_rank(spec, 4, 1, &tl), 0);
+  assert_non_null(tl);
+  hvd__timeline_close(tl);
+  snprintf(path, sizeof path, "%s/t.4.json", tmpdir);
+  trace t;
+  read_closed(&t, path);
+  assert_string_equal(t.names[1], "cycles");
+  json_free(&t.root);
+  unlink(path);
+  unsetenv("HOROVOD_TIMELINE_MAX_MB");
+}
+
+/* ---- The bound ---- */
+
+enum { BOUND = 8192, BOUND_EVENTS = 400 };
+
+/* Writes BOUND_EVENTS begin/end pairs (~70 bytes each) into a timeline
+ * bounded by BOUND bytes, writing out once past 64 KiB (tick) or only at
+ * close; returns how many bytes the file holds. */
+static long write_past_bound(const char *path, int tick) {
+  hvd_timeline *tl;
+  hvd_timeline_opts o = {0, BOUND};
+  assert_int_equal(hvd__timeline_open(path, &o, &tl), 0);
+  hvd__timeline_job(tl, "{\"rank\":0}");
+  for (int k = 0; k < BOUND_EVENTS; k++) {
+    hvd__timeline_begin(tl, "grad", "ALLREDUCE", "{\"tensors\":1,\"bytes\":4}");
+    hvd__timeline_end(tl, "grad");
+  }
+  for (int k = 0; tick && k < 1000; k++) hvd__timeline_instant(tl, "grad", "filler to pass 64 KiB");
+  if (tick) hvd__timeline_tick(tl);
+  hvd__timeline_begin(tl, "late", "BROADCAST", NULL); /* after the bound: never written */
+  hvd__timeline_close(tl);
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  return (long)st.st_size;
+}
+
+/* Not temp_path(): capture_stderr holds its static buffer. */
+static void bound_at(const char *name, int tick) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+  write_past_bound(path, tick);
+}
+static void bound_at_tick(void) { bound_at("bound-tick.json", 1); }
+static void bound_at_close(void) { bound_at("bound-close.json", 0); }
+
+/* Past the bound the file ends as complete JSON with the whole events
+ * that fit and an hvd_truncated note, with one warning, whether the bound
+ * is passed while running or only by what close writes. */
+static void test_bound_ends_file(void **state) {
+  (void)state;
+  const char *names[] = {"bound-tick.json", "bound-close.json"};
+  void (*writers[])(void) = {bound_at_tick, bound_at_close};
+  for (int i = 0; i < 2; i++) {
+    char paths[2][128];
+    snprintf(paths[i], sizeof paths[i], "%s/%s", tmpdir, names[i]);
+    char *err = capture_stderr(writers[i]);
+    if (!strstr(err, "reached its bound of 8192 bytes")) fail_msg("stderr: %s", err);
+    assert_string_equal(strchr(err, '\n'), "\n"); /* one warning */
+    free(err);
+    struct stat st;
+    assert_int_equal(stat(paths[i], &st), 0);
+    assert_true(st.st_size <= BOUND && st.st_size > BOUND / 2);
+    trace t;
+    read_closed(&t, paths[i]);
+    assert_non_null(t.truncated);
+    assert_int_equal(json_int(t.truncated, "max_bytes"), BOUND);
+    assert_null(t.end);
+    assert_non_null(t.job);
+    assert_true(t.nbegin > 10 && t.nbegin < BOUND_EVENTS);
+    assert_int_equal(row_named(&t, "late"), 0);
+    json_free(&t.root);
+    unlink(paths[i]);
+  }
+}
+
+/* ---- The job's settings and the waits ---- */
+
+static uint64_t mono_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void test_job_and_waits(void **state) {
+  (void)state;
+  const char *path = temp_path("waits.json");
+  hvd_timeline *tl;
+  uint64_t before = mono_us();
+  assert_int_equal(open_tl(path, 0, &tl), 0);
+  hvd__timeline_job(tl, "{\"rank\":3,\"size\":4,\"transport\":\"shm\"}");
+  hvd__timeline_begin(tl, "grad", "ALLREDUCE", NULL);
+  uint64_t start = mono_us();
+  sleep_ms(2);
+  hvd__timeline_end(tl, "grad");
+  hvd__timeline_wait(tl, start, start + 1234);         /* written after later events */
+  hvd__timeline_wait(tl, before - 10000, before - 5000); /* before the timeline: at 0 */
+  hvd__timeline_close(tl);
+  trace t;
+  read_closed(&t, path);
+  assert_non_null(t.job);
+  assert_int_equal(json_int(t.job, "rank"), 3);
+  assert_string_equal(json_str(t.job, "transport"), "shm");
+  assert_int_equal(t.nwaits, 2);
+  int waits = row_named(&t, "waits"), n = 0;
+  assert_int_equal(waits, 2);
+  for (size_t i = 0; i < t.root.n; i++) {
+    const jval *e = &t.root.items[i];
+    if (strcmp(json_str(e, "ph"), "X") != 0) continue;
+    assert_int_equal(json_int(e, "pid"), waits);
+    long dur = json_int(e, "dur"), ts = json_int(e, "ts");
+    if (n++ == 0) {
+      assert_int_equal(dur, 1234);
+      assert_true(ts >= 0 && (uint64_t)ts <= start - before);
+    } else {
+      assert_int_equal(dur, 0);
+      assert_int_equal(ts, 0);
+    }
+  }
+  json_free(&t.root);
+  unlink(path);
 }
 
 static int make_tmpdir(void **state) {
@@ -762,6 +990,11 @@ int main(void) {
       cmocka_unit_test(test_open_fails_naming_path),
       cmocka_unit_test(test_null_is_noop),
       cmocka_unit_test(test_write_error_warns_once),
+      cmocka_unit_test(test_path_forms),
+      cmocka_unit_test(test_path_errors),
+      cmocka_unit_test(test_open_for_rank),
+      cmocka_unit_test(test_bound_ends_file),
+      cmocka_unit_test(test_job_and_waits),
   };
   return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }

@@ -2,14 +2,17 @@
 answers it (mpi_built(), gloo_enabled(), ...), for scripts that branch on
 Horovod's backends.
 
-hvd has no MPI, NCCL, DDL, oneCCL, CUDA or ROCm underneath: those answer
-False.  Its own controller and collectives (TCP and shared memory, started
-by hvdrun's rendezvous) take the place Gloo takes in Horovod -- the
-non-MPI path, configured by the same HOROVOD_GLOO_* variables -- so
+hvd has no NCCL, DDL, oneCCL, CUDA or ROCm underneath: those answer False.
+MPI is a build option: mpi_built() says whether this hvd has it, and
+mpi_enabled() whether the current job was formed through MPI (started by
+mpirun, srun --mpi=pmix or hvdrun --mpi, or init(comm=<mpi4py communicator>)).
+hvd's own collectives and transports (TCP and shared memory) take the place
+Gloo takes in Horovod, configured by the same HOROVOD_GLOO_* variables, so
 gloo_built() is True and gloo_enabled() is True once init() has joined a
-job: a script that asks "is Gloo running?" to choose the non-MPI branch
-takes it.
+job, unless HOROVOD_CPU_OPERATIONS=mpi hands the collectives to MPI.
 """
+import os
+
 from hvd import _C
 
 __all__ = ["mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled", "gloo_built",
@@ -17,18 +20,22 @@ __all__ = ["mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled", 
 
 
 def mpi_built():
-    """False: hvd is not built with MPI."""
-    return False
+    """True if this hvd was built with MPI (HVD_WITH_MPI)."""
+    return bool(_C.mpi_built())
 
 
 def mpi_enabled():
-    """False: hvd never runs over MPI."""
-    return False
+    """True while the current job is one MPI formed."""
+    return bool(_C.mpi_enabled())
 
 
 def mpi_threads_supported():
-    """Raises ValueError, as Horovod does when MPI is not enabled."""
-    raise ValueError("Horovod MPI is not enabled; Please make sure it's installed and enabled.")
+    """True if MPI runs at MPI_THREAD_MULTIPLE; ValueError, as in Horovod,
+    when MPI is not enabled."""
+    if not _C.mpi_enabled():
+        raise ValueError("Horovod MPI is not enabled; Please make sure it's installed and "
+                         "enabled.")
+    return bool(_C.mpi_threads_supported())
 
 
 def gloo_built():
@@ -37,8 +44,10 @@ def gloo_built():
 
 
 def gloo_enabled():
-    """True once init() has joined a job (hvd's controller is running)."""
-    return bool(_C.is_initialized())
+    """True once init() has joined a job and hvd's own collectives run it
+    (HOROVOD_CPU_OPERATIONS is not mpi)."""
+    ops = os.environ.get("HOROVOD_CPU_OPERATIONS", "").lower()
+    return bool(_C.is_initialized()) and ops != "mpi"
 
 
 def nccl_built():

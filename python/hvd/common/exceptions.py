@@ -7,4 +7,15 @@ peer, a deadline that passed.
 """
 from hvd._C import HorovodInternalError
 
-__all__ = ["HorovodInternalError"]
+__all__ = ["HorovodInternalError", "HostsUpdatedInterrupt"]
+
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """Elastic training: hvdrun added or removed hosts.  Raised by
+    State.commit() / check_host_updates() on every rank at the same commit;
+    hvd.elastic.run re-forms the job and goes on.  skip_sync: only hosts
+    were removed, so no new worker needs the state."""
+
+    def __init__(self, skip_sync=False):
+        super().__init__("hosts were %s" % ("removed" if skip_sync else "added"))
+        self.skip_sync = skip_sync

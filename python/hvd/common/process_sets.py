@@ -125,6 +125,16 @@ def _setup(process_sets):
             _register(ps)
 
 
+def _after_elastic_reset():
+    """After hvd_elastic_reset(): the native layer added the registered sets
+    again with their ids (over their ranks that still exist); the global
+    set and the name counters start over with the new job."""
+    global_process_set.ranks = list(range(_C.size()))
+    global_process_set._unnamed = 0
+    for ps in _registered.values():
+        ps._unnamed = 0
+
+
 def _teardown():
     """At shutdown(): sets must be registered again after a new init()."""
     for ps in _registered.values():

@@ -4,7 +4,7 @@ CPU tensors; see mpi_ops (collectives), functions (broadcasting state and
 objects), optimizer (DistributedOptimizer), compression and
 sync_batch_norm.
 """
-from hvd.common.exceptions import HorovodInternalError  # noqa: F401
+from hvd.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
 from hvd.common.process_sets import (ProcessSet, add_process_set,  # noqa: F401
                                      global_process_set, remove_process_set)
 from hvd.torch.compression import Compression  # noqa: F401
@@ -22,3 +22,4 @@ from hvd.torch.mpi_ops import (  # noqa: F401
     start_timeline, stop_timeline, synchronize)
 from hvd.torch.optimizer import DistributedOptimizer  # noqa: F401
 from hvd.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+from hvd.torch import elastic  # noqa: F401,E402  (hvd.elastic.run, TorchState, ...)

@@ -16,6 +16,7 @@ rank is not in), NotImplementedError for Adasum over a number of ranks
 that is not a power of two.  Ctrl-C in the main thread interrupts a wait
 (KeyboardInterrupt); the operation goes on and its handle stays valid.
 """
+import atexit
 import itertools
 import os
 import warnings
@@ -69,16 +70,35 @@ cross_size = _C.cross_size
 cross_rank = _C.cross_rank
 
 
-def init(comm=None, process_sets=None):
-    """Joins the job started by hvdrun (a job of one process without it).
+_atexit_registered = False
 
+
+def init(comm=None, process_sets=None):
+    """Joins the job its launcher started: hvdrun, mpirun, srun (a job of one
+    process without any).
+
+    comm: None (the whole job); an mpi4py communicator (the job of its ranks;
+    needs a build with MPI; every rank of it calls init); or a list of ranks
+    of the job, which become ranks 0, 1, ... of a job of their own (under
+    MPI, a sub-communicator of MPI_COMM_WORLD that only they need to call;
+    otherwise every rank of the job calls init with the same list, and a
+    rank it leaves out gets ValueError).
     process_sets: ProcessSet objects to register now (every rank passes the
-    same list), or "dynamic"/None.  comm must be None: hvd does not use MPI.
-    Calling init() again is harmless."""
-    if comm is not None:
-        raise ValueError("hvd.init(comm=...) is not supported: hvd does not use MPI; "
-                         "start the job with hvdrun")
-    _C.init()
+    same list), or "dynamic"/None.  Calling init() again is harmless.
+    shutdown() runs at exit, as in Horovod."""
+    global _atexit_registered
+    if comm is None:
+        _C.init()
+    elif isinstance(comm, (list, tuple, range)):
+        _C.init_ranks([int(r) for r in comm])
+    elif hasattr(comm, "py2f"):
+        _C.init_comm(comm.py2f())
+    else:
+        raise ValueError("init(comm=...) takes an mpi4py communicator or a list of ranks, "
+                         "not %r" % type(comm).__name__)
+    if not _atexit_registered:
+        atexit.register(shutdown)
+        _atexit_registered = True
     _process_sets._setup(process_sets)
 
 
@@ -92,8 +112,10 @@ def shutdown():
 
 def start_timeline(file_path, mark_cycles=False):
     """Starts recording a timeline (Chrome trace JSON) of hvd's activity to
-    file_path, as HOROVOD_TIMELINE does for a whole run; rank 0 writes it.
-    Call it on every rank.  A timeline already being recorded is closed
+    file_path, as HOROVOD_TIMELINE does for a whole run, with its forms:
+    rank 0 writes a plain path; with "%r" in it (replaced by the rank) or a
+    directory (DIR/rank.N.json) every rank writes its own.  Call it on
+    every rank.  A timeline already being recorded is closed
     first.  mark_cycles: also mark the engine's cycles."""
     _C.start_timeline(os.fspath(file_path), bool(mark_cycles))
 

@@ -7,7 +7,11 @@
  *   BODY      waiting for the REGISTER payload
  *   WAITING   registered; waiting for the other ranks (EOF = rank gone)
  *   REPLY     sending the TABLE or an ERROR, then closing
+ *   JOINED    elastic: a worker joined; waiting to be placed (EOF = gone)
+ *   CONTROL   elastic: placed; kept open for NOTICEs (EOF = it left)
  *
+ * The elastic states are rdzv_server_elastic.c's; this file calls it where
+ * an elastic server differs (the frame expected, a joined worker gone).
  * A connection is strictly half duplex: while it has bytes to send it is
  * polled for POLLOUT only, otherwise for POLLIN, and it reads exactly the
  * bytes of the message it waits for.  Nothing is trusted before the HMAC
@@ -31,69 +35,25 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "../common.h"
+#include "rdzv_server_int.h"
 
-#define HANDSHAKE_MS 10000 /* accept to complete REGISTER */
-#define REPLY_MS 10000     /* to hand over the TABLE or ERROR */
 #define ACCEPT_PAUSE_MS 100 /* after running out of descriptors */
 #define STRANGERS_MAX 64   /* pending connections beyond the ranks' own */
 
-/* An outgoing message; the TABLE is shared by every rank's connection. */
-typedef struct {
-  int refs;
-  size_t len;
-  uint8_t data[];
-} blob;
-
-typedef enum { C_AUTH, C_HEADER, C_BODY, C_WAITING, C_REPLY, C_DEAD } conn_state;
-
-typedef struct {
-  int fd;
-  conn_state state;
-  uint64_t deadline;
-  uint64_t serial; /* accept order: the oldest stranger is evicted first */
-  hvd_auth_state auth;
-  uint32_t rank; /* proven by the handshake, from HEADER on */
-  uint8_t in[HVD_FRAME_HDR_LEN + HVD_RDZV_REGISTER_MAX];
-  size_t in_len, in_need;
-  blob *out;
-  size_t out_off;
-  char peer[HVD_NET_ADDR_MAX + 8];
-} conn;
-
-struct rdzv_server {
-  int listen_fd[RDZV_LISTEN_MAX];
-  size_t nlisten;
-  uint32_t size;
-  hvd_secret key;
-  output_sink *log;
-  int verbose;
-  uint64_t accept_resume; /* 0, or when to accept again after EMFILE */
-  uint64_t serial;
-  conn **conns; /* nconns live or dead connections, max_conns slots */
-  size_t nconns, max_conns;
-  conn **polled; /* what prepare() put in the poll set, in order */
-  size_t npolled;
-  size_t listen_polled; /* the listening sockets prepare() put first */
-  conn **waiting;          /* size slots: the rank's connection while it waits */
-  hvd_rdzv_entry *entries; /* size slots: what each waiting rank registered */
-  uint32_t nwaiting;
-};
-
-static void say(const rdzv_server *s, const char *fmt, ...) HVD__PRINTF(2, 3);
-static void say(const rdzv_server *s, const char *fmt, ...) {
+void hvd__rdzv_say(const hvd_rdzv_server *s, const char *fmt, ...) {
   if (!s->verbose) return;
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  output_sink_printf(s->log, "hvdrun: rendezvous: %s", msg);
+  s->log(s->log_arg, msg);
 }
 
 /* ---- blobs ---- */
 
-static blob *blob_new(size_t len) {
+blob *hvd__rdzv_blob_new(size_t len) {
   blob *b = malloc(sizeof *b + len);
   if (!b) return NULL;
   b->refs = 1;
@@ -101,13 +61,13 @@ static blob *blob_new(size_t len) {
   return b;
 }
 
-static void blob_unref(blob *b) {
+void hvd__rdzv_blob_unref(blob *b) {
   if (b && --b->refs == 0) free(b);
 }
 
 /* A frame with room for `len` payload bytes after the header. */
-static blob *frame_new(uint8_t type, size_t len) {
-  blob *b = blob_new(HVD_FRAME_HDR_LEN + len);
+blob *hvd__rdzv_frame_new(uint8_t type, size_t len) {
+  blob *b = hvd__rdzv_blob_new(HVD_FRAME_HDR_LEN + len);
   if (!b) return NULL;
   hvd_frame f = {type, 0, len};
   hvd__frame_encode(&f, b->data);
@@ -116,7 +76,7 @@ static blob *frame_new(uint8_t type, size_t len) {
 
 /* ---- connection life ---- */
 
-static void conn_send(conn *c, blob *b) {
+void hvd__rdzv_conn_send(conn *c, blob *b) {
   c->out = b;
   c->out_off = 0;
 }
@@ -128,18 +88,21 @@ static void conn_expect(conn *c, conn_state state, size_t need) {
   c->in_need = need;
 }
 
-static void unregister(rdzv_server *s, conn *c) {
+static void unregister(hvd_rdzv_server *s, conn *c) {
   if (c->state != C_WAITING || s->waiting[c->rank] != c) return;
   s->waiting[c->rank] = NULL;
   s->nwaiting--;
 }
 
 /* Closes c for `why` (printed under --verbose). */
-static void conn_drop(rdzv_server *s, conn *c, const char *why) {
+void hvd__rdzv_conn_drop(hvd_rdzv_server *s, conn *c, const char *why) {
   if (c->state == C_DEAD) return;
-  if (why) say(s, "dropped %s: %s", c->peer, why);
+  if (why) hvd__rdzv_say(s, "dropped %s: %s", c->peer, why);
   unregister(s, c);
-  blob_unref(c->out);
+  if (c->state == C_JOINED) hvd__rdzv_elastic_left(s, c);
+  hvd__rdzv_blob_unref(c->next);
+  c->next = NULL;
+  hvd__rdzv_blob_unref(c->out);
   c->out = NULL;
   hvd__net_close(&c->fd);
   c->state = C_DEAD;
@@ -147,26 +110,28 @@ static void conn_drop(rdzv_server *s, conn *c, const char *why) {
 
 /* Answers an authenticated rank with an ERROR frame, then closes.  Always
  * printed: the job is misconfigured, and this says how. */
-static void conn_refuse(rdzv_server *s, conn *c, const char *reason) {
-  output_sink_printf(s->log, "hvdrun: rendezvous: refused rank %u (%s): %s", c->rank, c->peer,
-                     reason);
-  unregister(s, c);
+void hvd__rdzv_conn_refuse(hvd_rdzv_server *s, conn *c, const char *reason) {
+  char line[1024];
+  snprintf(line, sizeof line, "refused %s %u (%s): %s", s->elastic ? "worker" : "rank", c->rank,
+           c->peer, reason);
+  s->log(s->log_arg, line);
+  unregister(s, c); /* the owner refuses it: no need to tell it the worker left */
   char text[400]; /* the client takes reasons up to 511 bytes */
   uint8_t payload[2 + sizeof text];
   snprintf(text, sizeof text, "%s", reason);
   int len = hvd__rdzv_encode_error(text, payload, sizeof payload);
-  blob *b = len < 0 ? NULL : frame_new(HVD_FRAME_RDZV_ERROR, (size_t)len);
+  blob *b = len < 0 ? NULL : hvd__rdzv_frame_new(HVD_FRAME_RDZV_ERROR, (size_t)len);
   if (!b) {
-    conn_drop(s, c, "out of memory for the ERROR frame");
+    hvd__rdzv_conn_drop(s, c, "out of memory for the ERROR frame");
     return;
   }
   memcpy(b->data + HVD_FRAME_HDR_LEN, payload, (size_t)len);
-  conn_send(c, b);
+  hvd__rdzv_conn_send(c, b);
   c->state = C_REPLY;
   c->deadline = hvd__deadline_in(REPLY_MS);
 }
 
-static void sweep(rdzv_server *s) {
+static void sweep(hvd_rdzv_server *s) {
   size_t kept = 0;
   for (size_t i = 0; i < s->nconns; i++) {
     if (s->conns[i]->state == C_DEAD)
@@ -180,14 +145,14 @@ static void sweep(rdzv_server *s) {
 
 /* ---- the round: everyone registered ---- */
 
-static blob *table_frame(rdzv_server *s) {
+static blob *table_frame(hvd_rdzv_server *s) {
   size_t cap = 4 + (size_t)s->size * HVD_RDZV_BODY_MAX;
   if (cap > HVD_FRAME_CONTROL_MAX) cap = HVD_FRAME_CONTROL_MAX;
-  blob *b = frame_new(HVD_FRAME_RDZV_TABLE, cap);
+  blob *b = hvd__rdzv_frame_new(HVD_FRAME_RDZV_TABLE, cap);
   if (!b) return NULL;
   int len = hvd__rdzv_encode_table(s->entries, s->size, b->data + HVD_FRAME_HDR_LEN, cap);
   if (len < 0) {
-    blob_unref(b);
+    hvd__rdzv_blob_unref(b);
     return NULL;
   }
   hvd_frame f = {HVD_FRAME_RDZV_TABLE, 0, (uint64_t)len};
@@ -196,60 +161,64 @@ static blob *table_frame(rdzv_server *s) {
   return b;
 }
 
-static void complete_round(rdzv_server *s) {
+static void complete_round(hvd_rdzv_server *s) {
   blob *table = table_frame(s);
   char reason[512];
   if (!table) snprintf(reason, sizeof reason, "cannot build the table: %s", hvd_last_error());
   for (uint32_t r = 0; r < s->size; r++) {
     conn *c = s->waiting[r];
     if (!table) {
-      conn_refuse(s, c, reason);
+      hvd__rdzv_conn_refuse(s, c, reason);
       continue;
     }
     table->refs++;
-    conn_send(c, table);
+    hvd__rdzv_conn_send(c, table);
     c->state = C_REPLY;
     c->deadline = hvd__deadline_in(REPLY_MS);
     s->waiting[r] = NULL;
   }
   s->nwaiting = 0;
-  blob_unref(table);
-  if (table) say(s, "all %u ranks registered; sent them the table", s->size);
+  s->rounds++;
+  hvd__rdzv_blob_unref(table);
+  if (table) hvd__rdzv_say(s, "all %u ranks registered; sent them the table", s->size);
 }
 
 /* ---- messages ---- */
 
-static void on_response(rdzv_server *s, conn *c) {
-  blob *proof = blob_new(HVD_AUTH_PROOF_LEN);
+static void on_response(hvd_rdzv_server *s, conn *c) {
+  blob *proof = hvd__rdzv_blob_new(HVD_AUTH_PROOF_LEN);
   if (!proof) {
-    conn_drop(s, c, "out of memory");
+    hvd__rdzv_conn_drop(s, c, "out of memory");
     return;
   }
   int rc = hvd__auth_verify_response(&s->key, HVD_RDZV_PURPOSE, HVD_RDZV_SERVER_ID, c->in,
                                      &c->auth, proof->data);
   if (rc < 0) {
-    blob_unref(proof);
-    conn_drop(s, c, hvd_last_error());
+    hvd__rdzv_blob_unref(proof);
+    hvd__rdzv_conn_drop(s, c, hvd_last_error());
     return;
   }
   c->rank = c->auth.id_c;
-  conn_send(c, proof);
+  hvd__rdzv_conn_send(c, proof);
   conn_expect(c, C_HEADER, HVD_FRAME_HDR_LEN);
 }
 
-static void on_header(rdzv_server *s, conn *c) {
+static void on_header(hvd_rdzv_server *s, conn *c) {
   hvd_frame f;
   char reason[256];
+  int want = s->elastic ? HVD_FRAME_RDZV_JOIN : HVD_FRAME_RDZV_REGISTER;
+  size_t max = s->elastic ? HVD_RDZV_JOIN_MAX : HVD_RDZV_REGISTER_MAX;
+  const char *name = s->elastic ? "JOIN" : "REGISTER";
   if (hvd__frame_decode(c->in, &f) < 0) {
-    conn_refuse(s, c, hvd_last_error());
-  } else if (f.type != HVD_FRAME_RDZV_REGISTER || f.tag != 0) {
-    snprintf(reason, sizeof reason, "expected a REGISTER frame with tag 0, got type %u tag %u",
+    hvd__rdzv_conn_refuse(s, c, hvd_last_error());
+  } else if (f.type != want || f.tag != 0) {
+    snprintf(reason, sizeof reason, "expected a %s frame with tag 0, got type %u tag %u", name,
              f.type, f.tag);
-    conn_refuse(s, c, reason);
-  } else if (f.len == 0 || f.len > HVD_RDZV_REGISTER_MAX) {
-    snprintf(reason, sizeof reason, "REGISTER payload of %llu bytes (at most %d)",
-             (unsigned long long)f.len, HVD_RDZV_REGISTER_MAX);
-    conn_refuse(s, c, reason);
+    hvd__rdzv_conn_refuse(s, c, reason);
+  } else if (f.len == 0 || f.len > max) {
+    snprintf(reason, sizeof reason, "%s payload of %llu bytes (at most %zu)", name,
+             (unsigned long long)f.len, max);
+    hvd__rdzv_conn_refuse(s, c, reason);
   } else { /* the payload follows the header in c->in */
     c->state = C_BODY;
     c->in_need = HVD_FRAME_HDR_LEN + (size_t)f.len;
@@ -257,13 +226,13 @@ static void on_header(rdzv_server *s, conn *c) {
 }
 
 /* Why entry e from connection c cannot join this round, or NULL. */
-static const char *registration_error(rdzv_server *s, const conn *c, const hvd_rdzv_entry *e,
+static const char *registration_error(hvd_rdzv_server *s, const conn *c, const hvd_rdzv_entry *e,
                                       char *buf, size_t cap) {
   if (e->rank != c->rank)
     snprintf(buf, cap, "registered as rank %u but authenticated as rank %u", e->rank, c->rank);
   else if (e->size != s->size)
-    snprintf(buf, cap, "rank %u says the job has %u ranks; hvdrun started %u", e->rank,
-             e->size, s->size);
+    snprintf(buf, cap, "rank %u says the job has %u ranks; %s expects %u", e->rank, e->size,
+             s->who, s->size);
   else if (s->waiting[e->rank])
     snprintf(buf, cap, "rank %u is already registered (from %s)", e->rank,
              s->waiting[e->rank]->peer);
@@ -272,7 +241,7 @@ static const char *registration_error(rdzv_server *s, const conn *c, const hvd_r
   return buf;
 }
 
-static void on_register(rdzv_server *s, conn *c) {
+static void on_register(hvd_rdzv_server *s, conn *c) {
   hvd_rdzv_entry e;
   char buf[256];
   const char *why = NULL;
@@ -282,7 +251,7 @@ static void on_register(rdzv_server *s, conn *c) {
   else
     why = registration_error(s, c, &e, buf, sizeof buf);
   if (why) {
-    conn_refuse(s, c, why);
+    hvd__rdzv_conn_refuse(s, c, why);
     return;
   }
   s->entries[e.rank] = e;
@@ -290,46 +259,58 @@ static void on_register(rdzv_server *s, conn *c) {
   s->nwaiting++;
   c->state = C_WAITING;
   c->deadline = HVD__NEVER; /* the rank's own start timeout bounds the wait */
-  say(s, "rank %u registered (host %s, listens on %s:%d via %s); %u of %u", e.rank, e.hostname,
+  hvd__rdzv_say(s, "rank %u registered (host %s, listens on %s:%d via %s); %u of %u", e.rank, e.hostname,
       e.listen.addr, e.listen.port, e.iface[0] ? e.iface : "?", s->nwaiting, s->size);
   if (s->nwaiting == s->size) complete_round(s);
 }
 
-static void on_message(rdzv_server *s, conn *c) {
+static void on_message(hvd_rdzv_server *s, conn *c) {
   switch (c->state) {
     case C_AUTH: on_response(s, c); break;
     case C_HEADER: on_header(s, c); break;
-    case C_BODY: on_register(s, c); break;
-    default: conn_drop(s, c, "unexpected state"); break;
+    case C_BODY:
+      if (s->elastic)
+        hvd__rdzv_elastic_on_join(s, c);
+      else
+        on_register(s, c);
+      break;
+    default: hvd__rdzv_conn_drop(s, c, "unexpected state"); break;
   }
 }
 
 /* ---- I/O ---- */
 
-static void on_writable(rdzv_server *s, conn *c) {
+static void on_writable(hvd_rdzv_server *s, conn *c) {
   struct iovec iov = {c->out->data + c->out_off, c->out->len - c->out_off};
   long n = hvd__net_writev_some(c->fd, &iov, 1);
   if (n < 0) {
-    conn_drop(s, c, hvd_last_error());
+    hvd__rdzv_conn_drop(s, c, hvd_last_error());
     return;
   }
   c->out_off += (size_t)n;
   if (c->out_off < c->out->len) return;
-  blob_unref(c->out);
+  hvd__rdzv_blob_unref(c->out);
   c->out = NULL;
-  if (c->state == C_REPLY) conn_drop(s, c, NULL); /* the reply was the last word */
+  if (c->state == C_REPLY) hvd__rdzv_conn_drop(s, c, NULL); /* the reply was the last word */
+  if (c->next) { /* a NOTICE queued behind the last message */
+    hvd__rdzv_conn_send(c, c->next);
+    c->next = NULL;
+  }
 }
 
-static void on_readable(rdzv_server *s, conn *c) {
-  if (c->state == C_WAITING) { /* a waiting rank says nothing more: EOF or garbage */
+static void on_readable(hvd_rdzv_server *s, conn *c) {
+  if (c->state >= C_WAITING) { /* a registered peer says nothing more: EOF or garbage */
     uint8_t byte;
     long n = hvd__net_read_some(c->fd, &byte, 1);
-    if (n != 0) conn_drop(s, c, n > 0 ? "data after REGISTER" : "left before the table");
+    if (n == 0) return; /* EAGAIN */
+    hvd__rdzv_conn_drop(s, c, n > 0 ? "data after its registration"
+                              : c->state == C_CONTROL ? NULL /* it left the job: normal */
+                                                      : "left before its reply");
     return;
   }
   long n = hvd__net_read_some(c->fd, c->in + c->in_len, c->in_need - c->in_len);
   if (n < 0) {
-    conn_drop(s, c, hvd_last_error());
+    hvd__rdzv_conn_drop(s, c, hvd_last_error());
     return;
   }
   c->in_len += (size_t)n;
@@ -341,7 +322,7 @@ static void on_readable(rdzv_server *s, conn *c) {
 /* Frees a slot for a new connection by dropping the oldest one that has
  * not registered.  Registered and replying connections number at most
  * 2*size, so with 2*size + STRANGERS_MAX slots there is always one. */
-static int make_room(rdzv_server *s) {
+static int make_room(hvd_rdzv_server *s) {
   conn *oldest = NULL;
   if (s->nconns < s->max_conns) return 0;
   for (size_t i = 0; i < s->nconns; i++) {
@@ -349,7 +330,7 @@ static int make_room(rdzv_server *s) {
     if (c->state <= C_BODY && (!oldest || c->serial < oldest->serial)) oldest = c;
   }
   if (!oldest) return -1;
-  conn_drop(s, oldest, "too many pending connections; this one is the oldest");
+  hvd__rdzv_conn_drop(s, oldest, "too many pending connections; this one is the oldest");
   sweep(s);
   return 0;
 }
@@ -373,10 +354,10 @@ static void peer_name(int fd, char *out, size_t cap) {
   snprintf(out, cap, "%s:%d", addr, port);
 }
 
-static void add_conn(rdzv_server *s, int fd) {
+static void add_conn(hvd_rdzv_server *s, int fd) {
   const char *why = "out of memory";
   conn *c = calloc(1, sizeof *c);
-  blob *challenge = blob_new(HVD_AUTH_CHALLENGE_LEN);
+  blob *challenge = hvd__rdzv_blob_new(HVD_AUTH_CHALLENGE_LEN);
   if (!c || !challenge) goto refuse;
   why = "no free slot";
   if (make_room(s) < 0) goto refuse;
@@ -388,18 +369,18 @@ static void add_conn(rdzv_server *s, int fd) {
   c->serial = s->serial++;
   c->deadline = hvd__deadline_in(HANDSHAKE_MS);
   peer_name(fd, c->peer, sizeof c->peer);
-  conn_send(c, challenge);
+  hvd__rdzv_conn_send(c, challenge);
   conn_expect(c, C_AUTH, HVD_AUTH_RESPONSE_LEN);
   s->conns[s->nconns++] = c;
   return;
 refuse:
-  say(s, "refused a connection: %s", why);
+  hvd__rdzv_say(s, "refused a connection: %s", why);
   free(c);
-  blob_unref(challenge);
+  hvd__rdzv_blob_unref(challenge);
   close(fd);
 }
 
-static void accept_all(rdzv_server *s, int listen_fd) {
+static void accept_all(hvd_rdzv_server *s, int listen_fd) {
   for (;;) {
     int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
@@ -407,7 +388,7 @@ static void accept_all(rdzv_server *s, int listen_fd) {
       continue;
     }
     if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-      say(s, "cannot accept: %s; pausing", strerror(errno));
+      hvd__rdzv_say(s, "cannot accept: %s; pausing", strerror(errno));
       s->accept_resume = hvd__deadline_in(ACCEPT_PAUSE_MS);
     }
     return; /* EAGAIN, or a connection that died while queued */
@@ -416,9 +397,9 @@ static void accept_all(rdzv_server *s, int listen_fd) {
 
 /* ---- the loop interface ---- */
 
-size_t rdzv_server_poll_max(const rdzv_server *s) { return s->nlisten + s->max_conns; }
+size_t hvd__rdzv_server_poll_max(const hvd_rdzv_server *s) { return s->nlisten + s->max_conns; }
 
-size_t rdzv_server_prepare(rdzv_server *s, struct pollfd *fds, uint64_t now) {
+size_t hvd__rdzv_server_prepare(hvd_rdzv_server *s, struct pollfd *fds, uint64_t now) {
   size_t n = 0;
   if (s->accept_resume && now >= s->accept_resume) s->accept_resume = 0;
   s->listen_polled = s->accept_resume ? 0 : s->nlisten;
@@ -432,7 +413,7 @@ size_t rdzv_server_prepare(rdzv_server *s, struct pollfd *fds, uint64_t now) {
   return n;
 }
 
-void rdzv_server_dispatch(rdzv_server *s, const struct pollfd *fds, size_t n) {
+void hvd__rdzv_server_dispatch(hvd_rdzv_server *s, const struct pollfd *fds, size_t n) {
   size_t first = s->listen_polled;
   for (size_t i = first; i < n && i - first < s->npolled; i++) {
     conn *c = s->polled[i - first];
@@ -447,17 +428,17 @@ void rdzv_server_dispatch(rdzv_server *s, const struct pollfd *fds, size_t n) {
     if (fds[i].revents) accept_all(s, fds[i].fd);
 }
 
-void rdzv_server_expire(rdzv_server *s, uint64_t now) {
+void hvd__rdzv_server_expire(hvd_rdzv_server *s, uint64_t now) {
   for (size_t i = 0; i < s->nconns; i++) {
     conn *c = s->conns[i];
     if (c->state != C_DEAD && now >= c->deadline)
-      conn_drop(s, c, c->state == C_REPLY ? "did not take its reply in time"
+      hvd__rdzv_conn_drop(s, c, c->state == C_REPLY ? "did not take its reply in time"
                                           : "no registration within the handshake deadline");
   }
   sweep(s);
 }
 
-uint64_t rdzv_server_deadline(const rdzv_server *s) {
+uint64_t hvd__rdzv_server_deadline(const hvd_rdzv_server *s) {
   uint64_t d = s->accept_resume ? s->accept_resume : HVD__NEVER;
   for (size_t i = 0; i < s->nconns; i++)
     if (s->conns[i]->deadline < d) d = s->conns[i]->deadline;
@@ -468,9 +449,9 @@ uint64_t rdzv_server_deadline(const rdzv_server *s) {
 
 /* One listening socket, which the ranks must not inherit and which
  * accept_all() must find empty (EAGAIN) rather than block on. */
-static int listen_on(rdzv_server *s, const char *addr, int *port) {
+static int listen_on(hvd_rdzv_server *s, const char *addr, int *port) {
   int *fd = &s->listen_fd[s->nlisten];
-  HVD__CHECK(hvd__net_listen(addr, 0, fd, port));
+  HVD__CHECK(hvd__net_listen(addr, *port, fd, port));
   s->nlisten++;
   int fl = fcntl(*fd, F_GETFL);
   if (fcntl(*fd, F_SETFD, FD_CLOEXEC) != 0 || fl < 0 || fcntl(*fd, F_SETFL, fl | O_NONBLOCK) != 0)
@@ -478,15 +459,18 @@ static int listen_on(rdzv_server *s, const char *addr, int *port) {
   return 0;
 }
 
-int rdzv_server_start(uint32_t size, const hvd_secret *key, const char *const *addrs,
-                      size_t naddrs, output_sink *log, int verbose, rdzv_server **out,
-                      int *ports) {
-  rdzv_server *s = calloc(1, sizeof *s);
+int hvd__rdzv_server_start(const hvd_rdzv_server_config *cfg, int *ports,
+                           hvd_rdzv_server **out) {
+  uint32_t size = cfg->size;
+  hvd_rdzv_server *s = calloc(1, sizeof *s);
   if (!s) return hvd__err(HVD_E_NOMEM, "allocating the rendezvous server");
   s->size = size;
-  s->key = *key;
-  s->log = log;
-  s->verbose = verbose;
+  s->key = *cfg->key;
+  s->who = cfg->who;
+  s->log = cfg->log;
+  s->log_arg = cfg->log_arg;
+  s->verbose = cfg->verbose;
+  s->elastic = cfg->elastic;
   s->max_conns = 2 * (size_t)size + STRANGERS_MAX;
   s->conns = calloc(s->max_conns, sizeof *s->conns);
   s->polled = calloc(s->max_conns, sizeof *s->polled);
@@ -497,22 +481,27 @@ int rdzv_server_start(uint32_t size, const hvd_secret *key, const char *const *a
     hvd__err(rc, "allocating the rendezvous tables for %u ranks", size);
     goto free_server;
   }
-  rc = naddrs > 0 && naddrs <= RDZV_LISTEN_MAX
+  rc = cfg->naddrs > 0 && cfg->naddrs <= HVD_RDZV_LISTEN_MAX
            ? 0
-           : hvd__err(HVD_E_INVALID, "%zu addresses to listen on (1..%d)", naddrs,
-                      RDZV_LISTEN_MAX);
-  for (size_t i = 0; rc == 0 && i < naddrs; i++) rc = listen_on(s, addrs[i], &ports[i]);
+           : hvd__err(HVD_E_INVALID, "%zu addresses to listen on (1..%d)", cfg->naddrs,
+                      HVD_RDZV_LISTEN_MAX);
+  for (size_t i = 0; rc == 0 && i < cfg->naddrs; i++)
+    rc = listen_on(s, cfg->addrs[i], &ports[i]);
   if (rc < 0) goto free_server;
   *out = s;
   return 0;
 free_server:
-  rdzv_server_free(s);
+  hvd__rdzv_server_free(s);
   return rc;
 }
 
-void rdzv_server_free(rdzv_server *s) {
+uint64_t hvd__rdzv_server_rounds(const hvd_rdzv_server *s) { return s->rounds; }
+
+int hvd__rdzv_server_busy(const hvd_rdzv_server *s) { return s->nconns > 0; }
+
+void hvd__rdzv_server_free(hvd_rdzv_server *s) {
   if (!s) return;
-  for (size_t i = 0; i < s->nconns; i++) conn_drop(s, s->conns[i], NULL);
+  for (size_t i = 0; i < s->nconns; i++) hvd__rdzv_conn_drop(s, s->conns[i], NULL);
   sweep(s);
   for (size_t i = 0; i < s->nlisten; i++) hvd__net_close(&s->listen_fd[i]);
   free(s->conns);

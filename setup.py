@@ -1,0 +1,72 @@
+"""pip's way in: builds and installs the hvd Python package (hvd, hvd.common,
+hvd.torch) with its extension hvd._C, and hvdrun, hvd-bench and hvd-report
+as commands, by running this project's CMake build.
+
+    /usr/bin/python3 -m venv --system-site-packages venv
+    venv/bin/python -m pip install --no-build-isolation .
+
+Offline, with Debian's setuptools, wheel and pip; Debian's PyTorch and
+NumPy come from the system site-packages.  CMake builds in a directory
+of setuptools' own (build/pip/...), or in HVD_CMAKE_BUILD_DIR when that
+names an existing CMake build of this tree (the tests use theirs).  The
+extension carries libhvd's objects (CMakeLists.txt), so nothing else is
+needed at run time; the programs are installed inside the package
+(hvd/_bin) and started by the console scripts of hvd/_launch.py.
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+PROGRAMS = ["hvdrun", "hvd-bench", "hvd-report"]
+
+
+def version():
+    with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
+        return re.search(r"project\(hvd VERSION ([0-9.]+)", f.read()).group(1)
+
+
+class CMakeBuild(build_ext):
+    """Builds hvd._C and the programs with CMake instead of compiling
+    the extension's sources itself."""
+
+    def build_extension(self, ext):
+        build = os.environ.get("HVD_CMAKE_BUILD_DIR") or os.path.join(
+            os.path.abspath(self.build_temp), "cmake")
+        if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
+            subprocess.run(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+                            "-DHVD_BUILD_TESTS=OFF", "-DHVD_SANITIZE=",
+                            "-DPython3_EXECUTABLE=" + sys.executable], check=True)
+        subprocess.run(["cmake", "--build", build, "-j", str(os.cpu_count() or 1), "--target",
+                        "hvd_python"] + PROGRAMS, check=True)
+        built = glob.glob(os.path.join(build, "python", "hvd", "_C*.so"))
+        if len(built) != 1:
+            raise RuntimeError("CMake built no single hvd._C in %s: %s" % (build, built))
+        target = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(built[0], target)
+        bindir = os.path.join(os.path.dirname(target), "_bin")
+        os.makedirs(bindir, exist_ok=True)
+        for name in PROGRAMS:
+            shutil.copy2(os.path.join(build, name), os.path.join(bindir, name))
+
+
+setup(
+    name="hvd",
+    version=version(),
+    description="Distributed data-parallel training in C, with horovod.torch's API",
+    python_requires=">=3.9",
+    package_dir={"": "python"},
+    packages=["hvd", "hvd.common", "hvd.torch", "hvd.torch.elastic"],
+    ext_modules=[Extension("hvd._C", sources=[])],
+    cmdclass={"build_ext": CMakeBuild},
+    entry_points={"console_scripts": ["%s = hvd._launch:%s" % (p, p.replace("-", "_"))
+                                      for p in PROGRAMS]},
+    zip_safe=False,
+)

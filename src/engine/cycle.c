@@ -1,0 +1,288 @@
+/*
+ * cycle.c -- one negotiation cycle, run by whichever thread drives
+ * (engine.c): this rank's part, the exchange, the responses run.
+ *
+ * This rank's part.  What was enqueued since the last cycle is taken from
+ * the queue.  A tensor the response cache knows with exactly these
+ * parameters is held under its cache id; any other becomes a full request.
+ *
+ * The fast path (Horovod's bit vector).  When no tensor is partly
+ * negotiated (the pending table, the same on every rank, is empty) and no
+ * rank has joined, the ranks allreduce one small vector with MIN: a byte
+ * per cache id, 1 where this rank holds that tensor, and a flag byte, 0
+ * where this rank needs the full exchange (new requests, shutdown, join,
+ * a stall, a tensor held too long).  MIN of 0/1 bytes is an AND of the
+ * holds and an OR of the needs.  If no rank needs more, the ids every rank
+ * holds run at once, in id order, and the others stay held for the next
+ * cycle: one allreduce of a few hundred bytes, no requests exchanged.
+ *
+ * The full exchange.  Otherwise (or when the table is not empty) every
+ * rank's message is allgathered: its new requests, a bit for every cached
+ * tensor it holds (which enters the pending table as that rank's
+ * submission), its flags; negotiate.c decides from them.  A tensor held
+ * longer than HELD_MAX_MS asks for it, so that the stall inspector,
+ * which reads the table, sees tensors some ranks never submit.
+ *
+ * After responses run, the cache may have given an id to another tensor
+ * (eviction) or new parameters to its tensor: an entry held under that
+ * id goes back to the queue and is looked up afresh next cycle, so a
+ * tensor leaving the cache is negotiated in full, never mistaken.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../coll/coll.h"
+#include "engine_int.h"
+
+/* A tensor held this long without every rank holding it goes through the
+ * full exchange, where the stall inspector can see who is missing. */
+#define HELD_MAX_MS 1000
+
+/* The job's settings, as the timeline's "hvd_job" event: what hvd-report
+ * needs to judge a run (the size for bus bandwidth, the fusion threshold,
+ * the cycle time, the transport). */
+void hvd__engine_timeline_job(hvd_engine *e) {
+  if (!e->tl) return;
+  const hvd_place *pl = &e->global->place;
+  char args[512];
+  snprintf(args, sizeof args,
+           "{\"rank\":%d,\"size\":%d,\"local_size\":%d,\"cross_size\":%d,"
+           "\"transport\":\"%s\",\"fusion_threshold\":%zu,\"cycle_time_ms\":%g,"
+           "\"cache_capacity\":%u,\"hierarchical_allreduce\":%d,\"version\":\"%s\"}",
+           e->rank, e->size, pl->local_size, pl->cross_size,
+           e->global->xport ? e->global->xport->ops->name : "none", e->fusion_threshold,
+           e->cycle_ms, (unsigned)hvd__cache_capacity(e->cache), e->global->hierarchical,
+           HVD_VERSION_STRING);
+  hvd__timeline_job(e->tl, args);
+}
+
+void hvd__engine_timeline_waits(hvd_engine *e) {
+  struct { uint64_t start_us, end_us; } w[HVD_WAITS_MAX];
+  if (!e->tl) return;
+  pthread_mutex_lock(&e->lock);
+  int n = e->nwaits;
+  memcpy(w, e->waits, (size_t)n * sizeof w[0]);
+  e->nwaits = 0;
+  pthread_mutex_unlock(&e->lock);
+  for (int i = 0; i < n; i++) hvd__timeline_wait(e->tl, w[i].start_us, w[i].end_us);
+}
+
+/* A timeline hvd_start/stop_timeline handed over replaces ours. */
+static void switch_timeline(hvd_engine *e) {
+  hvd_timeline *old = NULL;
+  hvd__engine_timeline_waits(e);
+  pthread_mutex_lock(&e->lock);
+  if (!e->tl_swap) {
+    pthread_mutex_unlock(&e->lock);
+    return;
+  }
+  old = e->tl;
+  e->tl = e->tl_next;
+  e->tl_next = NULL;
+  e->tl_swap = 0;
+  e->tl_done = e->tl_asked;
+  e->tl_on = e->tl != NULL;
+  e->nwaits = 0; /* they belong to the old one, written above */
+  pthread_mutex_unlock(&e->lock);
+  hvd__engine_timeline_job(e);
+  hvd__timeline_close(old); /* complete before the caller goes on */
+  pthread_mutex_lock(&e->lock);
+  pthread_cond_broadcast(&e->cond);
+  pthread_mutex_unlock(&e->lock);
+}
+
+/* ---- this rank's part ---- */
+
+static void hold(hvd_engine *e, entry *en, uint32_t id) {
+  e->held[id] = en;
+  e->nheld++;
+  en->held = id;
+  en->held_ms = hvd__now_ms();
+}
+
+/* Takes the queue: cached tensors are held, the others become requests
+ * in *mine, with this rank's flags. */
+static int take_queue(hvd_engine *e, hvd_msg *mine) {
+  pthread_mutex_lock(&e->lock);
+  entry *taken = e->queue;
+  e->queue = NULL;
+  e->queue_tail = &e->queue;
+  if (e->stop_requested) mine->flags |= HVD_MSG_SHUTDOWN;
+  if (e->join_requested) mine->flags |= HVD_MSG_JOINED;
+  pthread_mutex_unlock(&e->lock);
+  hvd__tuning_message(e, mine);
+  size_t n = 0;
+  for (entry *en = taken; en; en = en->next) n++;
+  mine->reqs = n ? malloc(n * sizeof *mine->reqs) : NULL;
+  if (n && !mine->reqs) {
+    pthread_mutex_lock(&e->lock); /* give them back: the engine breaks, and fails them */
+    for (entry **t = &taken; *t; t = &(*t)->next) e->queue_tail = &(*t)->next;
+    *e->queue_tail = e->queue;
+    e->queue = taken;
+    pthread_mutex_unlock(&e->lock);
+    return hvd__err(HVD_E_NOMEM, "allocating %zu requests", n);
+  }
+  for (entry *en = taken, *next; en; en = next) {
+    next = en->next;
+    en->next = NULL;
+    hvd__unsent_add(e, en); /* the table takes it by name */
+    int64_t id = e->cache_on ? hvd__cache_find(e->cache, &en->w.req) : -1;
+    if (id >= 0 && !e->held[id]) hold(e, en, (uint32_t)id);
+    else mine->reqs[mine->nreq++] = en->w.req;
+  }
+  return 0;
+}
+
+/* 1 if this rank needs the full exchange this cycle. */
+static int needs_full(hvd_engine *e, const hvd_msg *mine) {
+  if (mine->nreq || mine->flags || mine->nfail) return 1;
+  uint64_t now = hvd__now_ms();
+  uint32_t used = hvd__cache_used(e->cache);
+  for (uint32_t id = 0; e->nheld && id < used; id++)
+    if (e->held[id] && now - e->held[id]->held_ms > HELD_MAX_MS) return 1;
+  return 0;
+}
+
+/* Whether this cycle may take the fast path: the same answer on every
+ * rank, from state every rank shares. */
+static int fast_possible(const hvd_engine *e) {
+  return e->cache_on && hvd__cache_capacity(e->cache) > 0 && !e->pending_head && !e->njoined;
+}
+
+/* ---- the fast path ---- */
+
+/* The vector's MIN over every rank.  *full: some rank needs the full
+ * exchange. */
+static int fast_exchange(hvd_engine *e, int need, int *full) {
+  size_t used = hvd__cache_used(e->cache), n = 1 + used;
+  if (n > e->fast_cap) {
+    uint8_t *v = realloc(e->fast, n);
+    if (!v) return hvd__err(HVD_E_NOMEM, "allocating a vector of %zu cache bits", used);
+    e->fast = v, e->fast_cap = n;
+  }
+  e->fast[0] = need ? 0 : 1;
+  for (size_t id = 0; id < used; id++) e->fast[1 + id] = e->held[id] != NULL;
+  HVD__CHECK(hvd__allreduce_small(e->global, e->fast, n, HVD_UINT8, HVD_MIN));
+  *full = e->fast[0] == 0;
+  return 0;
+}
+
+/* Every id every rank holds becomes a tensor every rank submitted. */
+static int fast_submit(hvd_engine *e) {
+  size_t used = hvd__cache_used(e->cache);
+  for (size_t id = 0; id < used; id++)
+    if (e->fast[1 + id]) {
+      HVD__CHECK(hvd__negotiate_agreed(e, (uint32_t)id));
+      atomic_fetch_add_explicit(&e->fast_tensors, 1, memory_order_relaxed);
+    }
+  return 0;
+}
+
+/* ---- the full exchange ---- */
+
+/* Allgathers every rank's encoded message and decodes them. */
+static int exchange(hvd_engine *e, const hvd_msg *mine, hvd_msg *all) {
+  uint8_t *buf = NULL, *gathered = NULL;
+  size_t len = 0, *counts = calloc((size_t)e->size, sizeof *counts);
+  int rc = counts ? hvd__msg_encode(mine, &buf, &len) : hvd__err(HVD_E_NOMEM, "counts");
+  if (rc == 0)
+    rc = hvd__allgather(e->global, buf, len, 1, (void **)&gathered, counts);
+  size_t off = 0;
+  for (int q = 0; rc == 0 && q < e->size; q++) {
+    rc = hvd__msg_decode(gathered + off, counts[q], hvd__cache_capacity(e->cache), &all[q]);
+    if (rc < 0) hvd__err_prefix(rc, "negotiation message from rank %d", q);
+    off += counts[q];
+  }
+  free(buf);
+  free(gathered);
+  free(counts);
+  return rc;
+}
+
+/* Every tensor this rank holds goes into its message as a cache bit. */
+static int add_held_bits(hvd_engine *e, hvd_msg *mine) {
+  uint32_t used = hvd__cache_used(e->cache);
+  for (uint32_t id = 0; e->nheld && id < used; id++)
+    if (e->held[id]) HVD__CHECK(hvd__msg_set_bit(mine, id));
+  return 0;
+}
+
+static int full_exchange(hvd_engine *e, hvd_msg *mine, response **rs, int *nrs, int *shutdown) {
+  hvd_msg *all = calloc((size_t)e->size, sizeof *all);
+  if (!all) return hvd__err(HVD_E_NOMEM, "allocating %d messages", e->size);
+  int rc = add_held_bits(e, mine);
+  if (rc == 0) rc = exchange(e, mine, all);
+  if (rc == 0) rc = hvd__negotiate(e, all, rs, nrs, shutdown);
+  for (int q = 0; q < e->size; q++) hvd__msg_free(&all[q]);
+  free(all);
+  return rc;
+}
+
+/* ---- after responses ran ---- */
+
+void hvd__held_recheck(hvd_engine *e, int64_t id) {
+  entry *en = id >= 0 ? e->held[id] : NULL;
+  if (!en || hvd__request_equal(&en->w.req, hvd__cache_get(e->cache, (uint32_t)id))) return;
+  hvd__unsent_take(e, &en->w.req); /* unholds it */
+  pthread_mutex_lock(&e->lock);    /* first in the queue: looked up afresh next cycle */
+  en->next = e->queue;
+  if (!e->queue) e->queue_tail = &en->next;
+  e->queue = en;
+  pthread_mutex_unlock(&e->lock);
+}
+
+/* ---- the cycle ---- */
+
+static int decide(hvd_engine *e, hvd_msg *mine, response **rs, int *nrs, int *shutdown) {
+  int full = 1;
+  if (fast_possible(e)) HVD__CHECK(fast_exchange(e, needs_full(e, mine), &full));
+  if (full) {
+    atomic_fetch_add_explicit(&e->full_cycles, 1, memory_order_relaxed);
+    return full_exchange(e, mine, rs, nrs, shutdown);
+  }
+  HVD__CHECK(fast_submit(e));
+  return hvd__negotiate_plan(e, rs, nrs);
+}
+
+/* A response failed fatally: the engine breaks, and the responses
+ * planned after it fail with the same reason. */
+static void fail_all(hvd_engine *e, int rc, response *rest, int n) {
+  char why[1024];
+  snprintf(why, sizeof why, "%s", hvd_last_error());
+  hvd__engine_break(e, rc, why);
+  /* No more cycles here: the peers would wait for this rank's next
+   * message until their deadline (a failed malloc, say, breaks no
+   * connection), so tell them now (found by the fault sweep). */
+  hvd__comm_abort(e->global, why);
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < rest[i].n; k++)
+      if (rest[i].items[k]->mine) {
+        hvd__engine_fail_entry(e, rest[i].items[k]->mine, rc, why);
+        rest[i].items[k]->mine = NULL;
+      }
+}
+
+int hvd__cycle(hvd_engine *e) {
+  hvd_msg mine;
+  response *rs = NULL;
+  int nrs = 0, shutdown = 0, i = 0;
+  memset(&mine, 0, sizeof mine);
+  switch_timeline(e);
+  hvd__timeline_cycle(e->tl);
+  int rc = take_queue(e, &mine);
+  if (rc == 0 && e->rank == 0) hvd__stall_inspect(e, &mine);
+  if (rc == 0) rc = decide(e, &mine, &rs, &nrs, &shutdown);
+  for (; rc == 0 && i < nrs; i++) rc = hvd__execute(e, &rs[i]);
+  if (rc < 0) fail_all(e, rc, rs + i, nrs - i);
+  hvd__responses_free(rs, nrs);
+  hvd__msg_free(&mine);
+  hvd__timeline_tick(e->tl);
+  e->cycle++;
+  if (rc < 0) return 1;
+  if (shutdown) {
+    hvd__engine_break(e, HVD_E_ABORTED, e->why[0] ? e->why : "hvd_shutdown() was called");
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,37 @@
+/*
+ * check_build.c -- hvdrun --check-build.
+ *
+ * horovodrun --check-build lists the frameworks, controllers and tensor
+ * operations a Horovod build has, each "[X]" or "[ ]"; scripts and people
+ * read that layout, so hvdrun prints the same lines in the same order.
+ * Where hvd has no counterpart the answer is a plain no: TensorFlow,
+ * MXNet, NCCL, DDL and CCL.  Gloo is marked: hvd's own controller (the
+ * rendezvous and the coordinator-free negotiation) and its TCP and
+ * shared-memory collectives stand where Gloo stands, configured by the
+ * same HOROVOD_GLOO_* variables.  PyTorch and MPI come from the build's
+ * generated hvd_build_config.h.
+ */
+#include "check_build.h"
+
+#include "hvd.h"
+#include "hvd_build_config.h"
+
+static void line(FILE *out, int have, const char *what) {
+  fprintf(out, "    [%c] %s\n", have ? 'X' : ' ', what);
+}
+
+void check_build_print(FILE *out) {
+  fprintf(out, "hvd v%s:\n\nAvailable Frameworks:\n", HVD_VERSION_STRING);
+  line(out, 0, "TensorFlow");
+  line(out, HVD_BUILT_TORCH, "PyTorch");
+  line(out, 0, "MXNet");
+  fprintf(out, "\nAvailable Controllers:\n");
+  line(out, HVD_BUILT_MPI, "MPI");
+  line(out, 1, "Gloo");
+  fprintf(out, "\nAvailable Tensor Operations:\n");
+  line(out, 0, "NCCL");
+  line(out, 0, "DDL");
+  line(out, 0, "CCL");
+  line(out, HVD_BUILT_MPI, "MPI");
+  line(out, 1, "Gloo");
+}

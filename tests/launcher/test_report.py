@@ -1,0 +1,235 @@
+"""hvd-report on timelines recorded from real jobs through hvdrun.
+
+The jobs: tests/mpi/scaling_job.c (training-shaped: a forward pass, a
+backward pass handing hvd eight gradients one by one, a wait; one rank can
+be made slow), tests/mpi/engine_timeline.c (bursts of 50 small
+allreduces) and the Fashion-MNIST trainer.  Each records every rank's
+timeline (HOROVOD_TIMELINE=DIR/), hvd-report reads them, and the test
+checks what it says on the terminal, that report.html is well-formed with
+its charts embedded, and that the PNG files are valid.
+"""
+import base64
+import html.parser
+import os
+import re
+import struct
+import subprocess
+import zlib
+
+import pytest
+
+LIMIT = 120
+CHARTS = ["steps.png", "ranks.png", "lateness.png", "fusion.png", "busbw.png"]
+
+
+@pytest.fixture(scope="session")
+def hvd_report(build_tool):
+    return build_tool("hvd-report")
+
+
+def record(hvdrun, argv, np, tl_dir, **env):
+    """Runs hvdrun -np NP ARGV with every rank writing its timeline into tl_dir."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
+    e.update(HOROVOD_GLOO_TIMEOUT_SECONDS="30", HOROVOD_TIMELINE=str(tl_dir) + "/", **env)
+    p = subprocess.run([hvdrun, "-np", str(np)] + [str(a) for a in argv], env=e,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=LIMIT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert sorted(os.listdir(tl_dir)) == ["rank.%d.json" % r for r in range(np)]
+    return p
+
+
+def report(hvd_report, inputs, out, *extra, rc=0):
+    p = subprocess.run([hvd_report] + [str(i) for i in inputs] + ["-o", str(out)] + list(extra),
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=LIMIT)
+    assert p.returncode == rc, p.stdout + p.stderr
+    return p
+
+
+def findings(stdout):
+    """The numbered findings printed, each joined back into one line."""
+    text = stdout.split("Findings:\n", 1)[1].split("Notes:\n", 1)[0]
+    return [" ".join(f.split()) for f in re.split(r"\n  \d+\. ", "\n" + text)[1:]]
+
+
+@pytest.fixture(scope="module")
+def slow_job(hvdrun, test_program, tmp_path_factory):
+    """3 ranks, rank 2 computing 15 ms longer every step of ~4 ms."""
+    tl = tmp_path_factory.mktemp("slow") / "tl"
+    record(hvdrun, [test_program("scaling_job"), 30, 4, 2, 15], 3, tl)
+    return tl
+
+
+def test_slow_rank_is_named(hvd_report, slow_job, tmp_path):
+    p = report(hvd_report, [slow_job], tmp_path / "out")
+    # Named, whatever else the machine's load made of the steps.
+    found = [f for f in findings(p.stdout) if f.startswith("Rank 2 is slow: it was the last rank")]
+    assert found, p.stdout
+    late = float(re.search(r"on average ([\d.]+) ms after the first rank", found[0]).group(1))
+    assert late >= 10, found[0]  # it slept 15 ms longer each step
+    # The summary and every rank's split: rank 2 computed, the others waited for it.
+    assert p.stdout.startswith("hvd-report: 3 timelines (ranks 0-2 of 3, shm), 29 steps"), p.stdout
+    rows = re.findall(r"^\s+(\d)\s+29\s+\S+ \S+\s+(\d+)%\s+(\d+)%\s+(\d+)%$", p.stdout, re.M)
+    assert [int(r[0]) for r in rows] == [0, 1, 2], p.stdout
+    for rank, *shares in rows:  # computing + negotiating + communicating: the whole step
+        assert 98 <= sum(int(x) for x in shares) <= 102, (rank, shares)
+    assert "Rank 2 is slow" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_one_timeline_is_enough(hvd_report, slow_job, tmp_path):
+    """Rank 0's file alone (HOROVOD_TIMELINE's default) holds every rank's
+    ready ticks: it names the slow rank too."""
+    p = report(hvd_report, [slow_job / "rank.0.json"], tmp_path / "out")
+    assert p.stdout.startswith("hvd-report: 1 timeline (rank 0 of 3, shm)"), p.stdout
+    assert [f for f in findings(p.stdout) if f.startswith("Rank 2 is slow")], p.stdout
+
+
+class Tags(html.parser.HTMLParser):
+    """Checks that every element is closed, in order, and collects <img>s."""
+    VOID = {"meta", "img", "br", "hr", "link", "input"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.images, self.errors = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.images.append(dict(attrs))
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append("</%s> closes %s" % (tag, self.stack[-1:] or "nothing"))
+        else:
+            self.stack.pop()
+
+
+def check_png(data, name):
+    """A PNG: the signature, chunks whose CRCs hold, IHDR first, IEND last."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", name
+    at, kinds = 8, []
+    while at < len(data):
+        length, kind = struct.unpack(">I4s", data[at:at + 8])
+        body = data[at + 8:at + 8 + length]
+        crc, = struct.unpack(">I", data[at + 8 + length:at + 12 + length])
+        assert zlib.crc32(kind + body) == crc, "%s: bad CRC in %s" % (name, kind)
+        kinds.append(kind)
+        at += 12 + length
+    assert kinds[0] == b"IHDR" and kinds[-1] == b"IEND" and b"IDAT" in kinds, (name, kinds)
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (960, 360), name
+
+
+def test_html_and_png_are_well_formed(hvd_report, slow_job, tmp_path):
+    out = tmp_path / "out"
+    report(hvd_report, [slow_job], out)
+    assert sorted(os.listdir(out)) == sorted(CHARTS + ["report.html"])  # and nothing left over
+    for name in CHARTS:
+        check_png((out / name).read_bytes(), name)
+    text = (out / "report.html").read_text()
+    assert text.startswith("<!DOCTYPE html>")
+    tags = Tags()
+    tags.feed(text)
+    tags.close()
+    assert not tags.errors and tags.stack == [], (tags.errors, tags.stack)
+    # Self-contained: every chart is inside the page, byte for byte.
+    embedded = [base64.b64decode(i["src"].split(",", 1)[1]) for i in tags.images
+                if i["src"].startswith("data:image/png;base64,")]
+    assert len(embedded) == len(tags.images) == len(CHARTS)
+    assert sorted(embedded) == sorted((out / n).read_bytes() for n in CHARTS)
+
+
+def test_fusion_off_is_said(hvd_report, hvdrun, test_program, tmp_path):
+    record(hvdrun, [test_program("scaling_job"), 20, 4], 2, tmp_path / "tl",
+           HOROVOD_FUSION_THRESHOLD="0")
+    p = report(hvd_report, [tmp_path / "tl"], tmp_path / "out")
+    said = [f for f in findings(p.stdout) if "fusion is off" in f]
+    assert said and said[0].startswith("Tensor fusion is off (HOROVOD_FUSION_THRESHOLD=0): every "
+                                       "allreduce ran alone, 8.0 per step"), p.stdout
+
+
+def test_healthy_job_raises_no_false_alarm(hvd_report, hvdrun, test_program, tmp_path):
+    """The same job with the defaults: no slow rank, fusion not off, and
+    bandwidth, without hvd-bench's numbers, is left to a note."""
+    record(hvdrun, [test_program("scaling_job"), 20, 4], 2, tmp_path / "tl")
+    p = report(hvd_report, [tmp_path / "tl"], tmp_path / "out")
+    text = " ".join(findings(p.stdout))
+    assert "slow" not in text and "fusion is off" not in text, p.stdout
+    assert "No hvd-bench measurement to compare bandwidth with" in p.stdout
+
+
+def test_threshold_that_splits_is_raised(hvd_report, hvdrun, test_program, tmp_path):
+    """Bursts of 50 allreduces (about 8 KiB) under a 1 KiB threshold."""
+    record(hvdrun, [test_program("engine_timeline"), 20], 2, tmp_path / "tl",
+           HOROVOD_FUSION_THRESHOLD="1024")
+    p = report(hvd_report, [tmp_path / "tl"], tmp_path / "out")
+    said = [f for f in findings(p.stdout) if f.startswith("Raise the fusion threshold")]
+    assert said and "HOROVOD_FUSION_THRESHOLD (1.0 KiB)" in said[0], p.stdout
+    assert re.search(r"HOROVOD_FUSION_THRESHOLD=(8192|16384) would", said[0]), said[0]
+
+
+def test_long_cycle_time_is_named(hvd_report, hvdrun, test_program, tmp_path):
+    """Ranks 1 and 2 start each backward pass 15 ms after rank 0: the first
+    cycle finds only the first gradient ready everywhere, and the rest wait
+    for the next cycle, a whole HOROVOD_CYCLE_TIME of 60 ms later."""
+    record(hvdrun, [test_program("scaling_job"), 10, 4, "1,2", 15], 3, tmp_path / "tl",
+           HOROVOD_CYCLE_TIME="60")
+    p = report(hvd_report, [tmp_path / "tl"], tmp_path / "out")
+    said = [f for f in findings(p.stdout) if f.startswith("The cycle time is too long")]
+    assert said and "HOROVOD_CYCLE_TIME=60 ms" in said[0], p.stdout
+
+
+def test_against_hvd_bench(hvd_report, hvdrun, build_dir, slow_job, tmp_path):
+    """--bench takes hvd-bench --csv as hvdrun prints it; each size's row
+    then has hvd-bench's bus bandwidth beside the job's."""
+    bench = subprocess.run([hvdrun, "-np", "3", os.path.join(build_dir, "hvd-bench"), "--op",
+                            "allreduce", "--csv", "--min-bytes", "16K", "--max-bytes", "1M",
+                            "--batches", "2"], capture_output=True, text=True, timeout=LIMIT)
+    assert bench.returncode == 0, bench.stderr
+    (tmp_path / "bench.csv").write_text(bench.stdout)
+    p = report(hvd_report, [slow_job], tmp_path / "out", "--bench", tmp_path / "bench.csv")
+    assert "No hvd-bench measurement" not in p.stdout
+    num = r"([\d.]+(?:e[-+]\d+)?)"
+    rows = re.findall(r"<tr><td>([\d.]+ [KM]iB)-</td>.*?<td>%s</td><td>%s</td><td>(\d+)%%</td></tr>"
+                      % (num, num), (tmp_path / "out" / "report.html").read_text())
+    assert rows, "no bandwidth row with hvd-bench's number"
+    for size, busbw, bench_busbw, share in rows:
+        x, b = float(busbw), float(bench_busbw)
+        assert b > 0
+        # the page gives busbw to 4 significant digits and the share to a whole percent
+        assert abs(int(share) - 100 * x / b) <= 1 + 100 * x / b * 1e-3, (size, busbw, bench_busbw)
+
+
+def test_trainer_timeline(hvd_report, hvdrun, build_dir, tmp_path):
+    """The Fashion-MNIST trainer: its 8 gradients mark the steps."""
+    trainer = os.path.join(build_dir, "hvd-train-fashion-mnist")
+    if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
+        pytest.skip("no Fashion-MNIST (Debian's dataset-fashion-mnist)")
+    record(hvdrun, [trainer, "--epochs", "1", "--train-limit", "2000", "--val-size", "500"], 2,
+           tmp_path / "tl")
+    p = report(hvd_report, [tmp_path / "tl"], tmp_path / "out")
+    m = re.match(r"hvd-report: 2 timelines \(ranks 0-1 of 2, shm\), (\d+) steps", p.stdout)
+    assert m and int(m.group(1)) >= 25, p.stdout  # 2000 samples / (2 ranks x 32) = 31 rounds
+    assert "the 8 tensors reduced once per step" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_truncated_timeline_is_noted(hvd_report, hvdrun, test_program, tmp_path):
+    record(hvdrun, [test_program("engine_timeline"), 80], 2, tmp_path / "tl",
+           HOROVOD_TIMELINE_MAX_MB="1")
+    p = report(hvd_report, [tmp_path / "tl"], tmp_path / "out", "--no-charts")
+    said = " ".join(p.stdout.split())
+    assert said.count("reached HOROVOD_TIMELINE_MAX_MB (1.0 MiB) and ends there") == 2, p.stdout
+    assert sorted(os.listdir(tmp_path / "out")) == ["report.html"]
+
+
+def test_errors_name_the_file(hvd_report, tmp_path):
+    (tmp_path / "bad.json").write_text('[\n{"ph":"B","ts":1}\n{"ph":"E"}]\n')
+    p = report(hvd_report, [tmp_path / "bad.json"], tmp_path / "out", rc=1)
+    assert "bad.json:3: a missing ',' between events" in p.stderr
+    p = report(hvd_report, [tmp_path / "missing.json"], tmp_path / "out", rc=1)
+    assert "missing.json: No such file or directory" in p.stderr
+    (tmp_path / "empty").mkdir()
+    p = report(hvd_report, [tmp_path / "empty"], tmp_path / "out", rc=1)
+    assert "no *.json timelines in it" in p.stderr
+    p = subprocess.run([hvd_report], capture_output=True, text=True, timeout=LIMIT)
+    assert p.returncode == 2 and "no timeline given" in p.stderr
