@@ -80,6 +80,9 @@ void hvd__host_id(char out[HVD_HOST_ID_MAX]);
 
 /* job->hostname = this host's own name, for launchers that name none. */
 void hvd__own_hostname(hvd_job *job);
+/* The name hvdrun gave this rank's host (HOROVOD_HOSTNAME), else this
+ * machine's; HVD_E_ENV if it does not fit. */
+int hvd__launcher_hostname(hvd_job *job);
 
 /* Joins the job: *xport is NULL for a job of size 1, else a connected,
  * authenticated transport to every peer.  Completes job: the cross rank

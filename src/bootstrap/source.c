@@ -117,6 +117,19 @@ void hvd__own_hostname(hvd_job *job) {
     strcpy(job->hostname, "localhost");
 }
 
+int hvd__launcher_hostname(hvd_job *job) {
+  const char *host = hvd__param_raw(HVD_P_HOSTNAME);
+  if (!host) {
+    hvd__own_hostname(job);
+    return 0;
+  }
+  if (strlen(host) >= sizeof job->hostname)
+    return hvd__err(HVD_E_ENV, "HOROVOD_HOSTNAME is longer than %zu bytes",
+                    sizeof job->hostname - 1);
+  strcpy(job->hostname, host);
+  return 0;
+}
+
 /* "nodename/boot-id"; the boot id reads as "unknown" where /proc lacks it,
  * which only makes more ranks look alike by it, never fewer. */
 void hvd__host_id(char out[HVD_HOST_ID_MAX]) {

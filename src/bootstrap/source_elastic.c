@@ -23,14 +23,7 @@ static int read_job(hvd_job *job) {
   HVD__CHECK(hvd__env_int("HOROVOD_ELASTIC_WORKER_ID", 0, 0x7fffffffL, &worker));
   job->rank = job->size = job->local_rank = job->local_size = -1;
   job->cross_rank = job->cross_size = -1;
-  const char *host = hvd__param_raw(HVD_P_HOSTNAME);
-  if (host && strlen(host) >= sizeof job->hostname)
-    return hvd__err(HVD_E_ENV, "HOROVOD_HOSTNAME is longer than %zu bytes",
-                    sizeof job->hostname - 1);
-  if (host)
-    strcpy(job->hostname, host);
-  else
-    hvd__own_hostname(job);
+  HVD__CHECK(hvd__launcher_hostname(job));
   job->meet.kind = HVD_MEET_ELASTIC;
   job->meet.launcher = "hvdrun (elastic)";
   job->meet.worker = (uint32_t)worker;

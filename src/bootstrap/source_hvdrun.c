@@ -59,14 +59,7 @@ static int read_job(hvd_job *job) {
   HVD__CHECK(job_int(HVD_P_CROSS_RANK, 0, 0, 1 << 20, &job->cross_rank));
   HVD__CHECK(hvd__env_below("HOROVOD_CROSS_RANK", job->cross_rank, "HOROVOD_CROSS_SIZE",
                             job->cross_size));
-  const char *host = hvd__param_raw(HVD_P_HOSTNAME);
-  if (host && strlen(host) >= sizeof job->hostname)
-    return hvd__err(HVD_E_ENV, "HOROVOD_HOSTNAME is longer than %zu bytes",
-                    sizeof job->hostname - 1);
-  if (host)
-    strcpy(job->hostname, host);
-  else
-    hvd__own_hostname(job);
+  HVD__CHECK(hvd__launcher_hostname(job));
   job->meet.launcher = "hvdrun";
   if (job->size == 1) return 0;
   job->meet.kind = HVD_MEET_SERVER;
