@@ -252,9 +252,12 @@ void launch_feed(void *rank, int stream, const char *data, size_t n) {
   output_stream_feed(launch_stream(rank, stream), data, n);
 }
 
-int launch_output_full(const launch_host *h) {
-  return output_sink_full(h->ctx->out) || output_sink_full(h->ctx->err);
+int launch_output_room(const launch_host *h) {
+  return (output_sink_full(h->ctx->out) ? 0 : 1 << PROC_STDOUT) |
+         (output_sink_full(h->ctx->err) ? 0 : 1 << PROC_STDERR);
 }
+
+int launch_output_full(const launch_host *h) { return launch_output_room(h) != PROC_BOTH; }
 
 launch_rank *launch_rank_of(launch_host *h, uint32_t rank) {
   uint32_t first = (uint32_t)h->spec->first;

@@ -113,7 +113,11 @@ void launch_say(launch_host *h, int always, const char *fmt, ...) HVD__PRINTF(3,
 output_stream *launch_stream(launch_rank *r, int stream);
 /* A proc_output_fn that feeds ctx's (a launch_rank's) streams. */
 void launch_feed(void *rank, int stream, const char *data, size_t n);
-/* 1 when hvdrun's stdout or stderr is backed up: read no more output. */
+/* The streams (a PROC_BOTH mask) whose sink in hvdrun takes more: a rank's
+ * stderr, its error messages, still flows while nobody reads stdout. */
+int launch_output_room(const launch_host *h);
+/* 1 when hvdrun's stdout or stderr is backed up: for a backend whose
+ * streams come mixed on one pipe (an agent's session), read no more. */
 int launch_output_full(const launch_host *h);
 /* The rank of h numbered `rank` in the job, or NULL if not h's. */
 launch_rank *launch_rank_of(launch_host *h, uint32_t rank);

@@ -62,7 +62,7 @@ static void local_signal(launch_host *h, int sig) {
 
 static size_t local_prepare(launch_host *h, struct pollfd *fds, uint64_t now) {
   local_host *l = h->impl;
-  int streams = launch_output_full(h) ? 0 : PROC_BOTH;
+  int streams = launch_output_room(h);
   size_t n = 0;
   (void)now;
   for (int i = 0; i < h->spec->nranks; i++) {
@@ -98,7 +98,7 @@ static int local_reaped(launch_host *h, pid_t pid, int status) {
     if (p->pid != pid || p->reaped) continue;
     proc_reaped(p, status);
     /* Its last words before the report of its exit. */
-    if (!launch_output_full(h)) proc_drain(p, PROC_BOTH, launch_feed, &h->ranks[i]);
+    proc_drain(p, launch_output_room(h), launch_feed, &h->ranks[i]);
     launch_exited(&h->ranks[i], proc_exit_of(p));
     return 1;
   }

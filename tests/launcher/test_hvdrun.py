@@ -425,6 +425,25 @@ def test_stuck_reader_does_not_block_signals(hvdrun, tmp_path):
         stop_job(p, pids)
 
 
+def test_stderr_flows_while_stdout_is_stuck(hvdrun, tmp_path):
+    # Nobody reads hvdrun's stdout and a rank floods it: what the rank
+    # says on stderr (its errors) still comes through.
+    err_path = tmp_path / "stderr"
+    with open(err_path, "w") as err:
+        p = subprocess.Popen([hvdrun, "-np", "1", "sh", "-c",
+                              'yes 0123456789abcdef & sleep 2; echo "late words" >&2; wait'],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+    try:
+        end = time.monotonic() + 10
+        while "late words" not in err_path.read_text() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert "[0]<stderr>:late words" in err_path.read_text()
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=LIMIT) == 128 + signal.SIGTERM
+    finally:
+        stop_job(p, [])
+
+
 def test_reader_that_goes_away_early(hvdrun):
     # `hvdrun ... | head -1`: the rest of the output is dropped, the job
     # still ends normally.
