@@ -29,6 +29,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
+/* What an encoder wrote back (len bytes or an error) is the input. */
+static void check_same(int len, const uint8_t *again, const fuzz_input *in) {
+  FUZZ_CHECK(len >= 0 && (size_t)len == in->n && memcmp(again, in->p, in->n) == 0);
+}
+
 static void decode_register(const fuzz_input *in) {
   hvd_rdzv_entry e;
   uint8_t again[HVD_RDZV_REGISTER_MAX];
@@ -38,7 +43,7 @@ static void decode_register(const fuzz_input *in) {
     return;
   }
   int len = hvd__rdzv_encode_register(&e, again, sizeof again);
-  FUZZ_CHECK(len >= 0 && (size_t)len == in->n && memcmp(again, in->p, in->n) == 0);
+  check_same(len, again, in);
 }
 
 static void decode_table(const fuzz_input *in, uint32_t size) {
@@ -50,7 +55,7 @@ static void decode_table(const fuzz_input *in, uint32_t size) {
     return;
   }
   int len = hvd__rdzv_encode_table(t, size, again, sizeof again);
-  FUZZ_CHECK(len >= 0 && (size_t)len == in->n && memcmp(again, in->p, in->n) == 0);
+  check_same(len, again, in);
 }
 
 static void decode_error(const fuzz_input *in) {
@@ -76,7 +81,7 @@ static void decode_join(const fuzz_input *in) {
     return;
   }
   int len = hvd__rdzv_encode_join(worker, &e, again, sizeof again);
-  FUZZ_CHECK(len >= 0 && (size_t)len == in->n && memcmp(again, in->p, in->n) == 0);
+  check_same(len, again, in);
 }
 
 static void decode_place(const fuzz_input *in) {
@@ -91,7 +96,7 @@ static void decode_place(const fuzz_input *in) {
   uint8_t *again = malloc(in->n);
   FUZZ_CHECK(again != NULL);
   int len = hvd__rdzv_encode_place(&p, t, again, in->n);
-  FUZZ_CHECK(len >= 0 && (size_t)len == in->n && memcmp(again, in->p, in->n) == 0);
+  check_same(len, again, in);
   free(again);
   free(t);
 }
@@ -105,7 +110,7 @@ static void decode_notice(const fuzz_input *in) {
     return;
   }
   int len = hvd__rdzv_encode_notice(&n, again, sizeof again);
-  FUZZ_CHECK(len >= 0 && (size_t)len == in->n && memcmp(again, in->p, in->n) == 0);
+  check_same(len, again, in);
 }
 
 /* A placed worker reads the input as what hvdrun sent after PLACE. */

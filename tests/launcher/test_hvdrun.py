@@ -400,21 +400,38 @@ def test_second_sigint_kills_at_once(hvdrun):
     assert signal_job(hvdrun, script, [signal.SIGINT] * 2, within=1.2) == 128 + signal.SIGINT
 
 
+def start_unread(hvdrun, np, script, err_path):
+    """hvdrun running `script` on np ranks with nobody reading its stdout;
+    its stderr goes to err_path."""
+    with open(err_path, "w") as err:
+        return subprocess.Popen([hvdrun, "-np", str(np), "sh", "-c", script],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+
+
+def wait_for_text(path, done, timeout=10):
+    """path's text once done(text) holds, or as it is after timeout."""
+    end = time.monotonic() + timeout
+    text = path.read_text()
+    while not done(text) and time.monotonic() < end:
+        time.sleep(0.05)
+        text = path.read_text()
+    return text
+
+
+def stderr_pids(text):
+    return [int(x) for x in re.findall(r"<stderr>:pid (\d+)", text)]
+
+
 def test_stuck_reader_does_not_block_signals(hvdrun, tmp_path):
     # Nobody reads hvdrun's stdout while the ranks flood it: hvdrun must
     # still answer SIGTERM, and stop the ranks blocked on their pipes.
     err_path = tmp_path / "stderr"
-    with open(err_path, "w") as err:
-        p = subprocess.Popen([hvdrun, "-np", "2", "sh", "-c",
-                              'echo "pid $$" >&2; exec yes 0123456789abcdef'],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+    p = start_unread(hvdrun, 2, 'echo "pid $$" >&2; exec yes 0123456789abcdef', err_path)
     pids = []
     try:
-        end = time.monotonic() + 10
-        while len(pids) < 2 and time.monotonic() < end:
-            time.sleep(0.05)
-            pids = [int(x) for x in re.findall(r"<stderr>:pid (\d+)", err_path.read_text())]
-        assert len(pids) == 2, err_path.read_text()
+        text = wait_for_text(err_path, lambda t: len(stderr_pids(t)) >= 2)
+        pids = stderr_pids(text)
+        assert len(pids) == 2, text
         time.sleep(0.5)  # every pipe on the way is full by now
         t0 = time.monotonic()
         p.send_signal(signal.SIGTERM)
@@ -429,15 +446,11 @@ def test_stderr_flows_while_stdout_is_stuck(hvdrun, tmp_path):
     # Nobody reads hvdrun's stdout and a rank floods it: what the rank
     # says on stderr (its errors) still comes through.
     err_path = tmp_path / "stderr"
-    with open(err_path, "w") as err:
-        p = subprocess.Popen([hvdrun, "-np", "1", "sh", "-c",
-                              'yes 0123456789abcdef & sleep 2; echo "late words" >&2; wait'],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+    p = start_unread(hvdrun, 1, 'yes 0123456789abcdef & sleep 2; echo "late words" >&2; wait',
+                     err_path)
     try:
-        end = time.monotonic() + 10
-        while "late words" not in err_path.read_text() and time.monotonic() < end:
-            time.sleep(0.05)
-        assert "[0]<stderr>:late words" in err_path.read_text()
+        text = wait_for_text(err_path, lambda t: "late words" in t)
+        assert "[0]<stderr>:late words" in text
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=LIMIT) == 128 + signal.SIGTERM
     finally:
