@@ -16,13 +16,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh test
+# The PyPI packages (PyTorch 2.x, TensorFlow, JAX, ...) in the project's
+# venv (scripts/venv.sh); the suites that need them run its python.
+venv=$(scripts/venv.sh)
 
 jobs=$(nproc)
 # configure_suite BUILD_DIR [CMAKE ARGS...]
 configure_suite() {
   local dir=$1
   shift
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DHVD_BUILD_TESTS=ON "$@" >/dev/null
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DHVD_BUILD_TESTS=ON \
+    -DHVD_VENV_PYTHON="$venv/bin/python" "$@" >/dev/null
 }
 # run_suite BUILD_DIR "CMAKE ARGS" [CTEST ARGS...]
 run_suite() {

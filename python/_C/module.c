@@ -228,7 +228,8 @@ PyMODINIT_FUNC PyInit__C(void) {
       add_constants(m) < 0 ||
       add_functions(m, pyhvd_op_methods) < 0 ||
       PyModule_AddObjectRef(m, "HorovodInternalError", pyhvd_internal_error) < 0 ||
-      PyModule_AddObjectRef(m, "Handle", (PyObject *)&pyhvd_handle_type) < 0) {
+      PyModule_AddObjectRef(m, "Handle", (PyObject *)&pyhvd_handle_type) < 0 ||
+      pyhvd_add_capi(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -37,6 +37,10 @@ PyObject *pyhvd_raise_failure(int code, const char *msg);
  * (mpi_off/comm.c). */
 int pyhvd_init_comm(long fortran_handle);
 
+/* Adds hvd._C._capi, libhvd's API as a table for other shared objects
+ * (capi.c, hvd_capi.h). */
+int pyhvd_add_capi(PyObject *m);
+
 /* ---- handles (handle.c) ---- */
 
 /* What a completed handle leaves behind. */
