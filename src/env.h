@@ -3,8 +3,8 @@
  *
  * The names, defaults and meanings are Horovod's wherever Horovod has the
  * knob, so existing job scripts keep working.  The table is the single
- * source: the code reads values through it, and a test checks that the
- * README documents every entry with its default.
+ * source: the code reads values through it, and a test checks that
+ * docs/environment.md documents every entry with its default.
  *
  * Values are validated when read: a malformed or out-of-range value is an
  * HVD_E_ENV error that names the variable, its value and what was expected,

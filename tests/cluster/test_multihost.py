@@ -317,7 +317,7 @@ def test_host_whose_link_is_cut(hvd, cluster, build_dir):
         rc, out, err, took = finish(proc, 10)
     finally:
         cluster.link("h2", "up")
-    assert rc == 255, err  # a host failed (README: exit statuses)
+    assert rc == 255, err  # a host failed (docs/hvdrun.md: exit statuses)
     assert re.search(r"hvdrun: host h2: lost contact with hvdrun's agent", err), err
     assert took < 10, took
 

@@ -5,12 +5,12 @@
  * A "training loop" of four tensors per step, whose step time is a known
  * function of the knobs (a best fusion threshold and cycle time, the
  * cache a little faster on, the hierarchical allreduce slower), runs on a
- * simulated clock.  Started from a bad setting (1 MiB, 20 ms, as the
- * README's curve), the tuner must settle within the samples it is allowed,
- * on settings whose step time is within 10% of the best, and log one CSV
- * line per sample.  Then the workload changes (another best): three slow
- * samples in a row must start the tuning again, logged with why, and it
- * must settle near the new best.
+ * simulated clock.  Started from a bad setting (1 MiB, 20 ms, as
+ * docs/benchmarks.md's curve), the tuner must settle within the samples it
+ * is allowed, on settings whose step time is within 10% of the best, and
+ * log one CSV line per sample.  Then the workload changes (another
+ * best): three slow samples in a row must start the tuning again, logged
+ * with why, and it must settle near the new best.
  */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /*
  * test_env.c -- the environment table: strict parsing of every kind, the
- * job description's validation, and the README documenting every variable
- * with its default (the table is the single source of the knobs).
+ * job description's validation, and docs/environment.md documenting every
+ * variable with its default (the table is the single source of the knobs).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -122,11 +122,11 @@ static void test_init_reports_bad_env(void **state) {
   assert_int_equal(hvd_is_initialized(), 0);
 }
 
-/* Every variable of the table appears in a row of the README's table, with
+/* Every variable of the table appears in a row of docs/environment.md's table, with
  * its default for the tunables ("unset" for an empty one). */
-static void test_readme_documents_every_variable(void **state) {
+static void test_docs_document_every_variable(void **state) {
   (void)state;
-  FILE *f = fopen(HVD_SOURCE_DIR "/README.md", "r");
+  FILE *f = fopen(HVD_SOURCE_DIR "/docs/environment.md", "r");
   assert_non_null(f);
   static char text[1 << 20];
   size_t n = fread(text, 1, sizeof text - 1, f);
@@ -141,7 +141,7 @@ static void test_readme_documents_every_variable(void **state) {
       snprintf(row, sizeof row, "| `%s` | unset |", p->name);
     else
       snprintf(row, sizeof row, "| `%s` | `%s` |", p->name, p->def);
-    if (!strstr(text, row)) fail_msg("README.md has no table row starting '%s'", row);
+    if (!strstr(text, row)) fail_msg("docs/environment.md has no table row starting '%s'", row);
   }
 }
 
@@ -152,7 +152,7 @@ int main(void) {
       cmocka_unit_test(test_job_alone_is_size_one),
       cmocka_unit_test(test_job_validation),
       cmocka_unit_test(test_init_reports_bad_env),
-      cmocka_unit_test(test_readme_documents_every_variable),
+      cmocka_unit_test(test_docs_document_every_variable),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
