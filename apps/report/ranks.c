@@ -20,8 +20,10 @@
  *       tick: who was late then needs every rank's file (issue 30: rank
  *       0's file alone held the other ranks' ticks for the first round
  *       only, and that round's start-up skew read as a straggler).
- * An operation counts when every rank's wait is known; when fewer than
- * half of the operations within the steps count, nobody is judged.
+ * The operations that count are those of the steps that are not outliers
+ * (steps.c: the first, which holds the ranks' start-up, often is one)
+ * with every rank's wait known; when fewer than half of them have it,
+ * nobody is judged.
  *
  * A straggler is the latest rank on average when it stands out: alone
  * last (its wait more than RP_LAST_MARGIN_US shorter than every other's)
@@ -158,6 +160,12 @@ static int waits_of(pairing *p, const rp_occ *o, double *wait) {
 
 /* ---- Lateness ---- */
 
+/* Whether o is in a step that counts (not an outlier). */
+static int counts(const rp_steps *s, const rp_occ *o) {
+  int k = o->tensor >= 0 ? rp_step_of(s, o) : -1;
+  return k >= 0 && !s->outlier[k];
+}
+
 typedef struct {
   long n, *last_by; /* [size] */
   double sum, max;
@@ -233,7 +241,7 @@ static long tally(pairing *p, const rp_steps *s, double **lates, long *last, ten
   for (size_t i = 0; i < t->nocc; i++) {
     const rp_occ *o = &t->occ[i];
     if (o->tensor < 0) continue;
-    int in = rp_in_steps(s, o);
+    int in = counts(s, o);
     if (!waits_of(p, o, wait) || !in) continue;
     spread sp = spread_of(wait, p->size);
     double most = wait[0];
@@ -267,7 +275,7 @@ static int lateness(const rp_timeline *tl, int ntl, int ref, const rp_steps *s, 
   const rp_timeline *t = &tl[ref];
   size_t nn = (size_t)t->nnames + 1;
   long n = 0;
-  for (size_t i = 0; i < t->nocc; i++) n += t->occ[i].tensor >= 0 && rp_in_steps(s, &t->occ[i]);
+  for (size_t i = 0; i < t->nocc; i++) n += counts(s, &t->occ[i]);
   pairing p = {t, calloc((size_t)size, sizeof *p.files), size, calloc(nn, sizeof *p.seen)};
   double **lates = calloc((size_t)size, sizeof *lates), *wait = malloc((size_t)size * sizeof *wait);
   long *last = calloc((size_t)size, sizeof *last), *last_by = calloc(nn * (size_t)size, sizeof *last_by);

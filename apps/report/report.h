@@ -147,8 +147,9 @@ typedef struct {
 int rp_find_steps(const rp_timeline *t, rp_steps *s);
 void rp_steps_free(rp_steps *s);
 
-/* Whether occurrence o falls within s's steps. */
+/* Whether occurrence o falls within s's steps; which step, or -1. */
 int rp_in_steps(const rp_steps *s, const rp_occ *o);
+int rp_step_of(const rp_steps *s, const rp_occ *o);
 
 /* Length of [lo, hi) covered by the sorted, disjoint spans; *at is a
  * cursor into them that only moves forward, for calls with growing lo. */
@@ -177,7 +178,7 @@ typedef struct {
 
 typedef struct {
   int size;
-  long nstep_ops;       /* operations within the steps */
+  long nstep_ops;       /* operations within the steps, outliers' not */
   long nocc;            /* of them, those with every rank's wait known */
   rp_rank_late *ranks;  /* [size] */
   int straggler;        /* -1 if none */
