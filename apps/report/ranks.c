@@ -27,8 +27,11 @@
  *
  * A straggler is the latest rank on average when it stands out: alone
  * last (its wait more than RP_LAST_MARGIN_US shorter than every other's)
- * for at least half the operations, at least twice as late on average as
- * any other rank (so that chance among few ranks does not count), late
+ * for at least half the operations and three times as often as any other
+ * rank, at least twice as late on average as any other rank (so that
+ * chance among few ranks does not count: of 2 ranks, one is last about
+ * half the time; a loaded machine gives one rank less of the CPU for
+ * stretches, the ranks by turns, and its mean grows with them), late
  * enough to matter (over 2 ms and a tenth of the median step), and
  * consistent with the steps: the others cannot wait longer for it than a
  * step lasts, so a mean lateness over the median step means the files do
@@ -220,11 +223,15 @@ static void find_straggler(rp_lateness *l, const rp_steps *s) {
   if (l->nocc == 0 || 2 * l->nocc < l->nstep_ops) return; /* too few paired to judge */
   for (int r = 1; r < l->size; r++)
     if (l->ranks[r].mean_late > l->ranks[q].mean_late) q = r;
-  for (int r = 0; r < l->size; r++)
-    if (r != q && l->ranks[r].mean_late > runner_up) runner_up = l->ranks[r].mean_late;
+  double last_runner_up = 0;
+  for (int r = 0; r < l->size; r++) {
+    if (r == q) continue;
+    if (l->ranks[r].mean_late > runner_up) runner_up = l->ranks[r].mean_late;
+    if (l->ranks[r].last_share > last_runner_up) last_runner_up = l->ranks[r].last_share;
+  }
   const rp_rank_late *x = &l->ranks[q];
-  if (x->last_share < 0.5 || x->mean_late < 2 * runner_up || x->mean_late < 2000 ||
-      x->mean_late < 0.1 * s->median_len)
+  if (x->last_share < 0.5 || x->last_share < 3 * last_runner_up || x->mean_late < 2 * runner_up ||
+      x->mean_late < 2000 || x->mean_late < 0.1 * s->median_len)
     return;
   if (x->mean_late > s->median_len) { /* waiting longer than a step: not paired right */
     l->inconsistent = 1;
