@@ -272,10 +272,28 @@ def train_recorded(hvdrun, build_dir, tl, model, np, *extra):
                     "--test-limit", "200"] + list(extra), np, tl)
 
 
+def assert_made_slow_by_the_machine(found, stdout):
+    """A rank named slow in a symmetric job: on a machine loaded far past
+    its cores, a rank can get less of the CPU than the others for a whole
+    short run, and then it was slow.  That is only so if the ranks' own
+    waits (hvd_wait, recorded apart from the ready ticks the lateness
+    comes from) say it: the others negotiated (waited) at least 10 points
+    more of their steps than it did.  The issue's false straggler -- a
+    start-up offset read as every step's, 138% of a step -- fails here."""
+    rank = int(re.match(r"Rank (\d+) is slow", found).group(1))
+    share = float(re.search(r"waited for it, (\d+)% of a median step", found).group(1))
+    assert share <= 100, found  # nobody waits longer than a step
+    negotiating = {int(r): int(n) for r, n in re.findall(
+        r"^\s+(\d+)\s+\d+\s+\S+ \S+\s+\d+%\s+(\d+)%\s+\d+%$", stdout, re.M)}
+    others = [n for r, n in negotiating.items() if r != rank]
+    assert others and min(others) >= negotiating[rank] + 10, stdout
+
+
 @pytest.mark.parametrize("model,np,run", [("mlp", 2, 1), ("mlp", 2, 2), ("mlp", 4, 1),
                                           ("mlp", 4, 2), ("cnn", 2, 1), ("cnn", 4, 1)])
 def test_symmetric_trainer_names_nobody(hvd_report, hvdrun, build_dir, tmp_path, model, np, run):
-    """Issue 30: the same job on every rank; no rank may be called slow.
+    """Issue 30: the same job on every rank; no rank may be called slow
+    unless the machine made it so (see assert_made_slow_by_the_machine).
     The trainer's gradients (4 tensors for the MLP, 8 for the CNN) mark
     its steps.  The repeats look for a verdict that depends on chance;
     sanitizer builds, after memory errors, skip them."""
@@ -286,7 +304,8 @@ def test_symmetric_trainer_names_nobody(hvd_report, hvdrun, build_dir, tmp_path,
     m = re.match(r"hvd-report: %d timelines \(ranks 0-%d of %d, shm\), (\d+) steps"
                  % (np, np - 1, np), p.stdout)
     assert m and int(m.group(1)) == TRAINER_STEPS - 1, p.stdout
-    assert not [f for f in findings(p.stdout) if " is slow" in f], p.stdout
+    for found in [f for f in findings(p.stdout) if " is slow" in f]:
+        assert_made_slow_by_the_machine(found, p.stdout)
     assert "Who was late" not in p.stdout, p.stdout  # every operation paired up
     assert "the %d tensors reduced once per step" % {"mlp": 4, "cnn": 8}[model] in \
         (tmp_path / "out" / "report.html").read_text()
