@@ -43,9 +43,11 @@
 #define CLASSES 10
 
 typedef struct {
-  int epochs, batch_size, test_batch_size, val_size, train_limit, log_interval;
+  int epochs, batch_size, test_batch_size, val_size, train_limit, test_limit, log_interval;
   int backward_passes, overlap;
   int elastic, commit_interval;
+  int slow_rank;   /* -1: none */
+  double slow_ms;
   double lr, momentum, warmup_epochs, predivide;
   const char *model, *optimizer, *checkpoint, *data_dir;
   hvd_nn_compression compression;
@@ -100,9 +102,12 @@ static void usage(FILE *f) {
           "  --data-dir DIR               (" HVD_NN_FASHION_MNIST_DIR ")\n"
           "  --val-size N                 training images held out for validation (5000)\n"
           "  --train-limit N              train on the first N images only (all)\n"
+          "  --test-limit N               test on the first N test images only (all)\n"
           "  --log-interval N             steps between progress lines (a tenth of an epoch)\n"
           "  --elastic                    elastic training (hvdrun --min-np/--max-np ...)\n"
-          "  --commit-interval K          with --elastic: steps between commits (10)\n");
+          "  --commit-interval K          with --elastic: steps between commits (10)\n"
+          "  --slow-rank R:MS             rank R sleeps MS ms in every step: a straggler\n"
+          "                               on purpose, for hvd-report (none)\n");
 }
 
 static int parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
@@ -131,8 +136,8 @@ static int parse_double(const char *opt, const char *s, double lo, double *out) 
 
 enum { O_EPOCHS = 256, O_BATCH, O_TEST_BATCH, O_LR, O_MOMENTUM, O_OPTIMIZER, O_WARMUP, O_MODEL,
        O_FP16, O_BF16, O_ADASUM, O_PREDIVIDE, O_BPPS, O_NO_OVERLAP, O_CHECKPOINT, O_SEED,
-       O_DATA_DIR, O_VAL_SIZE, O_TRAIN_LIMIT, O_LOG_INTERVAL, O_ELASTIC, O_COMMIT_INTERVAL,
-       O_HELP };
+       O_DATA_DIR, O_VAL_SIZE, O_TRAIN_LIMIT, O_TEST_LIMIT, O_LOG_INTERVAL, O_ELASTIC, O_COMMIT_INTERVAL,
+       O_SLOW_RANK, O_HELP };
 
 static const struct option long_options[] = {
     {"epochs", required_argument, 0, O_EPOCHS},
@@ -154,12 +159,32 @@ static const struct option long_options[] = {
     {"data-dir", required_argument, 0, O_DATA_DIR},
     {"val-size", required_argument, 0, O_VAL_SIZE},
     {"train-limit", required_argument, 0, O_TRAIN_LIMIT},
+    {"test-limit", required_argument, 0, O_TEST_LIMIT},
     {"log-interval", required_argument, 0, O_LOG_INTERVAL},
     {"elastic", no_argument, 0, O_ELASTIC},
     {"commit-interval", required_argument, 0, O_COMMIT_INTERVAL},
+    {"slow-rank", required_argument, 0, O_SLOW_RANK},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
+
+/* --slow-rank R:MS */
+static int parse_slow_rank(config *c, const char *arg) {
+  char rank[32];
+  const char *colon = strchr(arg, ':');
+  long v;
+  if (!colon || (size_t)(colon - arg) >= sizeof rank) {
+    fprintf(stderr, PROG ": --slow-rank '%s': expected RANK:MS, e.g. 3:20\n", arg);
+    return -1;
+  }
+  memcpy(rank, arg, (size_t)(colon - arg));
+  rank[colon - arg] = '\0';
+  if (parse_long("--slow-rank's rank", rank, 0, INT_MAX, &v) < 0 ||
+      parse_double("--slow-rank's milliseconds", colon + 1, 0.0, &c->slow_ms) < 0)
+    return -1;
+  c->slow_rank = (int)v;
+  return 0;
+}
 
 /* One option; 0, or -1 on a bad value. */
 static int apply_option(config *c, int opt, const char *arg) {
@@ -195,6 +220,10 @@ static int apply_option(config *c, int opt, const char *arg) {
       rc = parse_long("--train-limit", arg, 1, INT_MAX, &v);
       c->train_limit = (int)v;
       break;
+    case O_TEST_LIMIT:
+      rc = parse_long("--test-limit", arg, 1, INT_MAX, &v);
+      c->test_limit = (int)v;
+      break;
     case O_LOG_INTERVAL:
       rc = parse_long("--log-interval", arg, 1, INT_MAX, &v);
       c->log_interval = (int)v;
@@ -204,6 +233,7 @@ static int apply_option(config *c, int opt, const char *arg) {
       rc = parse_long("--commit-interval", arg, 1, INT_MAX, &v);
       c->commit_interval = (int)v;
       break;
+    case O_SLOW_RANK: rc = parse_slow_rank(c, arg); break;
     default: return -1;
   }
   return rc;
@@ -215,7 +245,7 @@ static int parse_args(config *c, int argc, char **argv) {
                 .backward_passes = 1, .overlap = 1, .lr = 0.01, .momentum = 0.9,
                 .warmup_epochs = 1.0, .predivide = 1.0, .model = "cnn", .optimizer = "sgd",
                 .data_dir = HVD_NN_FASHION_MNIST_DIR, .compression = HVD_NN_COMPRESS_NONE,
-                .op = HVD_AVERAGE, .seed = 42, .commit_interval = 10};
+                .op = HVD_AVERAGE, .seed = 42, .commit_interval = 10, .slow_rank = -1};
   int opt;
   while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
     if (opt == 'h' || opt == O_HELP) {
@@ -382,6 +412,16 @@ static void progress(const trainer *t, int64_t epoch, int step, int steps, doubl
   fflush(stdout);
 }
 
+/* --slow-rank: this rank's extra time per step, slept (not computed, so
+ * that it is the same however many cores the ranks share). */
+static void straggle(const config *c) {
+  if (c->slow_rank != hvd_rank() || !(c->slow_ms > 0)) return;
+  double s = c->slow_ms / 1e3;
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
 /* One step: backward_passes batches, then the optimizer.  Adds the
  * batches' mean loss to *loss_sum. */
 static int train_step(trainer *t, const int *idx, int64_t epoch, int k, int steps,
@@ -390,6 +430,7 @@ static int train_step(trainer *t, const int *idx, int64_t epoch, int k, int step
   double e = (double)epoch + (double)k / steps;
   hvd_nn_optimizer_set_lr(t->opt, (float)hvd_nn_lr_warmup(c->lr, lr_scale(c), e, c->warmup_epochs));
   hvd_nn_model_zero_grad(t->model);
+  straggle(c);
   for (int p = 0; p < c->backward_passes; p++) {
     const int *bidx = idx + (size_t)p * c->batch_size;
     gather(&t->buf, &t->train, bidx, c->batch_size);
@@ -629,7 +670,7 @@ static int load_splits(trainer *t, hvd_nn_dataset *train, hvd_nn_dataset *test) 
   if (c->train_limit > 0 && c->train_limit < n_train) n_train = c->train_limit;
   t->train = (split){train, 0, n_train};
   t->val = (split){train, train->n - val, val};
-  t->test = (split){test, 0, test->n};
+  t->test = (split){test, 0, c->test_limit > 0 && c->test_limit < test->n ? c->test_limit : test->n};
   if (n_train / hvd_size() < c->batch_size * c->backward_passes) {
     char msg[160];
     snprintf(msg, sizeof msg, "%d training samples over %d ranks make less than one step of "

@@ -100,6 +100,12 @@ uint64_t hvd__now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+uint64_t hvd__now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 uint64_t hvd__deadline_in(int64_t ms) {
   if (ms < 0) return HVD__NEVER;
   return hvd__now_ms() + (uint64_t)ms;

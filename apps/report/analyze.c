@@ -47,6 +47,15 @@ static void file_notes(rp_report *r) {
       note(r, "%s has no hvd_job event (an older hvd?): the job's size and settings are guessed.",
            t->path);
   }
+  const rp_lateness *l = &r->late;
+  if (l->size > 1 && 2 * l->nocc < l->nstep_ops)
+    note(r, "Who was late needs every rank's timeline: these files give every rank's wait for "
+         "%ld of the %ld operations within the steps (cached tensors are agreed without news of "
+         "the other ranks). Record with HOROVOD_TIMELINE=DIR/ and pass the directory.",
+         l->nocc, l->nstep_ops);
+  if (l->inconsistent)
+    note(r, "A rank stood out by more than a median step, longer than the others could have "
+         "waited: the files do not pair up (from different runs?), so no rank is named.");
   if (!r->has_bench)
     note(r, "No hvd-bench measurement to compare bandwidth with: run `hvdrun -np %d hvd-bench "
          "--op allreduce --csv > bench.csv` on the same hosts, then pass --bench bench.csv.",
@@ -62,7 +71,7 @@ int rp_analyze(rp_report *r) {
   for (int i = r->ntl - 1; i >= 0; i--)
     if (r->steps[i].n > 0) r->ref = i;
   const rp_timeline *ref = &r->tl[r->ref];
-  if (rp_lateness_of(ref, &r->steps[r->ref], &r->late) < 0) return -1;
+  if (rp_lateness_of(r->tl, r->ntl, r->ref, &r->steps[r->ref], &r->late) < 0) return -1;
   rp_fusion_of(ref, &r->steps[r->ref], &r->fusion);
   rp_bandwidth_of(ref, r->has_bench ? &r->bench : NULL, &r->bw);
   file_notes(r);

@@ -3,8 +3,9 @@
  *
  * Every rule names what it saw and where the time went, so a reader can
  * check it against the charts; none fires on a hunch:
- *   straggler   ranks.c found a rank last at least half the time, twice
- *               as late as any other, late enough to matter;
+ *   straggler   ranks.c found a rank last at least half the time and
+ *               three times as often as any other, twice as late, late enough to matter, and no later
+ *               than a step (what the others could have waited);
  *   fusion-off  HOROVOD_FUSION_THRESHOLD=0 (the job's own setting), said
  *               with how many allreduces fusion would have joined;
  *   threshold   cycles whose ready allreduces passed the threshold and ran

@@ -143,10 +143,12 @@ static void waiters(FILE *f, const rp_report *r) {
 static void lateness(FILE *f, const rp_report *r, const char *dir, int with_charts) {
   const rp_lateness *l = &r->late;
   char b1[32], b2[32];
-  fprintf(f, "<h2>Waiting for ranks</h2>\n<p>Over %ld operations within the steps, how long after "
-             "the first rank each rank was ready, and how often it alone was last (its tick more "
-             "than %.0f us after every other's).</p>\n<table><tr><th>rank</th><th>mean</th>"
-             "<th>median</th><th>last</th></tr>\n", l->nocc, RP_LAST_MARGIN_US);
+  fprintf(f, "<h2>Waiting for ranks</h2>\n<p>Over %ld of the %ld operations within the steps "
+             "(those every rank's wait is known for), how long after the first rank each rank was "
+             "ready (the longest wait from ready to the negotiation's end, minus its own), and how "
+             "often it alone was last (its wait more than %.0f us shorter than every other's).</p>\n"
+             "<table><tr><th>rank</th><th>mean</th><th>median</th><th>last</th></tr>\n",
+          l->nocc, l->nstep_ops, RP_LAST_MARGIN_US);
   for (int q = 0; q < l->size; q++)
     fprintf(f, "<tr><td>%d%s</td><td>%s</td><td>%s</td><td>%.0f%%</td></tr>\n", q,
             q == l->straggler ? " (slow)" : "", rp_fmt_time(l->ranks[q].mean_late, b1, sizeof b1),

@@ -503,7 +503,7 @@ static int begin_negotiation(reader *rd, row *r, const event *e) {
     return -1;
   text op = {e->name.s + 10, e->name.n - 10}; /* after "NEGOTIATE_" */
   t->occ[t->nocc] = (rp_occ){.tensor = r->tensor, .op = op_of(op), .neg_begin = e->ts,
-                             .neg_end = -1, .own_ready = -1, .coll = -1};
+                             .neg_end = -1, .cycle = -1, .own_ready = -1, .coll = -1};
   r->cur = (long)t->nocc++;
   return 0;
 }
@@ -550,7 +550,9 @@ static int on_end(reader *rd, row *r, const event *e) {
   if (r->cur < 0) return 0;
   rp_occ *o = &t->occ[r->cur];
   if (phase == PH_NEG) {
+    double cycle = arg_num(e, "cycle", -1);
     o->neg_end = e->ts;
+    o->cycle = cycle >= 0 && cycle < 9e18 ? (long)cycle : -1;
     return settle_ticks(rd, r);
   }
   if (phase == PH_COLL && o->coll >= 0 && e->ts > t->colls[o->coll].end)

@@ -73,7 +73,9 @@ typedef struct {
   int op;              /* RP_* */
   double neg_begin;    /* NEGOTIATE_<OP> began: some rank asked */
   double neg_end;      /* every rank was ready and it was planned; -1 if never */
-  double own_ready;    /* this file's rank asked; -1 if not seen */
+  long cycle;          /* the cycle that planned it, the same on every rank; -1 if
+                        * not written (an older hvd) */
+  double own_ready;    /* this file's rank was ready; -1 if not seen */
   size_t tick0;        /* its ticks: rp_timeline.ticks[tick0 .. tick0 + nticks) */
   int nticks;
   long coll;           /* index into colls; -1 if it never ran */
@@ -145,8 +147,9 @@ typedef struct {
 int rp_find_steps(const rp_timeline *t, rp_steps *s);
 void rp_steps_free(rp_steps *s);
 
-/* Whether occurrence o falls within s's steps. */
+/* Whether occurrence o falls within s's steps; which step, or -1. */
 int rp_in_steps(const rp_steps *s, const rp_occ *o);
+int rp_step_of(const rp_steps *s, const rp_occ *o);
 
 /* Length of [lo, hi) covered by the sorted, disjoint spans; *at is a
  * cursor into them that only moves forward, for calls with growing lo. */
@@ -175,18 +178,23 @@ typedef struct {
 
 typedef struct {
   int size;
-  long nocc;            /* step operations with every rank's tick */
+  long nstep_ops;       /* operations within the steps, outliers' not */
+  long nocc;            /* of them, those with every rank's wait known */
   rp_rank_late *ranks;  /* [size] */
   int straggler;        /* -1 if none */
+  int inconsistent;     /* a rank stood out by more than a step: not named */
   rp_waiter *waiters;   /* longest mean wait first */
   int nwaiters;
 } rp_lateness;
 
-/* A tick this much later than every other rank's makes a rank "last";
- * closer ticks came in the same cycle. */
+/* A wait this much shorter than every other rank's makes a rank "last";
+ * closer ones came in the same cycle. */
 #define RP_LAST_MARGIN_US 50.0
 
-int rp_lateness_of(const rp_timeline *t, const rp_steps *s, rp_lateness *out);
+/* Who was late, on the operations of tl[ref] within its steps s, from
+ * every rank's file among tl[0..ntl) (ranks.c says how). */
+int rp_lateness_of(const rp_timeline *tl, int ntl, int ref, const rp_steps *s,
+                   rp_lateness *out);
 void rp_lateness_free(rp_lateness *l);
 
 /* ---- Fusion (fusion.c) ---- */
@@ -265,7 +273,7 @@ typedef struct {
   rp_bandwidth bw;
   rp_finding *findings;
   int nfindings;
-  char notes[4][256]; /* what the reader should know (truncated files, ...) */
+  char notes[6][384]; /* what the reader should know (truncated files, ...) */
   int nnotes;
 } rp_report;
 

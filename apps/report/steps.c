@@ -84,6 +84,18 @@ int rp_in_steps(const rp_steps *s, const rp_occ *o) {
   return s->n > 0 && at >= s->begin[0] && at < s->begin[s->n];
 }
 
+int rp_step_of(const rp_steps *s, const rp_occ *o) {
+  if (!rp_in_steps(s, o)) return -1;
+  double at = start_of(o);
+  int lo = 0, hi = s->n; /* begin[lo] <= at < begin[hi] */
+  while (hi - lo > 1) {
+    int mid = (lo + hi) / 2;
+    if (at >= s->begin[mid]) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /* The occurrence count whose tensors account for the most operations
  * (the larger count on a tie), among tensors seen at least twice; 0 if
  * none. */

@@ -98,7 +98,7 @@ static void hold(hvd_engine *e, entry *en, uint32_t id) {
   e->held[id] = en;
   e->nheld++;
   en->held = id;
-  en->held_ms = hvd__now_ms();
+  en->held_us = hvd__now_us();
 }
 
 /* Takes the queue: cached tensors are held, the others become requests
@@ -137,10 +137,10 @@ static int take_queue(hvd_engine *e, hvd_msg *mine) {
 /* 1 if this rank needs the full exchange this cycle. */
 static int needs_full(hvd_engine *e, const hvd_msg *mine) {
   if (mine->nreq || mine->flags || mine->nfail) return 1;
-  uint64_t now = hvd__now_ms();
+  uint64_t now = hvd__now_us();
   uint32_t used = hvd__cache_used(e->cache);
   for (uint32_t id = 0; e->nheld && id < used; id++)
-    if (e->held[id] && now - e->held[id]->held_ms > HELD_MAX_MS) return 1;
+    if (e->held[id] && now - e->held[id]->held_us > HELD_MAX_MS * 1000u) return 1;
   return 0;
 }
 

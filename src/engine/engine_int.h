@@ -52,7 +52,8 @@ typedef struct entry {
   hvd_ilink unsent;   /* e->unsent: taken from the queue, not yet in the pending table */
   int64_t held;       /* the response cache's id while this rank holds it for the
                        * cached fast path (e->held[id]), else -1 */
-  uint64_t held_ms;   /* when it started waiting there */
+  uint64_t held_us;   /* when it started waiting there (hvd__now_us): this rank's
+                       * "ready" in the timeline when the fast path runs it */
   struct entry *next; /* the queue */
 } entry;
 

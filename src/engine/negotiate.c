@@ -30,6 +30,7 @@
  * others it could not fuse with.  The stall inspector walks the table,
  * but at most once a second.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,9 +109,21 @@ static const char *phase_name(int type) {
   return type >= 0 && type < HVD_REQ__COUNT ? names[type] : "NEGOTIATE";
 }
 
+/* This rank's "ready" tick on tensor `name` (at_us: when; 0: now).  Every
+ * rank's timeline has one per rank and operation: hvd-report pairs them up
+ * (apps/report/ranks.c). */
+static void tick(hvd_engine *e, const char *name, int rank, uint64_t at_us) {
+  char label[32];
+  if (!e->tl) return;
+  snprintf(label, sizeof label, "rank %d ready", rank);
+  hvd__timeline_instant_at(e->tl, name, label, at_us);
+}
+
 /* A new tensor at the end of the table.  agreed: every rank submitted
- * req (no per-rank state needed). */
-static int pending_new(hvd_engine *e, const hvd_request *req, int agreed, pending **out) {
+ * req (no per-rank state needed).  since_us: when its negotiation began
+ * here (0: now). */
+static int pending_new(hvd_engine *e, const hvd_request *req, int agreed, uint64_t since_us,
+                       pending **out) {
   pending *p = calloc(1, sizeof *p);
   if (p && !agreed) p->reqs = calloc((size_t)e->size, sizeof *p->reqs);
   if (p && !agreed && p->reqs) p->submitted = calloc((size_t)e->size, 1);
@@ -126,7 +139,7 @@ static int pending_new(hvd_engine *e, const hvd_request *req, int agreed, pendin
   else e->pending_head = p;
   e->pending_tail = p;
   hvd__index_add(&e->table, &p->link, hvd__index_key(req->name, req->process_set));
-  hvd__timeline_begin(e->tl, req->name, phase_name(req->type), NULL);
+  hvd__timeline_begin_at(e->tl, req->name, phase_name(req->type), NULL, since_us);
   *out = p;
   return 0;
 }
@@ -206,7 +219,7 @@ static int *scratch_ranks(hvd_engine *e) {
 
 static int submit(hvd_engine *e, int q, const hvd_request *req, int *scratch) {
   pending *p = pending_find(e, req->name, req->process_set);
-  if (!p) HVD__CHECK(pending_new(e, req, 0, &p));
+  if (!p) HVD__CHECK(pending_new(e, req, 0, 0, &p));
   if (!p->submitted)
     return hvd__err(HVD_E_PROTOCOL, "rank %d submitted '%s', which every rank had submitted",
                     q, req->name);
@@ -215,11 +228,7 @@ static int submit(hvd_engine *e, int q, const hvd_request *req, int *scratch) {
   p->reqs[q] = *req;
   p->submitted[q] = 1;
   p->nsubmitted++;
-  if (e->tl) {
-    char label[32];
-    snprintf(label, sizeof label, "rank %d ready", q);
-    hvd__timeline_instant(e->tl, req->name, label);
-  }
+  tick(e, req->name, q, 0);
   if (q == e->rank) p->mine = hvd__unsent_take(e, req);
   return update_ready(e, p, scratch);
 }
@@ -244,7 +253,13 @@ int hvd__negotiate_agreed(hvd_engine *e, uint32_t id) {
   if (!req) return hvd__err(HVD_E_PROTOCOL, "every rank holds cache id %u, an empty slot", id);
   if (pending_find(e, req->name, req->process_set))
     return hvd__err(HVD_E_PROTOCOL, "cached tensor '%s' is negotiated twice", req->name);
-  HVD__CHECK(pending_new(e, req, 1, &p));
+  /* The vector of bits says only that every rank holds it now: of the
+   * ranks' readiness, this rank knows its own, since it began holding the
+   * tensor.  That is its tick here (each rank's file has its own; without
+   * it the report saw only the full exchanges, issue 30). */
+  uint64_t since = e->held[id] ? e->held[id]->held_us : 0;
+  HVD__CHECK(pending_new(e, req, 1, since, &p));
+  tick(e, req->name, e->rank, since);
   p->nsubmitted = e->size;
   p->mine = hvd__unsent_take(e, req);
   e->visits++;
@@ -367,7 +382,11 @@ static int take(hvd_engine *e, response *r, pending *p) {
   pending_unlink(e, p);
   fuse_unlink(p);
   p->state = P_TAKEN;
-  hvd__timeline_end(e->tl, p->req.name);
+  if (e->tl) { /* the cycle, the same number on every rank, pairs the ranks' files */
+    char args[48];
+    snprintf(args, sizeof args, "{\"cycle\":%" PRIu64 "}", e->cycle);
+    hvd__timeline_end_args(e->tl, p->req.name, args);
+  }
   r->items[r->n++] = p;
   return 0;
 }

@@ -47,7 +47,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -85,12 +84,6 @@ struct hvd_timeline {
   int waits_pid;  /* 0: no wait recorded yet */
   int nonempty;   /* some event was put: the array needs a last one */
 };
-
-static uint64_t now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static int live(const hvd_timeline *tl) { return tl != NULL && tl->fd >= 0; }
 
@@ -202,7 +195,7 @@ static void truncate_here(hvd_timeline *tl) {
   int n = snprintf(end, sizeof end,
                    "{\"name\":\"hvd_truncated\",\"ph\":\"M\",\"pid\":0,\"args\":"
                    "{\"max_bytes\":%" PRIu64 ",\"ts\":%" PRIu64 "}}\n]\n",
-                   tl->max_bytes, now_us() - tl->t0_us);
+                   tl->max_bytes, hvd__now_us() - tl->t0_us);
   if (write_all(tl, tl->buf, keep) < 0 || write_all(tl, end, (size_t)n) < 0) return;
   hvd__log(HVD_LOG_WARNING,
            "timeline %s: reached its bound of %" PRIu64 " bytes (HOROVOD_TIMELINE_MAX_MB); "
@@ -218,7 +211,7 @@ static void flush(hvd_timeline *tl) {
   }
   if (write_all(tl, tl->buf, tl->len) < 0) return;
   tl->len = 0;
-  tl->last_flush_us = now_us();
+  tl->last_flush_us = hvd__now_us();
 }
 
 /* ---- Rows ---- */
@@ -285,20 +278,33 @@ static int row_of(hvd_timeline *tl, const char *tensor) {
 
 /* ---- Events ---- */
 
+/* Microseconds since the file opened of CLOCK_MONOTONIC's at_us, 0 meaning
+ * now; a moment before the file opened is its start. */
+static uint64_t stamp(const hvd_timeline *tl, uint64_t at_us) {
+  if (at_us == 0) at_us = hvd__now_us();
+  return at_us > tl->t0_us ? at_us - tl->t0_us : 0;
+}
+
 /* Opens an event: {"ph":"<ph>"[,"name":<name>],"ts":..,"pid":P,"tid":P */
-static void event_start(hvd_timeline *tl, char ph, const char *name, int pid) {
+static void event_start(hvd_timeline *tl, char ph, const char *name, int pid, uint64_t at_us) {
   put_fmt(tl, "{\"ph\":\"%c\"", ph);
   if (name != NULL) {
     put_str(tl, ",\"name\":");
     put_json_string(tl, name);
   }
-  put_fmt(tl, ",\"ts\":%" PRIu64 ",\"pid\":%d,\"tid\":%d", now_us() - tl->t0_us, pid, pid);
+  put_fmt(tl, ",\"ts\":%" PRIu64 ",\"pid\":%d,\"tid\":%d", stamp(tl, at_us), pid, pid);
+}
+
+static void event_args(hvd_timeline *tl, const char *args) {
+  if (args == NULL) return;
+  put_str(tl, ",\"args\":");
+  put_str(tl, args);
 }
 
 static void event_end(hvd_timeline *tl) { put_str(tl, "},\n"); }
 
-static void instant(hvd_timeline *tl, int pid, const char *label) {
-  event_start(tl, 'i', label, pid);
+static void instant(hvd_timeline *tl, int pid, const char *label, uint64_t at_us) {
+  event_start(tl, 'i', label, pid, at_us);
   put_str(tl, ",\"s\":\"p\"");
   event_end(tl);
 }
@@ -323,7 +329,7 @@ int hvd__timeline_open(const char *path, const hvd_timeline_opts *opts, hvd_time
   tl->cap = BUF_INITIAL;
   tl->next_pid = 1;
   tl->max_bytes = opts->max_bytes < MIN_MAX_BYTES ? MIN_MAX_BYTES : opts->max_bytes;
-  tl->t0_us = tl->last_flush_us = now_us();
+  tl->t0_us = tl->last_flush_us = hvd__now_us();
   put_str(tl, "[\n");
   if (opts->mark_cycles) tl->cycles_pid = new_row(tl, "cycles"); /* not in the map: no tensor shares it */
   *out = tl;
@@ -410,43 +416,54 @@ void hvd__timeline_job(hvd_timeline *tl, const char *args) {
 void hvd__timeline_wait(hvd_timeline *tl, uint64_t start_us, uint64_t end_us) {
   if (!live(tl)) return;
   if (tl->waits_pid == 0) tl->waits_pid = new_row(tl, "waits"); /* not in the map, like cycles */
-  uint64_t ts = start_us > tl->t0_us ? start_us - tl->t0_us : 0;
-  uint64_t end = end_us > tl->t0_us ? end_us - tl->t0_us : 0;
+  uint64_t ts = stamp(tl, start_us), end = stamp(tl, end_us);
   put_fmt(tl, "{\"ph\":\"X\",\"name\":\"WAIT\",\"ts\":%" PRIu64 ",\"dur\":%" PRIu64
           ",\"pid\":%d,\"tid\":%d},\n", ts, end - ts, tl->waits_pid, tl->waits_pid);
 }
 
-void hvd__timeline_begin(hvd_timeline *tl, const char *tensor, const char *phase,
-                         const char *args) {
+void hvd__timeline_begin_at(hvd_timeline *tl, const char *tensor, const char *phase,
+                            const char *args, uint64_t at_us) {
   int pid = row_of(tl, tensor);
   if (pid < 0) return;
-  event_start(tl, 'B', phase, pid);
-  if (args != NULL) {
-    put_str(tl, ",\"args\":");
-    put_str(tl, args);
-  }
+  event_start(tl, 'B', phase, pid, at_us);
+  event_args(tl, args);
+  event_end(tl);
+}
+
+void hvd__timeline_begin(hvd_timeline *tl, const char *tensor, const char *phase,
+                         const char *args) {
+  hvd__timeline_begin_at(tl, tensor, phase, args, 0);
+}
+
+void hvd__timeline_end_args(hvd_timeline *tl, const char *tensor, const char *args) {
+  int pid = row_of(tl, tensor);
+  if (pid < 0) return;
+  event_start(tl, 'E', NULL, pid, 0);
+  event_args(tl, args);
   event_end(tl);
 }
 
 void hvd__timeline_end(hvd_timeline *tl, const char *tensor) {
+  hvd__timeline_end_args(tl, tensor, NULL);
+}
+
+void hvd__timeline_instant_at(hvd_timeline *tl, const char *tensor, const char *label,
+                              uint64_t at_us) {
   int pid = row_of(tl, tensor);
-  if (pid < 0) return;
-  event_start(tl, 'E', NULL, pid);
-  event_end(tl);
+  if (pid >= 0) instant(tl, pid, label, at_us);
 }
 
 void hvd__timeline_instant(hvd_timeline *tl, const char *tensor, const char *label) {
-  int pid = row_of(tl, tensor);
-  if (pid >= 0) instant(tl, pid, label);
+  hvd__timeline_instant_at(tl, tensor, label, 0);
 }
 
 void hvd__timeline_cycle(hvd_timeline *tl) {
-  if (live(tl) && tl->cycles_pid > 0) instant(tl, tl->cycles_pid, "CYCLE_START");
+  if (live(tl) && tl->cycles_pid > 0) instant(tl, tl->cycles_pid, "CYCLE_START", 0);
 }
 
 void hvd__timeline_tick(hvd_timeline *tl) {
   if (!live(tl) || tl->len == 0) return;
-  if (tl->len >= FLUSH_BYTES || now_us() - tl->last_flush_us >= FLUSH_US) flush(tl);
+  if (tl->len >= FLUSH_BYTES || hvd__now_us() - tl->last_flush_us >= FLUSH_US) flush(tl);
 }
 
 void hvd__timeline_close(hvd_timeline *tl) {
@@ -459,7 +476,7 @@ void hvd__timeline_close(hvd_timeline *tl) {
     char end[END_RESERVE];
     int n = tl->nonempty ? snprintf(end, sizeof end,
                                     "{\"name\":\"hvd_end\",\"ph\":\"M\",\"pid\":0,\"args\":"
-                                    "{\"ts\":%" PRIu64 "}}\n]\n", now_us() - tl->t0_us)
+                                    "{\"ts\":%" PRIu64 "}}\n]\n", hvd__now_us() - tl->t0_us)
                          : snprintf(end, sizeof end, "]\n");
     write_all(tl, end, (size_t)n);
   }

@@ -68,13 +68,22 @@ void hvd__timeline_job(hvd_timeline *tl, const char *args);
 void hvd__timeline_wait(hvd_timeline *tl, uint64_t start_us, uint64_t end_us);
 
 /* Phase `phase` of tensor `tensor` begins / ends now.  `args` is NULL or
- * a JSON object text for the event's "args" (e.g. {"fused":3}). */
+ * a JSON object text for the event's "args" (e.g. {"fused":3}; on an end,
+ * viewers merge them into the begin's). */
 void hvd__timeline_begin(hvd_timeline *tl, const char *tensor, const char *phase,
                          const char *args);
 void hvd__timeline_end(hvd_timeline *tl, const char *tensor);
+void hvd__timeline_end_args(hvd_timeline *tl, const char *tensor, const char *args);
 
 /* An instant event on the tensor's row (e.g. "rank 2 ready"). */
 void hvd__timeline_instant(hvd_timeline *tl, const char *tensor, const char *label);
+
+/* The same, at an earlier moment at_us (CLOCK_MONOTONIC microseconds, as
+ * hvd__now_us; 0: now): what the engine learns of after the fact. */
+void hvd__timeline_begin_at(hvd_timeline *tl, const char *tensor, const char *phase,
+                            const char *args, uint64_t at_us);
+void hvd__timeline_instant_at(hvd_timeline *tl, const char *tensor, const char *label,
+                              uint64_t at_us);
 
 /* Marks the start of a negotiation cycle (if mark_cycles). */
 void hvd__timeline_cycle(hvd_timeline *tl);

@@ -130,6 +130,9 @@ def test_missing_data_dir(hvdrun, trainer, tmp_path):
     (["--batch-size", "0"], "--batch-size '0'"),
     (["--lr", "nan"], "--lr 'nan'"),
     (["--optimizer", "lamb"], "expected sgd or adam"),
+    (["--slow-rank", "3"], "--slow-rank '3': expected RANK:MS, e.g. 3:20"),
+    (["--slow-rank", "1:-5"], "--slow-rank's milliseconds '-5': expected a number >= 0"),
+    (["--test-limit", "0"], "--test-limit '0'"),
 ])
 def test_bad_flags(hvdrun, trainer, args, message):
     out = train(hvdrun, trainer, 1, *args, timeout=60)
@@ -141,5 +144,5 @@ def test_help(trainer):
     out = subprocess.run([trainer, "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0
     for flag in ["--epochs", "--batch-size", "--lr", "--model", "--fp16-allreduce",
-                 "--checkpoint", "--seed"]:
+                 "--checkpoint", "--seed", "--test-limit", "--slow-rank"]:
         assert flag in out.stdout

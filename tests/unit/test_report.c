@@ -46,6 +46,15 @@ typedef struct {
   double bytes;         /* per tensor */
   int split;            /* the step's tensors run as two collectives */
   int extras;           /* broadcasts in the first two steps only */
+  /* As the cached fast path writes: every rank's ticks in the first
+   * `full_rounds` rounds only (a full exchange), then this file's rank's
+   * alone; 0 means every round has every rank's. */
+  int full_rounds;
+  double first_late[4]; /* more lateness in the first round only: start-up */
+  double turn_late[2][4]; /* more lateness in even [0] and odd [1] rounds */
+  double t0;            /* added to every time: each file has its own start */
+  int cycles;           /* the negotiations' ends carry their cycle (10 k + 3) */
+  double cycle_ms;      /* HOROVOD_CYCLE_TIME; 0: 1 */
 } job;
 
 /* Step k at t = k * period: tensor i (row i + 1) negotiates from
@@ -56,8 +65,8 @@ static void write_job(const char *path, const job *j) {
   FILE *f = fopen(path, "w");
   assert_non_null(f);
   fprintf(f, "[\n{\"name\":\"hvd_job\",\"ph\":\"M\",\"pid\":0,\"args\":{\"rank\":%d,\"size\":%d,"
-             "\"transport\":\"shm\",\"fusion_threshold\":%.0f,\"cycle_time_ms\":1}},\n",
-          j->rank, j->size, j->threshold);
+             "\"transport\":\"shm\",\"fusion_threshold\":%.0f,\"cycle_time_ms\":%g}},\n",
+          j->rank, j->size, j->threshold, j->cycle_ms > 0 ? j->cycle_ms : 1);
   for (int i = 0; i < j->tensors; i++)
     fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"grad.%d\"}},\n",
             i + 1, i);
@@ -65,7 +74,7 @@ static void write_job(const char *path, const job *j) {
     fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"param.%d\"}},\n",
             100 + i, i);
   for (int k = 0; k < j->steps; k++) {
-    double t = 100000 + k * j->period;
+    double t = j->t0 + 100000 + k * j->period;
     for (int i = 0; k < 2 && i < j->extras; i++)
       fprintf(f, "{\"ph\":\"B\",\"name\":\"NEGOTIATE_BROADCAST\",\"ts\":%.0f,\"pid\":%d,\"tid\":%d},\n"
                  "{\"ph\":\"E\",\"ts\":%.0f,\"pid\":%d,\"tid\":%d},\n",
@@ -74,9 +83,13 @@ static void write_job(const char *path, const job *j) {
       fprintf(f, "{\"ph\":\"B\",\"name\":\"NEGOTIATE_ALLREDUCE\",\"ts\":%.0f,\"pid\":%d,\"tid\":%d},\n",
               t + 1000 + i, i + 1, i + 1);
       for (int q = 0; q < j->size; q++)
-        fprintf(f, "{\"ph\":\"i\",\"name\":\"rank %d ready\",\"ts\":%.0f,\"pid\":%d,\"tid\":%d,\"s\":\"p\"},\n",
-                q, t + 1000 + i + j->late[q], i + 1, i + 1);
-      fprintf(f, "{\"ph\":\"E\",\"ts\":%.0f,\"pid\":%d,\"tid\":%d},\n", t + 6400, i + 1, i + 1);
+        if (q == j->rank || j->full_rounds == 0 || k < j->full_rounds)
+          fprintf(f, "{\"ph\":\"i\",\"name\":\"rank %d ready\",\"ts\":%.0f,\"pid\":%d,\"tid\":%d,\"s\":\"p\"},\n",
+                  q, t + 1000 + i + j->late[q] + (k == 0 ? j->first_late[q] : 0) + j->turn_late[k % 2][q],
+                  i + 1, i + 1);
+      fprintf(f, "{\"ph\":\"E\",\"ts\":%.0f,\"pid\":%d,\"tid\":%d", t + 6400, i + 1, i + 1);
+      if (j->cycles) fprintf(f, ",\"args\":{\"cycle\":%d}", 10 * k + 3);
+      fprintf(f, "},\n");
     }
     int groups = j->split ? 2 : 1, per = j->tensors / groups;
     for (int g = 0; g < groups; g++) {
@@ -248,6 +261,137 @@ static void test_close_ticks_are_nobodys(void **state) {
   rp_report_free(&r);
 }
 
+/* Every rank's file as the cached fast path writes it: its own ticks
+ * only after the first round, its own clock (the files start 1.2345 s
+ * apart, rank 1's earliest), the cycle on each negotiation's end. */
+static void fast_path_files(job *j, int size) {
+  for (int q = 0; q < size; q++) {
+    j[q] = default_job();
+    j[q].rank = q;
+    j[q].size = size;
+    j[q].steps = 8;
+    j[q].full_rounds = 1;
+    j[q].cycles = 1;
+    j[q].t0 = 1234500.0 * ((q + 1) % size);
+  }
+}
+
+static int has_note(const rp_report *r, const char *text) {
+  for (int i = 0; i < r->nnotes; i++)
+    if (strstr(r->notes[i], text)) return 1;
+  return 0;
+}
+
+/* Issue 30: a symmetric job whose first round had rank 0 2.69 ms late
+ * (start-up), then the fast path.  Rank 0's file alone has the other
+ * rank's ticks for that round only: nobody is judged on so little, and
+ * the note says what to record instead. */
+static void test_one_fast_path_file_judges_nobody(void **state) {
+  (void)state;
+  job j[2];
+  fast_path_files(j, 2);
+  j[0].first_late[0] = 2690;
+  rp_report r;
+  analyze(&r, j, 1, NULL);
+  assert_int_equal(r.late.straggler, -1);
+  assert_null(finding(&r, "straggler"));
+  assert_int_equal(r.late.nstep_ops, 7 * 4);
+  assert_true(r.late.nocc < r.late.nstep_ops / 2);
+  assert_true(has_note(&r, "Who was late needs every rank's timeline"));
+  rp_report_free(&r);
+}
+
+/* The same job with every rank's file: every operation pairs up across
+ * the files (by cycle, whatever their clocks), and nobody stands out. */
+static void test_symmetric_files_name_nobody(void **state) {
+  (void)state;
+  for (int size = 2; size <= 4; size += 2) {
+    job j[4];
+    fast_path_files(j, size);
+    j[0].first_late[0] = 2690;
+    rp_report r;
+    analyze(&r, j, size, NULL);
+    assert_int_equal(r.late.nocc, r.late.nstep_ops);
+    assert_int_equal(r.late.straggler, -1);
+    assert_null(finding(&r, "straggler"));
+    assert_true(r.late.ranks[0].last_share == 4.0 / 28); /* the first round's 4 tensors */
+    for (int q = 1; q < size; q++) assert_true(r.late.ranks[q].last_share == 0);
+    assert_false(has_note(&r, "Who was late"));
+    rp_report_free(&r);
+  }
+}
+
+/* Rank 3 of 4 ready 4 ms after the others on every tensor, each file on
+ * its own clock with only its own ticks: rank 3 is named, exactly 4 ms
+ * late, last every time. */
+static void test_slow_rank_named_across_files(void **state) {
+  (void)state;
+  job j[4];
+  fast_path_files(j, 4);
+  for (int q = 0; q < 4; q++) j[q].late[3] = 4000;
+  rp_report r;
+  analyze(&r, j, 4, NULL);
+  assert_int_equal(r.late.nocc, 7 * 4);
+  assert_int_equal(r.late.straggler, 3);
+  assert_true(r.late.ranks[3].mean_late == 4000 && r.late.ranks[3].median_late == 4000);
+  assert_true(r.late.ranks[3].last_share == 1);
+  for (int q = 0; q < 3; q++) assert_true(r.late.ranks[q].mean_late == 0);
+  const rp_finding *f = finding(&r, "straggler");
+  assert_non_null(f);
+  assert_non_null(strstr(f->text, "Rank 3 is slow: it was the last rank ready for 100% of the "
+                                  "tensors, on average 4.00 ms after the first rank"));
+  assert_non_null(strstr(f->text, "40% of a median step of 10.0 ms"));
+  rp_report_free(&r);
+}
+
+/* Two ranks late by turns, one by much more (a loaded machine): each is
+ * alone last about half the time, so neither stands out, however late
+ * one was on average. */
+static void test_late_by_turns_names_nobody(void **state) {
+  (void)state;
+  job j[2];
+  fast_path_files(j, 2);
+  for (int q = 0; q < 2; q++) j[q].turn_late[0][0] = 5000, j[q].turn_late[1][1] = 100;
+  rp_report r;
+  analyze(&r, j, 2, NULL);
+  assert_true(r.late.ranks[0].last_share == 4.0 / 7 && r.late.ranks[1].last_share == 3.0 / 7);
+  assert_true(fabs(r.late.ranks[0].mean_late - 4 * 5000.0 / 7) < 1e-6);
+  assert_int_equal(r.late.straggler, -1);
+  rp_report_free(&r);
+}
+
+/* Files without cycle numbers (an older hvd) pair by occurrence. */
+static void test_files_pair_without_cycles(void **state) {
+  (void)state;
+  job j[2];
+  fast_path_files(j, 2);
+  for (int q = 0; q < 2; q++) j[q].cycles = 0, j[q].late[1] = 3000;
+  rp_report r;
+  analyze(&r, j, 2, NULL);
+  assert_int_equal(r.late.nocc, 7 * 4);
+  assert_int_equal(r.late.straggler, 1);
+  assert_true(r.late.ranks[1].mean_late == 3000);
+  rp_report_free(&r);
+}
+
+/* The others cannot have waited longer for a rank than a step lasts:
+ * lateness over the median step means the files do not pair up, and
+ * nobody is named. */
+static void test_lateness_over_a_step_names_nobody(void **state) {
+  (void)state;
+  job j = default_job();
+  j.period = 5000;
+  j.late[1] = 5300; /* ticks before the negotiation ends at 6400, 0.3 ms over a step */
+  rp_report r;
+  analyze(&r, &j, 1, NULL);
+  assert_true(r.late.ranks[1].mean_late == 5300 && r.late.ranks[1].last_share == 1);
+  assert_int_equal(r.late.straggler, -1);
+  assert_true(r.late.inconsistent);
+  assert_null(finding(&r, "straggler"));
+  assert_true(has_note(&r, "the files do not pair up"));
+  rp_report_free(&r);
+}
+
 static void test_fusion_off_said(void **state) {
   (void)state;
   job j = default_job();
@@ -280,12 +424,33 @@ static void test_threshold_split(void **state) {
   const rp_finding *f = finding(&r, "threshold");
   assert_non_null(f);
   assert_non_null(strstr(f->text, "HOROVOD_FUSION_THRESHOLD=1048576"));
+  assert_null(finding(&r, "cycle")); /* a 1 ms cycle is a tenth of a 10 ms step */
   rp_report_free(&r);
   /* The same bytes under a threshold they fit: nothing to raise. */
   j.threshold = 2 << 20;
   analyze(&r, &j, 1, NULL);
   assert_int_equal(r.fusion.split, 0);
   assert_null(finding(&r, "threshold"));
+  rp_report_free(&r);
+}
+
+/* 10% of each 10 ms step negotiating and a 3 ms cycle (over a fifth of
+ * a step): the cycle time is named, not the threshold (no cycle split). */
+static void test_cycle_time_named(void **state) {
+  (void)state;
+  job j = default_job();
+  j.cycle_ms = 3;
+  rp_report r;
+  analyze(&r, &j, 1, NULL);
+  const rp_finding *f = finding(&r, "cycle");
+  assert_non_null(f);
+  assert_non_null(strstr(f->text, "The cycle time is too long for these steps: a step lasts "
+                                  "10.0 ms (median) and a cycle HOROVOD_CYCLE_TIME=3 ms"));
+  assert_null(finding(&r, "threshold"));
+  rp_report_free(&r);
+  j.cycle_ms = 1.5; /* under a fifth of a step */
+  analyze(&r, &j, 1, NULL);
+  assert_null(finding(&r, "cycle"));
   rp_report_free(&r);
 }
 
@@ -437,8 +602,15 @@ int main(void) {
       cmocka_unit_test(test_straggler_named),
       cmocka_unit_test(test_straggler_must_stand_out),
       cmocka_unit_test(test_close_ticks_are_nobodys),
+      cmocka_unit_test(test_one_fast_path_file_judges_nobody),
+      cmocka_unit_test(test_symmetric_files_name_nobody),
+      cmocka_unit_test(test_slow_rank_named_across_files),
+      cmocka_unit_test(test_late_by_turns_names_nobody),
+      cmocka_unit_test(test_files_pair_without_cycles),
+      cmocka_unit_test(test_lateness_over_a_step_names_nobody),
       cmocka_unit_test(test_fusion_off_said),
       cmocka_unit_test(test_threshold_split),
+      cmocka_unit_test(test_cycle_time_named),
       cmocka_unit_test(test_compute_bound),
       cmocka_unit_test(test_bandwidth_against_bench),
       cmocka_unit_test(test_bench_errors),

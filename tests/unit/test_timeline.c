@@ -965,6 +965,40 @@ static void test_job_and_waits(void **state) {
   unlink(path);
 }
 
+/* What the engine learns after the fact (the fast path's own ready
+ * tick: when this rank began holding the tensor) is written at that
+ * moment; a negotiation's end carries its cycle. */
+static void test_events_at_earlier_moments(void **state) {
+  (void)state;
+  const char *path = temp_path("at.json");
+  hvd_timeline *tl;
+  assert_int_equal(open_tl(path, 0, &tl), 0);
+  uint64_t held = mono_us();
+  sleep_ms(3);
+  hvd__timeline_begin_at(tl, "grad", "NEGOTIATE_ALLREDUCE", NULL, held);
+  hvd__timeline_instant_at(tl, "grad", "rank 2 ready", held);
+  hvd__timeline_end_args(tl, "grad", "{\"cycle\":17}");
+  hvd__timeline_close(tl);
+  trace t;
+  read_closed(&t, path);
+  long at[3] = {-1, -1, -1};
+  const jval *end = NULL;
+  for (size_t i = 0; i < t.root.n; i++) {
+    const jval *e = &t.root.items[i];
+    const char *ph = json_str(e, "ph");
+    int k = strcmp(ph, "B") == 0 ? 0 : strcmp(ph, "i") == 0 ? 1 : strcmp(ph, "E") == 0 ? 2 : -1;
+    if (k < 0) continue;
+    at[k] = json_int(e, "ts");
+    if (k == 2) end = e;
+  }
+  assert_true(at[0] >= 0 && at[0] == at[1]);
+  assert_true(at[2] - at[0] >= 3000); /* the end is now, 3 ms later */
+  assert_non_null(end);
+  assert_int_equal(json_int(json_get(end, "args"), "cycle"), 17);
+  json_free(&t.root);
+  unlink(path);
+}
+
 static int make_tmpdir(void **state) {
   (void)state;
   snprintf(tmpdir, sizeof tmpdir, "/tmp/hvd-timeline-XXXXXX");
@@ -995,6 +1029,7 @@ int main(void) {
       cmocka_unit_test(test_open_for_rank),
       cmocka_unit_test(test_bound_ends_file),
       cmocka_unit_test(test_job_and_waits),
+      cmocka_unit_test(test_events_at_earlier_moments),
   };
   return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }
