@@ -447,6 +447,7 @@ static int init_rank(job *j, launch_rank *r) {
   output_stream_init(&r->out, prefix, &j->out);
   snprintf(prefix, sizeof prefix, "[%d]<stderr>:", r->rank);
   output_stream_init(&r->err, prefix, &j->err);
+  r->out.timestamp = r->err.timestamp = j->ctx.opt->prefix_timestamp;
   if (!dir) return 0;
   snprintf(path, sizeof path, "%s/rank.%d", dir, r->rank);
   int rc = output_make_dirs(path);
