@@ -196,8 +196,8 @@ static const flag flags[] = {
     {F_ENV, NULL, "--tcp", NULL, "HOROVOD_SHM_DISABLE", SWITCH,
      "only TCP between the ranks, also between those of one host (no shared memory)"},
     {F_NO_MEANING, NULL, "--mpi-threads-disable", NULL, NULL, OWN,
-     "hvd asks MPI for threads only when it initialises MPI itself; a program that wants "
-     "MPI without threads initialises MPI itself, at the level it wants"},
+     "hvd needs MPI's threads only for HOROVOD_CPU_OPERATIONS=mpi; a program that wants "
+     "MPI without threads calls MPI_Init itself"},
     {F_NOTHING, NULL, "--no-mpi-threads-disable", NULL, NULL, OWN,
      "accepted: hvd initialises MPI with threads (MPI_THREAD_MULTIPLE)"},
     {F_NO_MEANING, NULL, "--num-nccl-streams", "N", NULL, OWN,

@@ -104,6 +104,9 @@ static const flag_row rows[] = {
     {{"--gloo"}, "mpi", "0"},
     {{"--mpi"}, "mpi", "1"},
     {{"--jsrun"}, "refused", NULL},
+    /* Horovod's torus allreduce (HOROVOD_TORUS_ALLREDUCE, NCCL only), as issue 29 lists it. */
+    {{"--torus-allreduce"}, "refused", NULL},
+    {{"--no-torus-allreduce"}, "accepted", NULL},
     {{"-h"}, "done", NULL},
     {{"--help"}, "done", NULL},
 };
