@@ -173,12 +173,15 @@ static options_result parse(char **argv, hvdrun_options *o, char *err, size_t ca
   return r;
 }
 
-/* "hvdrun -np 2 ROW'S ARGS prog". */
-static options_result parse_row(const flag_row *row, hvdrun_options *o, char *err, size_t cap) {
-  char *argv[16] = {"hvdrun", "-np", "2"};
-  int n = 3;
+/* "hvdrun -np 2 ROW'S ARGS prog" into argv (the options point into it). */
+static options_result parse_row(const flag_row *row, char *argv[16], hvdrun_options *o,
+                                char *err, size_t cap) {
+  int n = 0;
+  const char *head[] = {"hvdrun", "-np", "2"};
+  for (int i = 0; i < 3; i++) argv[n++] = (char *)head[i];
   for (int i = 0; i < 6 && row->args[i]; i++) argv[n++] = (char *)row->args[i];
   argv[n++] = "prog";
+  argv[n] = NULL;
   return parse(argv, o, err, cap);
 }
 
@@ -187,8 +190,8 @@ static void test_every_horovodrun_flag(void **state) {
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     const flag_row *row = &rows[i];
     hvdrun_options o;
-    char err[1024], got[256];
-    options_result r = parse_row(row, &o, err, sizeof err);
+    char err[1024], got[256], *argv[16];
+    options_result r = parse_row(row, argv, &o, err, sizeof err);
     print_message("%-40s -> %d %s\n", row->args[0], r, err);
     if (strcmp(row->what, "refused") == 0) {
       assert_int_equal(r, OPTIONS_USAGE);
