@@ -290,7 +290,10 @@ static options_result usage_error(const char *fmt, ...) {
   va_start(ap, fmt);
   fprintf(stderr, "hvdrun: %s%s", error_where ? error_where : "", error_where ? ": " : "");
   vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n%s\nTry 'hvdrun --help' for more information.\n", usage_line);
+  if (error_where) /* the file's mistake: the usage would not help */
+    fprintf(stderr, "\n");
+  else
+    fprintf(stderr, "\n%s\nTry 'hvdrun --help' for more information.\n", usage_line);
   va_end(ap);
   return OPTIONS_USAGE;
 }
@@ -396,6 +399,34 @@ static options_result set_level(const char *value, hvdrun_env *e) {
                      value);
 }
 
+/* 1 if the comma-separated list has the name p[0..n). */
+static int has_iface(const char *list, const char *p, size_t n) {
+  for (;;) {
+    size_t len = strcspn(list, ",");
+    if (len == n && strncmp(list, p, n) == 0) return 1;
+    if (list[len] == '\0') return 0;
+    list += len + 1;
+  }
+}
+
+/* Adds the names of value that o->nics lacks (horovodrun unites them):
+ * o->nics_buf then holds them all.  0, or -1 when out of memory. */
+static int add_ifaces(hvdrun_options *o, const char *value) {
+  size_t len = strlen(o->nics);
+  char *all = malloc(len + strlen(value) + 2);
+  if (!all) return -1;
+  memcpy(all, o->nics, len + 1);
+  for (const char *p = value;; p++) {
+    size_t n = strcspn(p, ",");
+    if (!has_iface(all, p, n)) len += (size_t)sprintf(all + len, ",%.*s", (int)n, p);
+    p += n;
+    if (*p == '\0') break;
+  }
+  free(o->nics_buf);
+  o->nics_buf = all;
+  return 0;
+}
+
 /* Names of network interfaces, comma-separated: each 1..IF_NAMESIZE-1
  * bytes of what an interface name may hold.  Given again, the flag adds
  * its names to the first's, as horovodrun's does. */
@@ -411,14 +442,9 @@ static options_result set_ifaces(hvdrun_options *o, const char *value, hvdrun_en
     if (p[n] == '\0') break;
     p += n + 1;
   }
-  if (o->nics) {
-    char *all = NULL;
-    if (asprintf(&all, "%s,%s", o->nics, value) < 0)
-      return usage_error("%s", "--network-interface: out of memory");
-    free(o->nics_buf);
-    value = o->nics_buf = all;
-  }
-  o->nics = e->value = value;
+  if (o->nics && add_ifaces(o, value) < 0)
+    return usage_error("%s", "--network-interface: out of memory");
+  o->nics = e->value = o->nics_buf ? o->nics_buf : value;
   return OPTIONS_RUN;
 }
 

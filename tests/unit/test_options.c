@@ -44,6 +44,7 @@ static const flag_row rows[] = {
     {{"--network-interfaces", "lo,eth1"}, "HOROVOD_GLOO_IFACE", "lo,eth1"},
     {{"--network-interface", "lo", "--network-interface", "eth1"}, "HOROVOD_GLOO_IFACE", "lo,eth1"},
     {{"--network-interface", "lo"}, "nics", "lo"},
+    {{"--network-interface", "lo", "--network-interfaces", "eth1,lo,eth2"}, "nics", "lo,eth1,eth2"},
     {{"--output-filename", "out"}, "output_dir", "out"},
     {{"--verbose"}, "verbose", "1"},
     {{"--config-file", "/dev/null"}, "accepted", NULL},
@@ -368,6 +369,7 @@ static void test_config_mistakes(void **state) {
     snprintf(want, sizeof want, "hvdrun: %s%s", config_path, cases[i][1]);
     print_message("%s", err);
     assert_memory_equal(err, want, strlen(want));
+    assert_null(strstr(err, "usage:")); /* the file's mistake, not the command line's */
     options_free(&o);
   }
   unlink(config_path);
