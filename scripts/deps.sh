@@ -8,7 +8,7 @@
 set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config libssl-dev libopenblas-dev zlib1g-dev
-            dataset-fashion-mnist python3-dev)
+            dataset-fashion-mnist python3-dev libyaml-dev)
 # openssh-server, openssh-client, iproute2: the multi-host tests; gnuplot-nox: hvd-report's
 # charts; python3-venv, -pip, -setuptools, -wheel: pip install . into a venv; dpkg-dev: make deb;
 # Open MPI (the build's MPI, and mpirun), mpi4py, SLURM and munge: the jobs the multi-host

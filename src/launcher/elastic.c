@@ -289,10 +289,24 @@ static int state_left(elastic *e) {
   return 0;
 }
 
-void elastic_exited(elastic *e, uint32_t id, int ok, uint64_t now) {
+/* A worker that failed before it was ever a member (an import error, a
+ * crash at start) blacklisted its host: before any job formed, when the
+ * hosts left cannot meet --min-np, waiting --elastic-timeout for more
+ * would only hide the failure.  Ends the job then (returns 1). */
+static int failed_before_joining(elastic *e, const worker *w, int code, uint64_t now) {
+  long slots = host_pool_slots(e->pool, now);
+  if (e->generation > 0 || slots >= e->cfg.min_np) return 0;
+  char why[200];
+  snprintf(why, sizeof why, "worker %u failed before it joined a job (said above), and the "
+           "hosts left have %ld slots, fewer than --min-np %d", w->id, slots, e->cfg.min_np);
+  end(e, code, why);
+  return 1;
+}
+
+void elastic_exited(elastic *e, uint32_t id, int code, uint64_t now) {
   worker *w = find(e, id);
   if (!w || w->state == W_DONE || w->state == W_GONE) return;
-  int was = w->state;
+  int was = w->state, ok = code == 0;
   if (was == W_LEAVING) {
     set_state(w, W_GONE, now);
     if (state_left(e)) try_form(e, now);
@@ -303,9 +317,18 @@ void elastic_exited(elastic *e, uint32_t id, int ok, uint64_t now) {
     if (elastic_count(e, W_ACTIVE) == 0) end(e, 0, NULL); /* training finished */
     return;
   }
+  if (ok) { /* finished before it joined a job (it does not use hvd, say): done too */
+    set_state(w, W_DONE, now);
+    if (alive_count(e) == 0)
+      end(e, 0, NULL);
+    else
+      try_form(e, now);
+    return;
+  }
   set_state(w, W_GONE, now);
   if (e->ended) return;
   host_pool_failed(e->pool, e->pool->hosts[w->host].name, now);
+  if ((was == W_STARTING || was == W_WAITING) && failed_before_joining(e, w, code, now)) return;
   if (!state_left(e)) return;
   e->target = e->cfg.max_np;
   rebalance(e, now);

@@ -13,7 +13,7 @@
  *   WAITING   at the rendezvous, not in a job yet
  *   ACTIVE    a member of the current job (generation)
  *   LEAVING   its host is gone or it is being stopped: not wanted any more
- *   DONE      exited with 0 (its training finished)
+ *   DONE      exited with 0 (its training finished, or it never used hvd)
  *   GONE      exited otherwise, or stopped
  *
  * A job (generation) is formed from the workers at the rendezvous: the
@@ -36,7 +36,11 @@
  *   - a member that does not come back within the start timeout while the
  *     others wait is stopped and the job formed without it;
  *   - more than --reset-limit new jobs after the first end it;
- *   - every worker exiting with 0 ends it successfully.
+ *   - a worker that fails before the first job formed, leaving hosts too
+ *     few for --min-np, ends it with its exit code (no waiting for more);
+ *   - a worker that exits with 0 is done, also one that never joined a job
+ *     (a program that does not use hvd); every worker done ends the job
+ *     successfully.
  */
 #ifndef HVDRUN_ELASTIC_H
 #define HVDRUN_ELASTIC_H
@@ -118,8 +122,9 @@ void elastic_registered(elastic *e, uint32_t id, uint64_t now);
 /* A worker's connection to the rendezvous went before it was placed: it
  * is no longer there (if it lives, it comes back). */
 void elastic_left(elastic *e, uint32_t id, uint64_t now);
-/* A worker exited: ok when with code 0. */
-void elastic_exited(elastic *e, uint32_t id, int ok, uint64_t now);
+/* A worker exited with code (as hvdrun passes it on: 128+signal, ...;
+ * 0: success). */
+void elastic_exited(elastic *e, uint32_t id, int code, uint64_t now);
 /* Ends the job now (a misconfiguration found outside): stops every
  * worker, says end(code, why). */
 void elastic_end(elastic *e, int code, const char *why);

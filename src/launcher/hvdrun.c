@@ -38,31 +38,34 @@ static void guard_stdio(void) {
   }
 }
 
-int main(int argc, char **argv) {
-  hvdrun_options o;
+/* The job as the options say: mpirun's, or hvdrun's own. */
+static int run(const hvdrun_options *o) {
   host_plan hosts;
   rdzv_addrs addrs;
-  guard_stdio();
-  if (argc == 2 && strcmp(argv[1], "--agent") == 0) return agent_main();
-  switch (options_parse(argc, argv, &o)) {
-    case OPTIONS_DONE: return 0;
-    case OPTIONS_USAGE: return HVDRUN_EXIT_USAGE;
-    case OPTIONS_RUN: break;
-  }
-  if (o.mpi) {
-    if (hosts_plan(&o, &hosts) < 0) return HVDRUN_EXIT_USAGE;
-    int rc = mpirun_exec(&o, &hosts);
+  if (o->mpi) {
+    if (hosts_plan(o, &hosts) < 0) return HVDRUN_EXIT_USAGE;
+    int rc = mpirun_exec(o, &hosts);
     hosts_plan_free(&hosts);
     return rc;
   }
-  if ((o.elastic ? job_elastic_first_hosts(&o, &hosts) : hosts_plan(&o, &hosts)) < 0)
+  if ((o->elastic ? job_elastic_first_hosts(o, &hosts) : hosts_plan(o, &hosts)) < 0)
     return HVDRUN_EXIT_USAGE;
-  if (addrs_plan(&o, &hosts, &addrs) < 0) {
+  if (addrs_plan(o, &hosts, &addrs) < 0) {
     hosts_plan_free(&hosts);
     return HVDRUN_EXIT_USAGE;
   }
-  int rc = job_run(&o, &hosts, &addrs);
+  int rc = job_run(o, &hosts, &addrs);
   addrs_free(&addrs);
   hosts_plan_free(&hosts);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  hvdrun_options o;
+  guard_stdio();
+  if (argc == 2 && strcmp(argv[1], "--agent") == 0) return agent_main();
+  options_result parsed = options_parse(argc, argv, &o);
+  int rc = parsed == OPTIONS_DONE ? 0 : parsed == OPTIONS_USAGE ? HVDRUN_EXIT_USAGE : run(&o);
+  options_free(&o);
   return rc;
 }

@@ -270,6 +270,7 @@ launch_rank *launch_rank_of(launch_host *h, uint32_t rank) {
 static void on_stop_signal(job *j, int sig, int count) {
   if (j->exit_code < 0) j->exit_code = 128 + sig;
   j->interrupted = 1;
+  if (j->el && count == 1) job_elastic_interrupted(j, sig); /* not "workers lost" */
   if (j->phase < PHASE_TERM && count == 1) {
     job_say(j, 0, "got signal %d (%s): stopping the job", sig, strsignal(sig));
     enter_term(j, TERM_AFTER_SIGNAL_MS);
@@ -447,6 +448,7 @@ static int init_rank(job *j, launch_rank *r) {
   output_stream_init(&r->out, prefix, &j->out);
   snprintf(prefix, sizeof prefix, "[%d]<stderr>:", r->rank);
   output_stream_init(&r->err, prefix, &j->err);
+  r->out.timestamp = r->err.timestamp = j->ctx.opt->prefix_timestamp;
   if (!dir) return 0;
   snprintf(path, sizeof path, "%s/rank.%d", dir, r->rank);
   int rc = output_make_dirs(path);

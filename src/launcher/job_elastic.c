@@ -203,9 +203,20 @@ void job_elastic_rdzv_hooks(job *j, hvd_rdzv_elastic_hooks *out) {
 
 void job_elastic_exited(job *j, launch_rank *r) {
   job_elastic *el = j->el;
-  int ok = proc_exit_ok(r->exit);
-  if (!ok) el->disc.next = hvd__now_ms(); /* look at the hosts again at once */
-  elastic_exited(&el->brain, (uint32_t)r->rank, ok, hvd__now_ms());
+  int code = proc_exit_ok(r->exit) ? 0 : proc_exit_code(r->exit);
+  if (r->exit.how == PROC_NO_EXEC || r->exit.how == PROC_NO_SETUP) {
+    /* No other host or later try would run it either (as a fixed job). */
+    elastic_end(&el->brain, code, "the program cannot be run (said above)");
+    return;
+  }
+  if (code) el->disc.next = hvd__now_ms(); /* look at the hosts again at once */
+  elastic_exited(&el->brain, (uint32_t)r->rank, code, hvd__now_ms());
+}
+
+void job_elastic_interrupted(job *j, int sig) {
+  char why[96];
+  snprintf(why, sizeof why, "hvdrun got signal %d (%s)", sig, strsignal(sig));
+  elastic_end(&j->el->brain, 128 + sig, why);
 }
 
 int job_elastic_ended(const job *j) { return j->el->ended; }
@@ -247,7 +258,9 @@ static void disc_failure(discovery *d, char *why, size_t cap) {
   proc_exit e = proc_exit_of(&d->p);
   why[0] = '\0';
   d->err[d->err_len] = '\0';
-  if (!proc_exit_ok(e)) {
+  if (e.how == PROC_NO_EXEC || e.how == PROC_NO_SETUP) { /* an errno, not an exit code */
+    snprintf(why, cap, "cannot be run: %s", strerror(e.value));
+  } else if (!proc_exit_ok(e)) {
     char how[128];
     proc_exit_describe(e, how, sizeof how);
     snprintf(why, cap, "%s%s%s", how, d->err_len ? ": " : "", d->err);
@@ -359,6 +372,24 @@ static int disc_run_now(const char *script, discovery *d, char *why, size_t cap)
   return why[0] ? -1 : 0;
 }
 
+/* A host of the first listing that is not this machine: 1 if the
+ * rendezvous can find a route to it, else a warning, and hvdrun goes on
+ * without it (later listings leave such a host to fail and be
+ * blacklisted; the first one decides where the rendezvous listens). */
+static int reachable(const hvdrun_options *o, const char *host) {
+  char addr[HVD_NET_ADDR_MAX];
+  if (hvd__iface_route_src(host, addr) == 0) return 1;
+  fprintf(stderr, "hvdrun: warning: the host discovery script '%s' lists %s: %s; going on "
+          "without it\n", o->discovery, host, hvd_last_error());
+  return 0;
+}
+
+static long first_slots(const host_plan *p) {
+  long n = 0;
+  for (int h = 0; h < p->n; h++) n += p->hosts[h].slots;
+  return n;
+}
+
 int job_elastic_first_hosts(const hvdrun_options *o, host_plan *p) {
   static discovery d; /* its buffer is large */
   char why[700] = "", parse[300];
@@ -373,14 +404,25 @@ int job_elastic_first_hosts(const hvdrun_options *o, host_plan *p) {
   int rc = host_pool_update(&pool, d.out, d.len, hvd__now_ms(), parse, sizeof parse);
   if (rc < 0) fprintf(stderr, "hvdrun: the host discovery script '%s': %s\n", o->discovery, parse);
   p->hosts = rc < 0 ? NULL : calloc((size_t)(pool.n ? pool.n : 1), sizeof *p->hosts);
-  for (int h = 0; p->hosts && h < pool.n; h++, p->n++) {
-    p->hosts[h].name = pool.hosts[h].name;
+  if (rc >= 0 && !p->hosts) fprintf(stderr, "hvdrun: out of memory\n");
+  int skipped = 0;
+  for (int h = 0; p->hosts && h < pool.n; h++) {
+    int local = hvd__iface_host_is_local(pool.hosts[h].name);
+    if (!local && !reachable(o, pool.hosts[h].name)) {
+      skipped = 1;
+      continue;
+    }
+    p->hosts[p->n] = (host_spec){pool.hosts[h].name, pool.hosts[h].slots, local, 0, 0};
     pool.hosts[h].name = NULL; /* the plan's now */
-    p->hosts[h].slots = pool.hosts[h].slots;
-    p->hosts[h].local = hvd__iface_host_is_local(p->hosts[h].name);
+    p->n++;
   }
   host_pool_free(&pool);
-  if (rc >= 0 && !p->hosts) fprintf(stderr, "hvdrun: out of memory\n");
+  if (p->hosts && skipped && first_slots(p) < o->min_np) {
+    fprintf(stderr, "hvdrun: the host discovery script '%s': the hosts that can be reached have "
+            "%ld slots, fewer than --min-np %d\n", o->discovery, first_slots(p), o->min_np);
+    hosts_plan_free(p);
+    return -1;
+  }
   return p->hosts ? 0 : -1;
 }
 

@@ -90,6 +90,8 @@ void job_elastic_expire(job *j, uint64_t now);
 int job_elastic_reaped(job *j, pid_t pid, int status);
 /* A worker's exit is known (after it was reported). */
 void job_elastic_exited(job *j, launch_rank *r);
+/* A signal stops the job: the driver ends it, saying so. */
+void job_elastic_interrupted(job *j, int sig);
 /* The rendezvous server's hooks (into out, for the job's server). */
 void job_elastic_rdzv_hooks(job *j, hvd_rdzv_elastic_hooks *out);
 /* 1 once the driver ended the job. */

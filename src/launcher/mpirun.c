@@ -1,8 +1,8 @@
 /*
  * mpirun.c -- hvdrun --mpi (mpirun.h): hvdrun's flags as mpirun's.
  *
- *   mpirun [--allow-run-as-root] --tag-output --bind-to none --map-by slot
- *          -np N [-H HOSTS | --hostfile FILE] [--oversubscribe]
+ *   mpirun [--allow-run-as-root] --tag-output [--timestamp-output]
+ *          {--bind-to none --map-by slot | --binding-args words} -np N [-H HOSTS | --hostfile FILE] [--oversubscribe]
  *          [--mca plm_rsh_agent "SSH -p P -i F"]
  *          [--mca btl_tcp_if_include NICS --mca oob_tcp_if_include NICS]
  *          [--output-filename DIR] -x VAR ... [--mpi-args words] prog args
@@ -129,11 +129,23 @@ static void placement(const hvdrun_options *o, cmd *c, char *np) {
   }
 }
 
-/* --mpi-args, split at blanks (no quoting, as --ssh-command). */
-static void mpi_args(const hvdrun_options *o, cmd *c) {
-  char *save = NULL, *words = o->mpi_args ? strdup(o->mpi_args) : NULL;
-  for (char *w = words ? strtok_r(words, " \t", &save) : NULL; w; w = strtok_r(NULL, " \t", &save))
+/* --mpi-args or --binding-args, split at blanks (no quoting, as
+ * --ssh-command); the words live until exec. */
+static void words(const char *text, cmd *c) {
+  char *save = NULL, *copy = text ? strdup(text) : NULL;
+  for (char *w = copy ? strtok_r(copy, " \t", &save) : NULL; w; w = strtok_r(NULL, " \t", &save))
     add(c, w);
+}
+
+/* Where mpirun puts the ranks: --binding-args, or spread over the slots
+ * and left unbound (the ranks' threads share the host's cores). */
+static void binding(const hvdrun_options *o, cmd *c) {
+  const char *fixed[] = {"--bind-to", "none", "--map-by", "slot"};
+  if (o->binding_args) {
+    words(o->binding_args, c);
+    return;
+  }
+  for (size_t i = 0; i < HVD__ARRAY_LEN(fixed); i++) add(c, fixed[i]);
 }
 
 static void say_cmd(const cmd *c) {
@@ -149,6 +161,7 @@ int mpirun_exec(const hvdrun_options *o, const host_plan *hosts) {
   while (o->argv[argc]) argc++;
   cmd c = {NULL, 0, ARGV_FIXED + 2 * nenv + 2 * o->n_env + argc + 1, "", ""};
   if (o->mpi_args) c.cap += strlen(o->mpi_args) / 2 + 1;
+  if (o->binding_args) c.cap += strlen(o->binding_args) / 2 + 1;
   c.argv = calloc(c.cap, sizeof *c.argv);
   if (!c.argv || set_env(o, hosts) < 0) {
     fprintf(stderr, "hvdrun: --mpi: %s\n", c.argv ? hvd_last_error() : "out of memory");
@@ -156,8 +169,9 @@ int mpirun_exec(const hvdrun_options *o, const host_plan *hosts) {
   }
   add(&c, "mpirun");
   if (geteuid() == 0) add(&c, "--allow-run-as-root");
-  const char *fixed[] = {"--tag-output", "--bind-to", "none", "--map-by", "slot"};
-  for (size_t i = 0; i < HVD__ARRAY_LEN(fixed); i++) add(&c, fixed[i]);
+  add(&c, "--tag-output");
+  if (o->prefix_timestamp) add(&c, "--timestamp-output");
+  binding(o, &c);
   placement(o, &c, np);
   remote_shell(o, &c);
   if (o->output_dir) {
@@ -165,7 +179,7 @@ int mpirun_exec(const hvdrun_options *o, const host_plan *hosts) {
     add(&c, o->output_dir);
   }
   export_vars(&c);
-  mpi_args(o, &c);
+  words(o->mpi_args, &c);
   for (size_t i = 0; i < argc; i++) add(&c, o->argv[i]);
   if (o->verbose) say_cmd(&c);
   fflush(NULL);

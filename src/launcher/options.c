@@ -5,9 +5,15 @@
  * --help cannot drift apart.  Most flags only set a HOROVOD_* variable for
  * the ranks (horovodrun's engine knobs): their row names the variable and
  * how to check the value, and one generic path records the value in
- * hvdrun_options for rank_env.c to export.  Options end at the first
- * argument that is not a flag (the program) or at "--".  Every number is
- * checked strictly: digits only, in range, nothing trailing.
+ * hvdrun_options for rank_env.c to export.  A --no- twin sets the same
+ * variable to 0, so the last of the two wins.  Every flag of horovodrun
+ * 0.28 has a row: those that mean nothing here (jsrun, NCCL) refuse in
+ * one line that says why, rather than as unknown flags.  Options end at
+ * the first argument that is not a flag (the program) or at "--".  Every
+ * number is checked strictly: digits only, in range, nothing trailing.
+ *
+ * --config-file is read before the other flags, wherever it stands, so
+ * the command line overrides the file (config_file.c).
  */
 #include "options.h"
 
@@ -22,6 +28,7 @@
 
 #include "check_build.h"
 #include "common.h"
+#include "config_file.h"
 #include "transport/auth.h"
 
 #define DIGITS "0123456789"
@@ -31,7 +38,9 @@ typedef enum {
   F_ENV, F_NP, F_HOSTS, F_HOSTFILE, F_SSH_PORT, F_SSH_IDENTITY, F_SSH_COMMAND, F_OUTPUT,
   F_MIN_NP, F_MAX_NP, F_DISCOVERY, F_SLOTS_PER_HOST, F_ELASTIC_TIMEOUT, F_RESET_LIMIT,
   F_COOLDOWN, F_LAUNCHER, F_MPI, F_MPI_ARGS, F_GLOO, F_MAKE_SECRET, F_VERBOSE, F_CHECK_BUILD,
-  F_VERSION, F_HELP
+  F_VERSION, F_HELP, F_CONFIG_FILE, F_BINDING_ARGS, F_PREFIX_TIMESTAMP,
+  F_NOTHING,   /* accepted; asks for what hvdrun does anyway (its help line says why) */
+  F_NO_MEANING /* refused in one line: its help line says why */
 } flag_id;
 
 /* What an F_ENV flag's value may be. */
@@ -43,7 +52,8 @@ typedef enum {
   V_PATH,    /* any non-empty text */
   V_LEVEL,   /* a log level name; the variable gets it upper-cased */
   V_IFACES,  /* interface names separated by commas */
-  V_SWITCH   /* no value; the variable gets 1 */
+  V_SWITCH,  /* no value; the variable gets 1 */
+  V_OFF      /* no value; the variable gets 0 (a --no- twin) */
 } value_kind;
 
 typedef struct {
@@ -60,6 +70,7 @@ typedef struct {
 #define LEVEL {V_LEVEL, 0, 0, 0}
 #define IFACES {V_IFACES, 0, 0, 0}
 #define SWITCH {V_SWITCH, 0, 0, 0}
+#define OFF {V_OFF, 0, 0, 0}
 
 typedef struct {
   flag_id id;
@@ -84,6 +95,8 @@ static const flag flags[] = {
      "ssh and its options, split at blanks (no quoting); default ssh"},
     {F_OUTPUT, NULL, "--output-filename", "DIR", NULL, OWN,
      "also write rank N's output to DIR/rank.N/stdout and stderr"},
+    {F_CONFIG_FILE, NULL, "--config-file", "FILE", NULL, OWN,
+     "horovodrun's YAML settings; the command line's flags override them"},
     {F_MIN_NP, NULL, "--min-np", "N", NULL, OWN,
      "elastic: fewest workers to train with (default -np)"},
     {F_MAX_NP, NULL, "--max-np", "N", NULL, OWN,
@@ -105,29 +118,52 @@ static const flag flags[] = {
      "start the job through mpirun (Open MPI) instead of hvdrun's own launcher"},
     {F_MPI_ARGS, NULL, "--mpi-args", "ARGS", NULL, OWN,
      "more arguments for mpirun, split at blanks (no quoting); with --mpi"},
+    {F_BINDING_ARGS, NULL, "--binding-args", "ARGS", NULL, OWN,
+     "mpirun's process binding instead of '--bind-to none --map-by slot'; with --mpi"},
     {F_GLOO, NULL, "--gloo", NULL, NULL, OWN, "start the job with hvdrun's own launcher (the default)"},
+    {F_NO_MEANING, NULL, "--jsrun", NULL, NULL, OWN,
+     "hvd does not start jobs through LSF's jsrun (use --mpi, srun or ssh)"},
     {F_MAKE_SECRET, NULL, "--make-secret", NULL, NULL, OWN,
      "print a fresh secret for _HOROVOD_SECRET_KEY (jobs started by srun) and exit"},
     {F_ENV, NULL, "--network-interface", "NIC[,NIC...]", "HOROVOD_GLOO_IFACE", IFACES,
-     "NICs of the ranks and the rendezvous: the first that exists"},
+     "NICs of the ranks and the rendezvous: the first that exists; repeatable"},
     {F_ENV, NULL, "--start-timeout", "SECONDS", "HOROVOD_START_TIMEOUT", SECONDS(1),
      "how long hvd_init() waits for all ranks, default 30"},
     {F_ENV, NULL, "--gloo-timeout-seconds", "SECONDS", "HOROVOD_GLOO_TIMEOUT_SECONDS", SECONDS(1),
      "how long a collective waits for a silent peer"},
     {F_ENV, NULL, "--log-level", "LEVEL", "HOROVOD_LOG_LEVEL", LEVEL,
      "TRACE, DEBUG, INFO, WARNING, ERROR or FATAL"},
-    {F_ENV, NULL, "--log-hide-timestamp", NULL, "HOROVOD_LOG_HIDE_TIME", SWITCH,
+    {F_ENV, NULL, "--log-without-timestamp", NULL, "HOROVOD_LOG_HIDE_TIME", SWITCH,
      "leave timestamps out of hvd's log lines"},
+    {F_ENV, NULL, "--log-hide-timestamp", NULL, "HOROVOD_LOG_HIDE_TIME", SWITCH,
+     "the old name of --log-without-timestamp"},
+    {F_ENV, NULL, "--log-with-timestamp", NULL, "HOROVOD_LOG_HIDE_TIME", OFF,
+     "timestamps in hvd's log lines (the default)"},
+    {F_ENV, NULL, "--no-log-hide-timestamp", NULL, "HOROVOD_LOG_HIDE_TIME", OFF,
+     "the old name of --log-with-timestamp"},
+    {F_PREFIX_TIMESTAMP, NULL, "--prefix-output-with-timestamp", NULL, NULL, OWN,
+     "start each forwarded output line with its time, as 'Fri Nov 27 02:05:43 2026[0]<stdout>:'"},
     {F_ENV, NULL, "--fusion-threshold-mb", "MB", "HOROVOD_FUSION_THRESHOLD",
      RANGE(0, 1048576, 1048576), "fuse allreduces of up to MB megabytes; 0: no fusion"},
     {F_ENV, NULL, "--cycle-time-ms", "MS", "HOROVOD_CYCLE_TIME", DECIMAL(0, 10000),
      "pause between negotiation cycles, like 2.5"},
     {F_ENV, NULL, "--hierarchical-allreduce", NULL, "HOROVOD_HIERARCHICAL_ALLREDUCE", SWITCH,
      "allreduce within each host, across hosts, then within again"},
+    {F_ENV, NULL, "--no-hierarchical-allreduce", NULL, "HOROVOD_HIERARCHICAL_ALLREDUCE", OFF,
+     "one flat allreduce (the default), which autotune then leaves alone"},
+    {F_NO_MEANING, NULL, "--hierarchical-allgather", NULL, NULL, OWN,
+     "hvd's allgather is not hierarchical (nor is Horovod's Gloo allgather)"},
+    {F_NOTHING, NULL, "--no-hierarchical-allgather", NULL, NULL, OWN,
+     "accepted: hvd's allgather is flat anyway"},
+    {F_NO_MEANING, NULL, "--torus-allreduce", NULL, NULL, OWN,
+     "torus allreduce is Horovod's NCCL (GPU) algorithm, and hvd has no NCCL path"},
+    {F_NOTHING, NULL, "--no-torus-allreduce", NULL, NULL, OWN,
+     "accepted: hvd never runs a torus allreduce"},
     {F_ENV, NULL, "--cache-capacity", "N", "HOROVOD_CACHE_CAPACITY", RANGE(0, 1048576, 1),
      "response cache entries; 0: no cache"},
     {F_ENV, NULL, "--autotune", NULL, "HOROVOD_AUTOTUNE", SWITCH,
      "tune fusion, cycle time, cache and hierarchical allreduce while the job runs"},
+    {F_ENV, NULL, "--no-autotune", NULL, "HOROVOD_AUTOTUNE", OFF, "no autotuning (the default)"},
     {F_ENV, NULL, "--autotune-log-file", "PATH", "HOROVOD_AUTOTUNE_LOG", PATH,
      "rank 0 writes every autotune sample and its score there (CSV)"},
     {F_ENV, NULL, "--autotune-warmup-samples", "N", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES",
@@ -146,19 +182,47 @@ static const flag flags[] = {
      "Chrome-trace timeline: rank 0 to PATH; %r in PATH or a directory: every rank"},
     {F_ENV, NULL, "--timeline-mark-cycles", NULL, "HOROVOD_TIMELINE_MARK_CYCLES", SWITCH,
      "mark every negotiation cycle in the timeline"},
+    {F_ENV, NULL, "--no-timeline-mark-cycles", NULL, "HOROVOD_TIMELINE_MARK_CYCLES", OFF,
+     "no cycle marks in the timeline (the default)"},
     {F_ENV, NULL, "--no-stall-check", NULL, "HOROVOD_STALL_CHECK_DISABLE", SWITCH,
      "turn off the stall inspector"},
+    {F_ENV, NULL, "--stall-check", NULL, "HOROVOD_STALL_CHECK_DISABLE", OFF,
+     "keep the stall inspector on (the default)"},
     {F_ENV, NULL, "--stall-check-warning-time-seconds", "SECONDS",
      "HOROVOD_STALL_CHECK_TIME_SECONDS", SECONDS(1),
      "warn of ranks a tensor waits this long for"},
     {F_ENV, NULL, "--stall-check-shutdown-time-seconds", "SECONDS",
      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", SECONDS(0), "fail after a stall this long; 0: never"},
+    {F_ENV, NULL, "--tcp", NULL, "HOROVOD_SHM_DISABLE", SWITCH,
+     "only TCP between the ranks, also between those of one host (no shared memory)"},
+    {F_NO_MEANING, NULL, "--mpi-threads-disable", NULL, NULL, OWN,
+     "hvd needs MPI's threads only for HOROVOD_CPU_OPERATIONS=mpi; a program that wants "
+     "MPI without threads calls MPI_Init itself"},
+    {F_NOTHING, NULL, "--no-mpi-threads-disable", NULL, NULL, OWN,
+     "accepted: hvd initialises MPI with threads (MPI_THREAD_MULTIPLE)"},
+    {F_NO_MEANING, NULL, "--num-nccl-streams", "N", NULL, OWN,
+     "hvd has no NCCL (GPU) path"},
+    {F_NO_MEANING, NULL, "--thread-affinity", "N", NULL, OWN,
+     "hvd does not pin its engine thread (run the program under taskset or numactl)"},
+    {F_NOTHING, NULL, "--disable-cache", NULL, NULL, OWN,
+     "accepted: hvdrun keeps no cache of its checks of the hosts"},
     {F_VERBOSE, NULL, "--verbose", NULL, NULL, OWN,
      "say what hvdrun does: rendezvous address, each start and exit"},
     {F_CHECK_BUILD, "-cb", "--check-build", NULL, NULL, OWN,
      "print the frameworks, controllers and tensor operations this build has, and exit"},
     {F_VERSION, "-v", "--version", NULL, NULL, OWN, "print hvdrun's version and exit"},
     {F_HELP, "-h", "--help", NULL, NULL, OWN, "print this help and exit"},
+};
+
+/* horovodrun's other names of some flags: the same flag here. */
+static const struct {
+  const char *alias, *name;
+} aliases[] = {
+    {"--min-num-proc", "--min-np"},
+    {"--max-num-proc", "--max-np"},
+    {"-hostfile", "--hostfile"},
+    {"--network-interfaces", "--network-interface"},
+    {"-prefix-timestamp", "--prefix-output-with-timestamp"},
 };
 
 /* Every flag may set a variable, so hvdrun_options.env never fills up. */
@@ -169,24 +233,31 @@ static const char usage_line[] =
 
 static int has_range(value_kind k) { return k == V_SECONDS || k == V_INT || k == V_DECIMAL; }
 
+static const char *alias_of(const flag *f) {
+  for (size_t i = 0; i < HVD__ARRAY_LEN(aliases); i++)
+    if (strcmp(aliases[i].name, f->long_name) == 0) return aliases[i].alias;
+  return NULL;
+}
+
 static int flag_names(const flag *f, char *buf, size_t size) {
-  return snprintf(buf, size, "%s%s%s%s%s", f->short_name ? f->short_name : "",
-                  f->short_name ? ", " : "", f->long_name, f->arg ? " " : "",
-                  f->arg ? f->arg : "");
+  const char *alias = alias_of(f);
+  return snprintf(buf, size, "%s%s%s%s%s%s%s", f->short_name ? f->short_name : "",
+                  f->short_name ? ", " : "", f->long_name, alias ? ", " : "", alias ? alias : "",
+                  f->arg ? " " : "", f->arg ? f->arg : "");
 }
 
 /* The end of an F_ENV flag's help line, from its row: the variable, and
  * what the value may be. */
 static void print_env_help(const flag *f) {
   const value_check *c = &f->check;
-  printf(" (%s%s", f->env, c->kind == V_SWITCH ? "=1" : "");
+  printf(" (%s%s", f->env, c->kind == V_SWITCH ? "=1" : c->kind == V_OFF ? "=0" : "");
   if (c->scale > 1) printf(" = %s * %ld", f->arg, c->scale);
   if (has_range(c->kind)) printf(", %ld..%ld", c->min, c->max);
   printf(")");
 }
 
 static void print_help(void) {
-  char names[64];
+  char names[80];
   int width = 0;
   for (size_t i = 0; i < HVD__ARRAY_LEN(flags); i++) {
     int n = flag_names(&flags[i], names, sizeof names);
@@ -203,36 +274,49 @@ static void print_help(void) {
   for (size_t i = 0; i < HVD__ARRAY_LEN(flags); i++) {
     const flag *f = &flags[i];
     flag_names(f, names, sizeof names);
-    printf("  %-*s %s", width, names, f->help);
+    printf("  %-*s %s%s", width, names, f->id == F_NO_MEANING ? "refused: " : "", f->help);
     if (f->env) print_env_help(f);
     printf("\n");
   }
 }
 
+/* Where the setting being applied comes from, when not the command line:
+ * "FILE: section.key" of a --config-file. */
+static const char *error_where;
+
 static options_result usage_error(const char *fmt, ...) HVD__PRINTF(1, 2);
 static options_result usage_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "hvdrun: ");
+  fprintf(stderr, "hvdrun: %s%s", error_where ? error_where : "", error_where ? ": " : "");
   vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n%s\nTry 'hvdrun --help' for more information.\n", usage_line);
+  if (error_where) /* the file's mistake: the usage would not help */
+    fprintf(stderr, "\n");
+  else
+    fprintf(stderr, "\n%s\nTry 'hvdrun --help' for more information.\n", usage_line);
   va_end(ap);
   return OPTIONS_USAGE;
 }
 
-/* Finds the flag `arg` names.  A long flag may carry its value after
- * '=' ("--num-proc=4"): *inline_value then points at it. */
+/* 1 if arg is the long name `name`, alone or with its value after '='
+ * ("--num-proc=4"): *inline_value then points at the value. */
+static int long_match(const char *arg, const char *name, const char **inline_value) {
+  size_t n = strlen(name);
+  if (strncmp(arg, name, n) != 0 || (arg[n] != '\0' && arg[n] != '=')) return 0;
+  *inline_value = arg[n] == '=' ? arg + n + 1 : NULL;
+  return 1;
+}
+
+/* Finds the flag `arg` names, by any of its names. */
 static const flag *flag_find(const char *arg, const char **inline_value) {
+  const char *alias = NULL;
   *inline_value = NULL;
   for (size_t i = 0; i < HVD__ARRAY_LEN(flags); i++) {
     const flag *f = &flags[i];
-    size_t n = strlen(f->long_name);
-    if ((f->short_name && strcmp(arg, f->short_name) == 0) || strcmp(arg, f->long_name) == 0)
+    if ((f->short_name && strcmp(arg, f->short_name) == 0) ||
+        long_match(arg, f->long_name, inline_value) ||
+        ((alias = alias_of(f)) != NULL && long_match(arg, alias, inline_value)))
       return f;
-    if (strncmp(arg, f->long_name, n) == 0 && arg[n] == '=') {
-      *inline_value = arg + n + 1;
-      return f;
-    }
   }
   return NULL;
 }
@@ -315,8 +399,37 @@ static options_result set_level(const char *value, hvdrun_env *e) {
                      value);
 }
 
+/* 1 if the comma-separated list has the name p[0..n). */
+static int has_iface(const char *list, const char *p, size_t n) {
+  for (;;) {
+    size_t len = strcspn(list, ",");
+    if (len == n && strncmp(list, p, n) == 0) return 1;
+    if (list[len] == '\0') return 0;
+    list += len + 1;
+  }
+}
+
+/* Adds the names of value that o->nics lacks (horovodrun unites them):
+ * o->nics_buf then holds them all.  0, or -1 when out of memory. */
+static int add_ifaces(hvdrun_options *o, const char *value) {
+  size_t len = strlen(o->nics);
+  char *all = malloc(len + strlen(value) + 2);
+  if (!all) return -1;
+  memcpy(all, o->nics, len + 1);
+  for (const char *p = value;; p++) {
+    size_t n = strcspn(p, ",");
+    if (!has_iface(all, p, n)) len += (size_t)sprintf(all + len, ",%.*s", (int)n, p);
+    p += n;
+    if (*p == '\0') break;
+  }
+  free(o->nics_buf);
+  o->nics_buf = all;
+  return 0;
+}
+
 /* Names of network interfaces, comma-separated: each 1..IF_NAMESIZE-1
- * bytes of what an interface name may hold. */
+ * bytes of what an interface name may hold.  Given again, the flag adds
+ * its names to the first's, as horovodrun's does. */
 static options_result set_ifaces(hvdrun_options *o, const char *value, hvdrun_env *e) {
   const char *p = value;
   for (;;) {
@@ -329,7 +442,9 @@ static options_result set_ifaces(hvdrun_options *o, const char *value, hvdrun_en
     if (p[n] == '\0') break;
     p += n + 1;
   }
-  o->nics = e->value = value;
+  if (o->nics && add_ifaces(o, value) < 0)
+    return usage_error("%s", "--network-interface: out of memory");
+  o->nics = e->value = o->nics_buf ? o->nics_buf : value;
   return OPTIONS_RUN;
 }
 
@@ -345,6 +460,7 @@ static options_result set_env(hvdrun_options *o, const flag *f, const char *valu
     case V_LEVEL: return set_level(value, e);
     case V_IFACES: return set_ifaces(o, value, e);
     case V_SWITCH: e->value = "1"; return OPTIONS_RUN;
+    case V_OFF: e->value = "0"; return OPTIONS_RUN;
     case V_NONE: break;
   }
   return OPTIONS_USAGE;
@@ -405,6 +521,13 @@ static options_result set_nonempty(const flag *f, const char *value, const char 
   return OPTIONS_RUN;
 }
 
+/* A flag of horovodrun's that means nothing here: one line, no usage. */
+static options_result refuse(const flag *f) {
+  fprintf(stderr, "hvdrun: %s%s%s has no meaning here: %s\n", error_where ? error_where : "",
+          error_where ? ": " : "", f->long_name, f->help);
+  return OPTIONS_USAGE;
+}
+
 /* Applies one flag; value is NULL for switches. */
 static options_result apply(hvdrun_options *o, const flag *f, const char *value) {
   switch (f->id) {
@@ -432,6 +555,11 @@ static options_result apply(hvdrun_options *o, const flag *f, const char *value)
     case F_CHECK_BUILD: check_build_print(stdout); return OPTIONS_DONE;
     case F_VERSION: printf("hvdrun (hvd) %s\n", HVD_VERSION_STRING); return OPTIONS_DONE;
     case F_HELP: print_help(); return OPTIONS_DONE;
+    case F_CONFIG_FILE: return OPTIONS_RUN; /* read before the other flags */
+    case F_BINDING_ARGS: return set_nonempty(f, value, &o->binding_args);
+    case F_PREFIX_TIMESTAMP: o->prefix_timestamp = 1; return OPTIONS_RUN;
+    case F_NOTHING: return OPTIONS_RUN;
+    case F_NO_MEANING: return refuse(f);
   }
   return OPTIONS_USAGE;
 }
@@ -484,6 +612,7 @@ static options_result finish(hvdrun_options *o, char **rest) {
   if (o->np == 0) return usage_error("%s", "-np N is required");
   if (o->hosts && o->hostfile) return usage_error("%s", "-H and --hostfile exclude each other");
   if (o->mpi_args && !o->mpi) return usage_error("%s", "--mpi-args needs --mpi");
+  if (o->binding_args && !o->mpi) return usage_error("%s", "--binding-args needs --mpi");
   /* hvdrun waits as long as the ranks do: for ssh to connect, for an agent to answer. */
   const char *t = options_env(o, "HOROVOD_START_TIMEOUT");
   long timeout = 30;
@@ -497,24 +626,76 @@ static options_result finish(hvdrun_options *o, char **rest) {
   return finish_elastic(o);
 }
 
+/* Walks the flags of a command line one by one. */
+typedef struct {
+  int argc, i;
+  char **argv;
+  int quiet; /* the first pass: find --config-file, leave errors to the second */
+} cursor;
+
+/* The next flag and its value(s), or *f NULL at the program or "--". */
+static options_result next_flag(cursor *c, const flag **f, const char **value,
+                                const char **value2) {
+  *f = NULL;
+  *value2 = NULL;
+  if (c->i >= c->argc || c->argv[c->i][0] != '-') return OPTIONS_RUN;
+  const char *arg = c->argv[c->i++];
+  if (strcmp(arg, "--") == 0) return OPTIONS_RUN;
+  const flag *found = flag_find(arg, value);
+  if (!found) return c->quiet ? OPTIONS_USAGE : usage_error("unknown flag '%s'", arg);
+  if (found->arg && !*value && found->id != F_NO_MEANING) {
+    if (c->i >= c->argc) return c->quiet ? OPTIONS_USAGE : usage_error("%s needs a value", arg);
+    *value = c->argv[c->i++];
+  } else if (!found->arg && *value) {
+    return c->quiet ? OPTIONS_USAGE : usage_error("%s takes no value", found->long_name);
+  }
+  if (found->id == F_COOLDOWN && c->i < c->argc) *value2 = c->argv[c->i++];
+  *f = found;
+  return OPTIONS_RUN;
+}
+
+/* The last --config-file of the command line, or NULL. */
+static const char *find_config(int argc, char **argv) {
+  cursor c = {argc, 1, argv, 1};
+  const flag *f;
+  const char *value, *value2, *path = NULL;
+  while (next_flag(&c, &f, &value, &value2) == OPTIONS_RUN && f)
+    if (f->id == F_CONFIG_FILE) path = value;
+  return path;
+}
+
+options_result options_apply_flag(hvdrun_options *o, const char *name, const char *value,
+                                  const char *where) {
+  const char *inline_value;
+  const flag *f = flag_find(name, &inline_value);
+  if (!f) return OPTIONS_USAGE; /* config_file.c names only flags of the table */
+  error_where = where;
+  options_result r = apply(o, f, value);
+  error_where = NULL;
+  return r;
+}
+
+void options_free(hvdrun_options *o) {
+  free(o->nics_buf);
+  config_file_free(o->config);
+  o->nics_buf = NULL;
+  o->config = NULL;
+}
+
 options_result options_parse(int argc, char **argv, hvdrun_options *o) {
   memset(o, 0, sizeof *o);
   o->elastic_timeout = o->reset_limit = -1;
-  int i = 1;
-  while (i < argc && argv[i][0] == '-') {
-    const char *arg = argv[i++], *value;
-    if (strcmp(arg, "--") == 0) break;
-    const flag *f = flag_find(arg, &value);
-    if (!f) return usage_error("unknown flag '%s'", arg);
-    if (f->arg && !value) {
-      if (i >= argc) return usage_error("%s needs a value", arg);
-      value = argv[i++];
-    } else if (!f->arg && value) {
-      return usage_error("%s takes no value", f->long_name);
-    }
-    options_result r = f->id == F_COOLDOWN ? set_cooldown(o, value, i < argc ? argv[i++] : NULL)
-                                           : apply(o, f, value);
+  const char *config = find_config(argc, argv);
+  if (config && config_file_read(o, config) != OPTIONS_RUN) return OPTIONS_USAGE;
+  cursor c = {argc, 1, argv, 0};
+  for (;;) {
+    const flag *f;
+    const char *value, *value2;
+    options_result r = next_flag(&c, &f, &value, &value2);
+    if (r != OPTIONS_RUN) return r;
+    if (!f) break;
+    r = f->id == F_COOLDOWN ? set_cooldown(o, value, value2) : apply(o, f, value);
     if (r != OPTIONS_RUN) return r;
   }
-  return finish(o, argv + i);
+  return finish(o, argv + c.i);
 }

@@ -20,7 +20,7 @@
 
 /* Room for one variable per flag (options.c checks that the table fits),
  * so recording a flag's variable cannot fail. */
-#define HVDRUN_ENV_MAX 48
+#define HVDRUN_ENV_MAX 80
 
 /* A HOROVOD_* variable a flag sets for every rank. */
 typedef struct {
@@ -43,11 +43,13 @@ typedef struct {
   const char *ssh_identity; /* -i, or NULL */
   const char *ssh_command;  /* --ssh-command: words split on blanks, "ssh" by default */
   const char *output_dir;   /* --output-filename, or NULL */
-  const char *nics;         /* --network-interface, or NULL */
+  const char *nics;         /* --network-interface(s), every one given, or NULL */
   int start_timeout;        /* seconds: --start-timeout, HOROVOD_START_TIMEOUT or 30 */
   launcher_kind launcher;   /* --launcher */
   int mpi;                  /* --mpi: start the job through mpirun (--gloo: not) */
   const char *mpi_args;     /* --mpi-args: words for mpirun, split on blanks, or NULL */
+  const char *binding_args; /* --binding-args: mpirun's binding instead of hvdrun's, or NULL */
+  int prefix_timestamp;     /* --prefix-output-with-timestamp */
   /* Elastic training: any of --min-np, --max-np, --host-discovery-script. */
   int elastic;
   int min_np, max_np;       /* default -np and 4096 */
@@ -59,6 +61,8 @@ typedef struct {
   char **argv;            /* the program and its arguments (NULL-terminated) */
   hvdrun_env env[HVDRUN_ENV_MAX]; /* the variables the flags set, validated */
   size_t n_env;
+  char *nics_buf;           /* owned: the names of repeated --network-interface flags */
+  struct config_value *config; /* owned: the --config-file's values, which env[] points into */
 } hvdrun_options;
 
 typedef enum {
@@ -68,8 +72,17 @@ typedef enum {
 } options_result;
 
 /* Parses argv into *o, printing help, version or a "hvdrun: ..." usage
- * error itself. */
+ * error itself.  With --config-file, the file's settings come first and
+ * the command line's flags override them, wherever they stand.  Free the
+ * result with options_free() (also after OPTIONS_DONE or OPTIONS_USAGE). */
 options_result options_parse(int argc, char **argv, hvdrun_options *o);
+void options_free(hvdrun_options *o);
+
+/* One setting from a --config-file, as the flag that has its meaning
+ * (config_file.c turns horovodrun's YAML keys into these): value NULL for
+ * a switch.  A switch's "false" is its --no- twin. */
+options_result options_apply_flag(hvdrun_options *o, const char *flag, const char *value,
+                                  const char *where);
 
 /* A decimal integer in [min, max]: digits only (no sign, no spaces),
  * nothing trailing.  0 on success, -1 otherwise. */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Past this much waiting in a sink, the ranks' pipes are left unread. */
@@ -119,9 +120,22 @@ int output_stream_save(output_stream *st, const char *path) {
   return st->file_fd < 0 ? -1 : 0;
 }
 
-/* Forwards the unfinished line followed by data[0..n) as one line. */
+/* Forwards the unfinished line followed by data[0..n) as one line; with
+ * a timestamp, as horovodrun writes it: asctime() without its newline
+ * right before the prefix ("Fri Nov 27 02:05:43 2026[0]<stdout>:"). */
 static void emit(output_stream *st, const char *data, size_t n) {
-  sink_line(st->sink, st->prefix, st->part, st->part_len, data, n);
+  char prefix[sizeof st->prefix + 32];
+  const char *p = st->prefix;
+  if (st->timestamp) {
+    time_t now = time(NULL);
+    struct tm tm;
+    char when[32];
+    if (localtime_r(&now, &tm) && strftime(when, sizeof when, "%a %b %e %H:%M:%S %Y", &tm)) {
+      snprintf(prefix, sizeof prefix, "%s%s", when, st->prefix);
+      p = prefix;
+    }
+  }
+  sink_line(st->sink, p, st->part, st->part_len, data, n);
   st->part_len = 0;
 }
 

@@ -48,6 +48,7 @@ typedef struct {
   int open;   /* 1 until output_stream_end() */
   int file_fd; /* --output-filename: the bytes, as they came; -1 when none */
   char prefix[320]; /* "[3]<stdout>:" */
+  int timestamp;    /* --prefix-output-with-timestamp: each line starts with its time */
   output_sink *sink;
   char *part; /* the unfinished last line */
   size_t part_len, part_cap;

@@ -254,8 +254,15 @@ int proc_exit_code(proc_exit e) {
 }
 
 void proc_exit_describe(proc_exit e, char *buf, size_t cap) {
-  if (e.how == PROC_KILLED)
-    snprintf(buf, cap, "was killed by signal %d (%s)", e.value, strsignal(e.value));
-  else
-    snprintf(buf, cap, "exited with code %d", e.value);
+  switch (e.how) {
+    case PROC_KILLED:
+      snprintf(buf, cap, "was killed by signal %d (%s)", e.value, strsignal(e.value));
+      break;
+    case PROC_EXITED: snprintf(buf, cap, "exited with code %d", e.value); break;
+    /* e.value is an errno here, not an exit code. */
+    case PROC_NO_EXEC: snprintf(buf, cap, "could not be run: %s", strerror(e.value)); break;
+    case PROC_NO_SETUP:
+    case PROC_NO_START: snprintf(buf, cap, "could not be started: %s", strerror(e.value)); break;
+    case PROC_LOST: snprintf(buf, cap, "was lost with its host"); break;
+  }
 }

@@ -103,7 +103,8 @@ int proc_exit_ok(proc_exit e);
 /* The status hvdrun passes on: the code, 128+signal, 127 when the program
  * could not be run, 1 when it could not be started, 255 when lost. */
 int proc_exit_code(proc_exit e);
-/* "exited with code 3", "was killed by signal 9 (Killed)". */
+/* "exited with code 3", "was killed by signal 9 (Killed)", "could not be
+ * run: No such file or directory". */
 void proc_exit_describe(proc_exit e, char *buf, size_t cap);
 
 #endif /* HVDRUN_PROCS_H */

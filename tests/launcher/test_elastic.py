@@ -129,13 +129,24 @@ def test_host_whose_workers_cannot_start(hvdrun, worker):
     assert run.stderr.count("on %s" % HOSTS[2]) >= 2, str(run)  # tried twice, then blacklisted
 
 
-def test_below_min_np_until_the_elastic_timeout(hvdrun, worker):
-    run = elastic(hvdrun, worker, ["-np", "2", "--min-np", "2", "-H", hosts(2, 1),
-                                   "--elastic-timeout", "2"],
-                  {"ELASTIC_FAIL_HOST": HOSTS[1]})
+def test_below_min_np_until_the_elastic_timeout(hvdrun, worker, discovery):
+    discovery.set("localhost:1")  # one slot; more may come, for --elastic-timeout
+    run = elastic(hvdrun, worker, ["-np", "2", "--min-np", "2", "--host-discovery-script",
+                                   discovery.path, "--elastic-timeout", "2"])
     assert run.returncode != 0, str(run)
     assert ("elastic: stopping the job: fewer than --min-np 2 workers for longer than "
             "--elastic-timeout 2 s") in run.stderr, str(run)
+
+
+def test_workers_failing_before_the_first_job_end_it_at_once(hvdrun, worker):
+    # An import error, say: once the hosts left cannot meet --min-np, the
+    # job ends with the worker's code, without waiting --elastic-timeout.
+    run = elastic(hvdrun, worker, ["-np", "2", "--min-np", "2", "-H", hosts(2, 1)],
+                  {"ELASTIC_FAIL_HOST": HOSTS[1]})
+    assert run.returncode == 3, str(run)
+    assert ("elastic: stopping the job: worker 2 failed before it joined a job (said above), "
+            "and the hosts left have 1 slots, fewer than --min-np 2") in run.stderr, str(run)
+    assert "worker 1 on %s (pid" % HOSTS[1] in run.stderr, str(run)
 
 
 def test_reset_limit(hvdrun, worker):

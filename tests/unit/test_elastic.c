@@ -109,9 +109,9 @@ static void test_first_job_and_success(void **state) {
   expect(""); /* 3 is awaited */
   elastic_registered(&e, 3, 11);
   expect("form 1: 0=r0(0/2,0/2) 1=r1(1/2,0/2) 2=r2(0/2,1/2) 3=r3(1/2,1/2); ");
-  for (uint32_t id = 0; id < 3; id++) elastic_exited(&e, id, 1, 20);
+  for (uint32_t id = 0; id < 3; id++) elastic_exited(&e, id, 0, 20);
   expect("");
-  elastic_exited(&e, 3, 1, 21);
+  elastic_exited(&e, 3, 0, 21);
   expect("end 0; ");
   teardown(&e);
 }
@@ -124,7 +124,7 @@ static void test_lost_worker_survivors_reform_and_a_replacement_joins(void **sta
   expect("start a: 0 1; start b: 2 3; form 1: 0=r0(0/2,0/2) 1=r1(1/2,0/2) "
          "2=r2(0/2,1/2) 3=r3(1/2,1/2); ");
   /* 2 dies: one failure leaves b in use, and a new worker takes its slot. */
-  elastic_exited(&e, 2, 0, 20);
+  elastic_exited(&e, 2, 1, 20);
   expect("start b: 4; ");
   /* The survivors come back at once (their collectives failed) and form a
    * job without waiting for the new one. */
@@ -142,11 +142,11 @@ static void test_lost_worker_survivors_reform_and_a_replacement_joins(void **sta
   expect("form 3: 0=r0(0/2,0/2) 1=r1(1/2,0/2) 3=r2(0/2,1/2) 4=r3(1/2,1/2); ");
   /* b's workers keep failing: b is blacklisted, its other worker leaves at
    * the next commit, and c's slots are filled. */
-  elastic_exited(&e, 4, 0, 50);
+  elastic_exited(&e, 4, 1, 50);
   expect("announce 2 removed; start c: 5 6; ");
   register_all(&e, 0, 1, 51);
   expect("stop 3; form 4: 0=r0(0/2,0/1) 1=r1(1/2,0/1); ");
-  elastic_exited(&e, 3, 0, 52); /* the one stopped: expected */
+  elastic_exited(&e, 3, 1, 52); /* the one stopped: expected */
   expect("");
   teardown(&e);
 }
@@ -166,7 +166,7 @@ static void test_host_removed_then_added_back(void **state) {
   expect("stop 1; form 2: 0=r0(0/1,0/2) 2=r1(0/1,1/2); ");
   elastic_registered(&e, 1, 25);
   expect("refuse 1 (its host was removed from the job); ");
-  elastic_exited(&e, 1, 0, 26);
+  elastic_exited(&e, 1, 1, 26);
   expect("");
   discover(&e, "a:1\nb:1\nc:1\n", 30);
   expect("start b: 3; ");
@@ -184,9 +184,9 @@ static void test_worker_failing_at_start_is_blacklisted(void **state) {
   setup(&e, "a:1\nb:1\nc:1\n", 2, 2, 2, -1);
   expect("start a: 0; start b: 1; ");
   elastic_registered(&e, 0, 5);
-  elastic_exited(&e, 1, 0, 6); /* b's worker cannot start: b again */
+  elastic_exited(&e, 1, 1, 6); /* b's worker cannot start: b again */
   expect("start b: 2; ");
-  elastic_exited(&e, 2, 0, 7); /* and again: b is blacklisted */
+  elastic_exited(&e, 2, 1, 7); /* and again: b is blacklisted */
   expect("start c: 3; ");
   elastic_registered(&e, 3, 8);
   expect("form 1: 0=r0(0/1,0/2) 3=r1(0/1,1/2); ");
@@ -216,8 +216,8 @@ static void test_below_min_np_until_the_timeout(void **state) {
   setup(&e, "a:1\nb:1\n", 2, 2, 2, -1);
   register_all(&e, 0, 1, 10);
   log_[0] = '\0';
-  elastic_exited(&e, 1, 0, 20);
-  elastic_exited(&e, 2, 0, 20); /* b blacklisted for good: one slot left */
+  elastic_exited(&e, 1, 1, 20);
+  elastic_exited(&e, 2, 1, 20); /* b blacklisted for good: one slot left */
   expect("start b: 2; ");
   elastic_registered(&e, 0, 21);
   expect(""); /* one worker: below --min-np, no job */
@@ -250,10 +250,10 @@ static void test_reset_limit(void **state) {
   setup(&e, "a:1\nb:1\nc:1\n", 3, 1, 3, 1);
   register_all(&e, 0, 2, 10);
   log_[0] = '\0';
-  elastic_exited(&e, 2, 0, 20);
+  elastic_exited(&e, 2, 1, 20);
   register_all(&e, 0, 1, 21);
   expect("start c: 3; form 2: 0=r0(0/1,0/2) 1=r1(0/1,1/2); "); /* one reset: allowed */
-  elastic_exited(&e, 1, 0, 30);
+  elastic_exited(&e, 1, 1, 30);
   elastic_registered(&e, 0, 31);
   expect("start b: 4; stop 0; stop 3; stop 4; end 1: the job was re-formed 2 times; "
          "--reset-limit is 1; ");
@@ -290,14 +290,14 @@ static void test_at_most_max_workers_over_the_job(void **state) {
   expect("start a: 0; start b: 1; ");
   register_all(&e, 0, 1, 10);
   log_[0] = '\0';
-  elastic_exited(&e, 1, 0, 20);
-  elastic_exited(&e, 2, 0, 20); /* b blacklisted for a second */
+  elastic_exited(&e, 1, 1, 20);
+  elastic_exited(&e, 2, 1, 20); /* b blacklisted for a second */
   expect("start b: 2; ");
   elastic_tick(&e, 21);
   assert_true(elastic_deadline(&e) >= 1020 && elastic_deadline(&e) <= 1120); /* b's return */
   elastic_tick(&e, 3000);
   expect("start b: 3; ");
-  elastic_exited(&e, 3, 0, 3100); /* the fourth and last worker this job may start */
+  elastic_exited(&e, 3, 1, 3100); /* the fourth and last worker this job may start */
   elastic_tick(&e, 6000);
   expect("");
   teardown(&e);
@@ -309,10 +309,49 @@ static void test_every_member_lost(void **state) {
   setup(&e, "a:1\nb:1\nc:1\n", 2, 1, 2, -1);
   register_all(&e, 0, 1, 10);
   log_[0] = '\0';
-  elastic_exited(&e, 0, 0, 20);
-  elastic_exited(&e, 1, 0, 20);
+  elastic_exited(&e, 0, 1, 20);
+  elastic_exited(&e, 1, 1, 20);
   expect("start a: 2; stop 2; end 1: every worker that held the job's state was lost: there "
          "is nothing to go on from; ");
+  teardown(&e);
+}
+
+/* A program that never uses hvd: its workers are done when they exit 0. */
+static void test_workers_done_before_joining(void **state) {
+  (void)state;
+  elastic e;
+  setup(&e, "a:2\n", 2, 1, 2, -1);
+  expect("start a: 0 1; ");
+  elastic_exited(&e, 0, 0, 5);
+  expect(""); /* done, not restarted */
+  elastic_registered(&e, 1, 6); /* the other one does use hvd */
+  expect("form 1: 1=r0(0/1,0/1); ");
+  elastic_exited(&e, 1, 0, 7);
+  expect("end 0; ");
+  teardown(&e);
+  setup(&e, "a:1\n", 1, 1, 1, -1);
+  expect("start a: 0; ");
+  elastic_exited(&e, 0, 0, 5);
+  expect("end 0; ");
+  assert_int_equal(end_code, 0);
+  teardown(&e);
+}
+
+/* An import error, say: before any job, once the hosts left cannot meet
+ * --min-np, the job ends with the worker's code instead of waiting. */
+static void test_failing_before_the_first_job_ends_it(void **state) {
+  (void)state;
+  elastic e;
+  setup(&e, "a:2\n", 2, 2, 2, -1);
+  expect("start a: 0 1; ");
+  elastic_exited(&e, 0, 3, 5);
+  expect("start a: 2; "); /* one failure: the host may have hiccuped */
+  elastic_exited(&e, 2, 3, 6);
+  expect("stop 1; end 3: worker 2 failed before it joined a job (said above), and the hosts "
+         "left have 0 slots, fewer than --min-np 2; ");
+  assert_int_equal(end_code, 3);
+  elastic_exited(&e, 1, 143, 6); /* stopped: nothing more to say */
+  expect("");
   teardown(&e);
 }
 
@@ -329,6 +368,8 @@ int main(void) {
       cmocka_unit_test(test_a_connection_lost_before_the_job_forms),
       cmocka_unit_test(test_at_most_max_workers_over_the_job),
       cmocka_unit_test(test_every_member_lost),
+      cmocka_unit_test(test_workers_done_before_joining),
+      cmocka_unit_test(test_failing_before_the_first_job_ends_it),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
