@@ -21,7 +21,6 @@ PENDING = {
     "docs/jax.md",
     "docs/launch-from-python.md",
     "docs/hvdrun-flags.md",
-    "docs/gpu.md",
 }
 
 FENCE = re.compile(r"^\s*(```|~~~)")
