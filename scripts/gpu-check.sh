@@ -22,7 +22,8 @@ cd "$(dirname "$0")/.." || exit 2
 start=$SECONDS
 BUILD=build-gpu
 CARRY=$BUILD/carry
-PROGRAMS=(test_cuda_loader test_gpu_staging)
+# The programs, as paths in the build tree.
+PROGRAMS=(tests/test_cuda_loader tests/test_gpu_staging tests/test_staged_allreduce hvdrun)
 
 log() { echo "gpu-check: $*"; }
 finish() { # finish STATUS DETAIL
@@ -36,7 +37,8 @@ finish() { # finish STATUS DETAIL
 build() {
   timeout 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHVD_BUILD_TESTS=ON \
     -DHVD_WITH_CUDA=ON -DHVD_WITH_MPI=OFF -DHVD_SANITIZE= >/dev/null &&
-    timeout 240 cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" --target "${PROGRAMS[@]}" >/dev/null
+    timeout 240 cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" \
+      --target "${PROGRAMS[@]##*/}" >/dev/null
 }
 
 # The libraries a program loads, beyond the C library's own (those must
@@ -50,8 +52,8 @@ pack() {
   build || { echo "gpu-check.sh --pack: the build failed" >&2; exit 1; }
   rm -rf "$CARRY" && mkdir -p "$CARRY/bin" "$CARRY/lib"
   for p in "${PROGRAMS[@]}"; do
-    cp "$BUILD/tests/$p" "$CARRY/bin/"
-    libs_to_carry "$BUILD/tests/$p" | xargs -r cp -L -t "$CARRY/lib/"
+    cp "$BUILD/$p" "$CARRY/bin/"
+    libs_to_carry "$BUILD/$p" | xargs -r cp -L -t "$CARRY/lib/"
   done
   du -sh "$CARRY"
   echo "carry $CARRY to the GPU machine and run scripts/gpu-check.sh there"
@@ -66,7 +68,7 @@ logfile=/dev/null
 exec > >(tee "$logfile") 2>&1
 
 # ---- the programs: carried, or built here ----
-if [ -x "$CARRY/bin/${PROGRAMS[0]}" ]; then
+if [ -x "$CARRY/bin/hvdrun" ]; then
   bin=$CARRY/bin
   export LD_LIBRARY_PATH="$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   log "programs from $CARRY (built elsewhere, carried)"
@@ -74,7 +76,9 @@ else
   log "no $CARRY: building with CUDA into $BUILD"
   build ||
     finish FAIL "cannot build here (cmake, cmocka and OpenSSL's headers are needed); run scripts/gpu-check.sh --pack on a development machine and carry $CARRY"
-  bin=$BUILD/tests
+  mkdir -p "$BUILD/bin"
+  for p in "${PROGRAMS[@]}"; do ln -sf "$PWD/$BUILD/$p" "$BUILD/bin/"; done
+  bin=$BUILD/bin
 fi
 
 # Where the machine may keep CUDA's libraries and tools besides the
@@ -118,6 +122,14 @@ run_step() { # run_step NAME LIMIT_S COMMAND...
 }
 run_step loader 60 "$bin/test_cuda_loader"
 run_step staging 120 "$bin/test_gpu_staging"
+# hvd's allreduce on staged chunks against the host path, every rank on
+# the one GPU (on the host stand-in where there is none).
+copier=host
+[ -n "$card" ] && copier=cuda
+for np in 1 2 4; do
+  run_step "staged-allreduce-np$np" 120 env HVD_STAGING_COPIER=$copier \
+    HOROVOD_GLOO_TIMEOUT_SECONDS=30 "$bin/hvdrun" -np "$np" "$bin/test_staged_allreduce"
+done
 if [ -n "$card" ] && command -v compute-sanitizer >/dev/null 2>&1; then
   run_step compute-sanitizer 240 compute-sanitizer --tool memcheck --error-exitcode 1 \
     "$bin/test_gpu_staging"

@@ -67,23 +67,23 @@ typedef struct host_copier {
   void *pinned_last; /* freed by hc_destroy if a broken pipeline left it */
 } host_copier;
 
-static void hc_log_locked(host_copier *h, int kind, size_t offset) {
+static inline void hc_log_locked(host_copier *h, int kind, size_t offset) {
   if (h->nlog < HC_LOG_MAX) h->log[h->nlog++] = (hc_log_entry){kind, offset};
 }
 
 /* The collective's side: tests call it from their hvd__staged_fn. */
-static void hc_log(host_copier *h, int kind, size_t offset) {
+static inline void hc_log(host_copier *h, int kind, size_t offset) {
   pthread_mutex_lock(&h->mu);
   hc_log_locked(h, kind, offset);
   pthread_mutex_unlock(&h->mu);
 }
 
-static void hc_sleep_us(long us) {
+static inline void hc_sleep_us(long us) {
   struct timespec ts = {us / 1000000, us % 1000000 * 1000};
   nanosleep(&ts, NULL);
 }
 
-static void *hc_worker(void *arg) {
+static inline void *hc_worker(void *arg) {
   host_copier *h = arg;
   pthread_mutex_lock(&h->mu);
   for (;;) {
@@ -113,7 +113,7 @@ static void *hc_worker(void *arg) {
 }
 
 /* Lets the held copy (and so every operation after it) run. */
-static void hc_release(host_copier *h) {
+static inline void hc_release(host_copier *h) {
   pthread_mutex_lock(&h->mu);
   h->released = 1;
   pthread_cond_broadcast(&h->changed);
@@ -122,7 +122,7 @@ static void hc_release(host_copier *h) {
 
 /* Copies are numbered from 1 as queued; the held one waits in the worker
  * until hc_release(), and every later operation behind it, as on a stream. */
-static int hc_queue(host_copier *h, hc_op op) {
+static inline int hc_queue(host_copier *h, hc_op op) {
   pthread_mutex_lock(&h->mu);
   int rc = 0;
   if (op.kind != HC_RECORD) op.number = ++h->copies_queued;
@@ -140,7 +140,7 @@ static int hc_queue(host_copier *h, hc_op op) {
   return rc;
 }
 
-static int hc_alloc_pinned(void *ctx, size_t bytes, void **out) {
+static inline int hc_alloc_pinned(void *ctx, size_t bytes, void **out) {
   host_copier *h = ctx;
   *out = malloc(bytes ? bytes : 1);
   if (*out == NULL) return hvd__err(HVD_E_NOMEM, "stand-in: no memory");
@@ -151,7 +151,7 @@ static int hc_alloc_pinned(void *ctx, size_t bytes, void **out) {
   return 0;
 }
 
-static void hc_free_pinned(void *ctx, void *p) {
+static inline void hc_free_pinned(void *ctx, void *p) {
   host_copier *h = ctx;
   pthread_mutex_lock(&h->mu);
   if (h->done != h->queued) h->freed_while_busy = 1;
@@ -160,34 +160,34 @@ static void hc_free_pinned(void *ctx, void *p) {
   free(p);
 }
 
-static int hc_copy(void *ctx, int kind, void *dst, const void *src, size_t bytes) {
+static inline int hc_copy(void *ctx, int kind, void *dst, const void *src, size_t bytes) {
   return hc_queue(ctx, (hc_op){kind, dst, src, bytes, NULL, 0});
 }
 
-static int hc_d2h(void *ctx, void *host, const void *dev, size_t bytes) {
+static inline int hc_d2h(void *ctx, void *host, const void *dev, size_t bytes) {
   return hc_copy(ctx, HC_D2H, host, dev, bytes);
 }
 
-static int hc_h2d(void *ctx, void *dev, const void *host, size_t bytes) {
+static inline int hc_h2d(void *ctx, void *dev, const void *host, size_t bytes) {
   return hc_copy(ctx, HC_H2D, dev, host, bytes);
 }
 
-static int hc_event_create(void *ctx, hvd__copy_event **out) {
+static inline int hc_event_create(void *ctx, hvd__copy_event **out) {
   (void)ctx;
   *out = calloc(1, sizeof **out);
   return *out ? 0 : hvd__err(HVD_E_NOMEM, "stand-in: no memory");
 }
 
-static void hc_event_destroy(void *ctx, hvd__copy_event *ev) {
+static inline void hc_event_destroy(void *ctx, hvd__copy_event *ev) {
   (void)ctx;
   free(ev);
 }
 
-static int hc_event_record(void *ctx, hvd__copy_event *ev) {
+static inline int hc_event_record(void *ctx, hvd__copy_event *ev) {
   return hc_queue(ctx, (hc_op){HC_RECORD, NULL, NULL, 0, ev, 0});
 }
 
-static int hc_event_query(void *ctx, hvd__copy_event *ev) {
+static inline int hc_event_query(void *ctx, hvd__copy_event *ev) {
   host_copier *h = ctx;
   pthread_mutex_lock(&h->mu);
   int done = h->done >= ev->target;
@@ -195,7 +195,7 @@ static int hc_event_query(void *ctx, hvd__copy_event *ev) {
   return done;
 }
 
-static int hc_event_wait(void *ctx, hvd__copy_event *ev, uint64_t deadline) {
+static inline int hc_event_wait(void *ctx, hvd__copy_event *ev, uint64_t deadline) {
   host_copier *h = ctx;
   pthread_mutex_lock(&h->mu);
   while (h->done < ev->target && hvd__now_ms() < deadline) {
@@ -214,7 +214,7 @@ static const hvd__copier_ops hc_ops = {hc_alloc_pinned, hc_free_pinned,   hc_d2h
                                        hc_h2d,          hc_event_create,  hc_event_destroy,
                                        hc_event_record, hc_event_query,   hc_event_wait};
 
-static host_copier *hc_create(long delay_us) {
+static inline host_copier *hc_create(long delay_us) {
   host_copier *h = calloc(1, sizeof *h);
   pthread_mutex_init(&h->mu, NULL);
   pthread_cond_init(&h->changed, NULL);
@@ -223,11 +223,11 @@ static host_copier *hc_create(long delay_us) {
   return h;
 }
 
-static hvd__copier hc_copier(host_copier *h) { return (hvd__copier){&hc_ops, h}; }
+static inline hvd__copier hc_copier(host_copier *h) { return (hvd__copier){&hc_ops, h}; }
 
 /* Drains the queue (releasing a held copy), stops the worker, frees the
  * pinned memory a broken pipeline left. */
-static void hc_destroy(host_copier *h) {
+static inline void hc_destroy(host_copier *h) {
   pthread_mutex_lock(&h->mu);
   h->stopping = 1;
   h->released = 1;
