@@ -43,7 +43,9 @@ int hvd__staging_create(hvd__staging **out, const hvd__copier *copier, size_t ch
   s->chunk_bytes = chunk_bytes;
   s->slots = slots;
   const hvd__copier_ops *ops = copier->ops;
-  int rc = ops->alloc_pinned(copier->ctx, (size_t)slots * chunk_bytes, (void **)&s->pinned);
+  void *pinned = NULL;
+  int rc = ops->alloc_pinned(copier->ctx, (size_t)slots * chunk_bytes, &pinned);
+  s->pinned = pinned;
   for (int i = 0; rc == 0 && i < slots; i++) rc = ops->event_create(copier->ctx, &s->copied_in[i]);
   if (rc == 0) rc = ops->event_create(copier->ctx, &s->drained);
   if (rc < 0) {

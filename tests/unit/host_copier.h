@@ -8,7 +8,7 @@
  * is plain host memory.  For the tests it keeps a log of what happened in
  * which order (copies completed, the collective's calls), can hold a copy
  * back until the test releases it (to prove overlap without timing), can
- * fail the Nth copy when it is queued, and says whether pinned memory was
+ * fail the Nth copy when it is queued or the pinned allocation, and says whether pinned memory was
  * freed while copies were still queued.
  */
 #ifndef HVD_TEST_HOST_COPIER_H
@@ -60,6 +60,7 @@ typedef struct host_copier {
   size_t nlog;
   size_t copies_queued;
   long fail_copy_at; /* the copy (counted from 1) whose queueing fails; 0: none */
+  int fail_alloc;    /* alloc_pinned fails */
   long hold_copy_at; /* the copy (from 1) that waits until hc_release(); 0: none */
   int holding, released;
   int freed_while_busy;
@@ -142,6 +143,7 @@ static inline int hc_queue(host_copier *h, hc_op op) {
 
 static inline int hc_alloc_pinned(void *ctx, size_t bytes, void **out) {
   host_copier *h = ctx;
+  if (h->fail_alloc) return hvd__err(HVD_E_NOMEM, "stand-in: no pinned memory");
   *out = malloc(bytes ? bytes : 1);
   if (*out == NULL) return hvd__err(HVD_E_NOMEM, "stand-in: no memory");
   pthread_mutex_lock(&h->mu);

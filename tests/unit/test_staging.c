@@ -237,6 +237,11 @@ static void test_bad_arguments(void **state) {
   assert_int_equal(hvd__staging_create(&s, &cp, 64, 0), HVD_E_INVALID);
   assert_string_equal(hvd_last_error(), "staging: bad pipeline shape (0 slots of 64 bytes)");
   assert_int_equal(hvd__staging_create(&s, &cp, 0, 2), HVD_E_INVALID);
+  h->fail_alloc = 1;
+  assert_int_equal(hvd__staging_create(&s, &cp, 64, 2), HVD_E_NOMEM);
+  assert_string_equal(hvd_last_error(),
+                      "staging: setting up 2 slots of 64 bytes: stand-in: no pinned memory");
+  h->fail_alloc = 0;
   assert_int_equal(hvd__staging_create(&s, &cp, 8, 2), 0);
   collective c = {.h = h, .elem = 4, .chunk = 8};
   unsigned char buf[24] = {0};
