@@ -8,8 +8,8 @@
  * is plain host memory.  For the tests it keeps a log of what happened in
  * which order (copies completed, the collective's calls), can hold a copy
  * back until the test releases it (to prove overlap without timing), can
- * fail the Nth copy when it is queued or the pinned allocation, and says whether pinned memory was
- * freed while copies were still queued.
+ * fail the Nth copy when it is queued or the pinned allocation, and says
+ * whether pinned memory was freed while copies were still queued.
  */
 #ifndef HVD_TEST_HOST_COPIER_H
 #define HVD_TEST_HOST_COPIER_H
