@@ -23,7 +23,8 @@ start=$SECONDS
 BUILD=build-gpu
 CARRY=$BUILD/carry
 # The programs, as paths in the build tree.
-PROGRAMS=(tests/test_cuda_loader tests/test_gpu_staging tests/test_staged_allreduce hvdrun)
+PROGRAMS=(tests/test_cuda_loader tests/test_gpu_staging tests/test_gpu_nccl
+  tests/test_staged_allreduce hvdrun)
 
 log() { echo "gpu-check: $*"; }
 finish() { # finish STATUS DETAIL
@@ -122,6 +123,7 @@ run_step() { # run_step NAME LIMIT_S COMMAND...
 }
 run_step loader 60 "$bin/test_cuda_loader"
 run_step staging 120 "$bin/test_gpu_staging"
+run_step nccl 120 "$bin/test_gpu_nccl"
 # hvd's allreduce on staged chunks against the host path, every rank on
 # the one GPU (on the host stand-in where there is none).
 copier=host
