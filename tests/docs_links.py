@@ -20,7 +20,6 @@ PENDING = {
     "docs/tensorflow.md",
     "docs/jax.md",
     "docs/launch-from-python.md",
-    "docs/gpu.md",
 }
 
 FENCE = re.compile(r"^\s*(```|~~~)")

@@ -5,11 +5,14 @@
  * operations a Horovod build has, each "[X]" or "[ ]"; scripts and people
  * read that layout, so hvdrun prints the same lines in the same order.
  * Where hvd has no counterpart the answer is a plain no: TensorFlow,
- * MXNet, NCCL, DDL and CCL.  Gloo is marked: hvd's own controller (the
+ * MXNet, DDL and CCL.  Gloo is marked: hvd's own controller (the
  * rendezvous and the coordinator-free negotiation) and its TCP and
  * shared-memory collectives stand where Gloo stands, configured by the
- * same HOROVOD_GLOO_* variables.  PyTorch and MPI come from the build's
- * generated hvd_build_config.h.
+ * same HOROVOD_GLOO_* variables.  PyTorch, MPI, NCCL and CUDA come from
+ * the build's generated hvd_build_config.h; NCCL and CUDA say the build
+ * has them, whose libraries are opened at run time (docs/gpu.md).  CUDA
+ * has no line in horovodrun's layout: it gets a section of its own after
+ * horovodrun's, so that readers of those lines find them unchanged.
  */
 #include "check_build.h"
 
@@ -29,9 +32,11 @@ void check_build_print(FILE *out) {
   line(out, HVD_BUILT_MPI, "MPI");
   line(out, 1, "Gloo");
   fprintf(out, "\nAvailable Tensor Operations:\n");
-  line(out, 0, "NCCL");
+  line(out, HVD_BUILT_NCCL, "NCCL");
   line(out, 0, "DDL");
   line(out, 0, "CCL");
   line(out, HVD_BUILT_MPI, "MPI");
   line(out, 1, "Gloo");
+  fprintf(out, "\nAvailable Devices:\n");
+  line(out, HVD_BUILT_CUDA, "CUDA");
 }

@@ -725,14 +725,27 @@ def built_with(build_dir, option):
     return False
 
 
+def built_config(build_dir, name):
+    """A fact of the build's generated hvd_build_config.h (CMake resolves
+    options such as HVD_WITH_CUDA=AUTO there, not in its cache)."""
+    with open(os.path.join(build_dir, "generated", "hvd_build_config.h")) as f:
+        for line in f:
+            if line.startswith("#define %s " % name):
+                return line.split()[2] == "1"
+    raise AssertionError("%s is not in hvd_build_config.h" % name)
+
+
 @pytest.mark.parametrize("flag", ["--check-build", "-cb"])
 def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
     """horovodrun --check-build's lines, in its order: PyTorch when hvd._C
     was built here, MPI when the build has it, Gloo (hvd's own controller
-    and operations) always, nothing else; no job is started."""
+    and operations) always, NCCL and CUDA when the build has them, nothing
+    else; no job is started."""
     torch = any(n.startswith("_C") for n in os.listdir(os.path.join(build_dir, "python", "hvd"))) \
         if os.path.isdir(os.path.join(build_dir, "python", "hvd")) else False
     mpi = built_with(build_dir, "HVD_WITH_MPI")
+    nccl = built_config(build_dir, "HVD_BUILT_NCCL")
+    cuda = built_config(build_dir, "HVD_BUILT_CUDA")
 
     def mark(have):
         return "[X]" if have else "[ ]"
@@ -743,7 +756,10 @@ def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
             "Available Controllers:",
             "    %s MPI" % mark(mpi), "    [X] Gloo", "",
             "Available Tensor Operations:",
-            "    [ ] NCCL", "    [ ] DDL", "    [ ] CCL", "    %s MPI" % mark(mpi), "    [X] Gloo"]
+            "    %s NCCL" % mark(nccl), "    [ ] DDL", "    [ ] CCL", "    %s MPI" % mark(mpi),
+            "    [X] Gloo", "",
+            "Available Devices:",
+            "    %s CUDA" % mark(cuda)]
     p = run(hvdrun, [flag])
     assert p.returncode == 0 and p.stderr == "", p.stderr
     assert p.stdout.splitlines() == want, p.stdout

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh -- hvd's GPU checks in one command, for the GPU
+# machine (one H100 or H200; nothing installable there, no network), and
+# harmless anywhere else: without a GPU the GPU tests say why they were
+# skipped.  Prints one summary line last:
+#   gpu-check: PASS|FAIL|SKIP (...) in N s
+# and, where $OUT is set (the device tool), keeps the whole log in
+# $OUT/gpu-check.log.  docs/gpu.md says what it checks.
+#
+#   scripts/gpu-check.sh --pack   on a development machine: build with CUDA
+#                                 into build-gpu/ and put the test programs
+#                                 and the shared libraries they need that a
+#                                 bare machine may lack into build-gpu/carry/
+#                                 (carry that folder to the GPU machine)
+#   scripts/gpu-check.sh          run the checks: from build-gpu/carry/ when
+#                                 it is there, else build them here first
+#
+# JOBS=N: parallel compile jobs (default: every core).  Finishes in well
+# under 8 minutes: each step has its own time limit.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+start=$SECONDS
+BUILD=build-gpu
+CARRY=$BUILD/carry
+# The programs, as paths in the build tree.
+PROGRAMS=(tests/test_cuda_loader tests/test_gpu_staging tests/test_gpu_nccl
+  tests/test_staged_allreduce hvdrun)
+
+log() { echo "gpu-check: $*"; }
+finish() { # finish STATUS DETAIL
+  echo "gpu-check: $1 ($2) in $((SECONDS - start)) s"
+  [ "$1" = FAIL ] && exit 1
+  exit 0
+}
+
+# The GPU build: CUDA and NCCL on, the GPU tests, nothing optional
+# (MPI off) so that the programs need few libraries.
+build() {
+  timeout 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHVD_BUILD_TESTS=ON \
+    -DHVD_WITH_CUDA=ON -DHVD_WITH_MPI=OFF -DHVD_SANITIZE= >/dev/null &&
+    timeout 240 cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" \
+      --target "${PROGRAMS[@]##*/}" >/dev/null
+}
+
+# The libraries a program loads, beyond the C library's own (those must
+# be the machine's): what a bare machine may lack.
+libs_to_carry() {
+  ldd "$1" | awk '$3 ~ /^\// {print $3}' |
+    grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so'
+}
+
+pack() {
+  build || { echo "gpu-check.sh --pack: the build failed" >&2; exit 1; }
+  rm -rf "$CARRY" && mkdir -p "$CARRY/bin" "$CARRY/lib"
+  for p in "${PROGRAMS[@]}"; do
+    cp "$BUILD/$p" "$CARRY/bin/"
+    libs_to_carry "$BUILD/$p" | xargs -r cp -L -t "$CARRY/lib/"
+  done
+  du -sh "$CARRY"
+  echo "carry $CARRY to the GPU machine and run scripts/gpu-check.sh there"
+  exit 0
+}
+
+[ "${1:-}" = --pack ] && pack
+[ $# -eq 0 ] || { echo "usage: scripts/gpu-check.sh [--pack]" >&2; exit 2; }
+
+logfile=/dev/null
+[ -n "${OUT:-}" ] && logfile=$OUT/gpu-check.log
+exec > >(tee "$logfile") 2>&1
+
+# ---- the programs: carried, or built here ----
+if [ -x "$CARRY/bin/hvdrun" ]; then
+  bin=$CARRY/bin
+  export LD_LIBRARY_PATH="$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  log "programs from $CARRY (built elsewhere, carried)"
+else
+  log "no $CARRY: building with CUDA into $BUILD"
+  build ||
+    finish FAIL "cannot build here (cmake, cmocka and OpenSSL's headers are needed); run scripts/gpu-check.sh --pack on a development machine and carry $CARRY"
+  mkdir -p "$BUILD/bin"
+  for p in "${PROGRAMS[@]}"; do ln -sf "$PWD/$BUILD/$p" "$BUILD/bin/"; done
+  bin=$BUILD/bin
+fi
+
+# Where the machine may keep CUDA's libraries and tools besides the
+# loader's usual places: the toolkit, and the NVIDIA wheels of its Python
+# (PyTorch's libcudart.so.13 and libnccl.so.2), after everything else.
+export PATH="$PATH:/usr/local/cuda/bin"
+pyprefix=$(python3 -c 'import sys; print(sys.prefix)' 2>/dev/null)
+for d in /usr/local/cuda/lib64 "$pyprefix"/lib/python3*/site-packages/nvidia/*/lib; do
+  [ -d "$d" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+done
+export LD_LIBRARY_PATH
+
+# ---- the card, if any ----
+card=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+  card=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+fi
+if [ -n "$card" ]; then
+  log "card: $card"
+  export HVD_TEST_EXPECT_GPU=1 # a GPU is here: a test that finds none fails
+else
+  log "no GPU visible (nvidia-smi lists none): the GPU tests will skip"
+fi
+
+# ---- the tests ----
+results=()
+failed=0
+skipped=0
+run_step() { # run_step NAME LIMIT_S COMMAND...
+  local name=$1 limit=$2 rc
+  shift 2
+  log "== $name =="
+  timeout "$limit" "$@"
+  rc=$?
+  case $rc in
+    0) results+=("$name ok") ;;
+    77) results+=("$name skipped"); skipped=$((skipped + 1)) ;;
+    124) results+=("$name TIMED OUT after ${limit} s"); failed=$((failed + 1)) ;;
+    *) results+=("$name FAILED ($rc)"); failed=$((failed + 1)) ;;
+  esac
+}
+run_step loader 60 "$bin/test_cuda_loader"
+run_step staging 120 "$bin/test_gpu_staging"
+run_step nccl 120 "$bin/test_gpu_nccl"
+# hvd's allreduce on staged chunks against the host path, every rank on
+# the one GPU (on the host stand-in where there is none).
+copier=host
+[ -n "$card" ] && copier=cuda
+for np in 1 2 4; do
+  run_step "staged-allreduce-np$np" 120 env HVD_STAGING_COPIER=$copier \
+    HOROVOD_GLOO_TIMEOUT_SECONDS=30 "$bin/hvdrun" -np "$np" "$bin/test_staged_allreduce"
+done
+if [ -n "$card" ] && command -v compute-sanitizer >/dev/null 2>&1; then
+  run_step compute-sanitizer 240 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$bin/test_gpu_staging"
+elif [ -n "$card" ]; then
+  results+=("compute-sanitizer not installed")
+fi
+
+joined=$(IFS=';'; echo "${results[*]}")
+detail="${card:-no GPU}; ${joined//;/, }"
+if [ "$failed" -gt 0 ]; then
+  finish FAIL "$detail"
+elif [ -z "$card" ] || [ "$skipped" -gt 0 ]; then
+  finish SKIP "$detail"
+fi
+finish PASS "$detail"
