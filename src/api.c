@@ -17,7 +17,7 @@
 #include <strings.h>
 
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/rdzv_elastic.h"
+#include "rdzv/rdzv_elastic.h"
 #include "coll/coll.h"
 #include "elastic_int.h"
 #include "engine/engine.h"

@@ -12,7 +12,7 @@
 #define HVD_BOOTSTRAP_H
 
 #include "../transport/transport.h"
-#include "rdzv.h"
+#include "../rdzv/rdzv.h"
 
 /* How the ranks of a job find each other. */
 typedef enum {

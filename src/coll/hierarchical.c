@@ -41,7 +41,7 @@
 #include <string.h>
 
 #include "../env.h"
-#include "../transport/frame.h"
+#include "../wire/frame.h"
 #include "coll.h"
 
 /* ---- the layout every rank read from its environment ---- */
@@ -147,7 +147,7 @@ int hvd__hier_check(const hvd_place *all, int n) {
 #define PLACE_BYTES 16
 
 /* Every rank's place, in rank order (*all malloc()ed), in the wire codec
- * of transport/frame.h. */
+ * of wire/frame.h. */
 static int exchange(hvd_comm *c, hvd_place **all) {
   uint8_t mine[PLACE_BYTES], *got = NULL;
   const hvd_place *p = &c->place;

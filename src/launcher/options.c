@@ -22,7 +22,7 @@
 
 #include "check_build.h"
 #include "common.h"
-#include "transport/auth.h"
+#include "wire/auth.h"
 
 #define DIGITS "0123456789"
 

@@ -31,8 +31,8 @@
 #include <sys/uio.h>
 
 #include "../common.h"
-#include "auth.h"
-#include "net.h"
+#include "../wire/auth.h"
+#include "../wire/net.h"
 
 typedef struct hvd_transport hvd_transport;
 
@@ -99,12 +99,6 @@ struct hvd_transport {
    * ranks' buffers directly (shm.c sets it, the same on every rank). */
   size_t peer_read_min;
 };
-
-/* Where a peer listens. */
-typedef struct {
-  char addr[HVD_NET_ADDR_MAX];
-  int port;
-} hvd_peer_addr;
 
 typedef struct {
   int rank, size;

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "bootstrap/rdzv_elastic.h"
+#include "rdzv/rdzv_elastic.h"
 #include "common.h"
 
 static hvd_rdzv_entry body(const char *host, const char *addr, int port) {
