@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api_hooks.h"
 #include "bootstrap/bootstrap.h"
 #include "rdzv/rdzv_elastic.h"
 #include "coll/coll.h"
@@ -24,6 +25,7 @@
 #include "env.h"
 #include "mpi_controller.h"
 #include "reduce.h"
+#include "startup.h"
 
 /* A process set the program added, kept to add it again when elastic
  * training re-forms the job. */
@@ -88,40 +90,13 @@ static void job_of_comm(hvd_job *job, const void *mpi_comm) {
   hvd__host_id(job->host_id);
 }
 
-/* The job's communicator, with MPI's collectives when asked for. */
-static int start_comm(hvd_transport *xport, int cpu_mpi) {
-  hvd_ar_algo algo;
-  int hierarchical;
-  HVD__CHECK(hvd__allreduce_algo_env(&algo));
-  HVD__CHECK(hvd__param_bool(HVD_P_HIERARCHICAL_ALLREDUCE, &hierarchical));
-  int rc = hvd__comm_init(&ctx.comm, ctx.job.rank, ctx.job.size, xport);
-  ctx.comm.allreduce_algo = (int)algo; /* the engine makes rank 0's win */
-  ctx.comm.hierarchical = hierarchical;  /* likewise; then builds the hierarchy */
-  ctx.comm.place = (hvd_place){ctx.job.local_rank, ctx.job.local_size, ctx.job.cross_rank,
-                               ctx.job.cross_size};
-  if (rc == 0 && cpu_mpi) rc = hvd__mpi_ops_attach(&ctx.comm);
-  return rc;
-}
-
-/* HOROVOD_CPU_OPERATIONS: *mpi 1 for "mpi", 0 for "gloo" (hvd's own). */
-static int cpu_operations(int *mpi) {
-  const char *v = hvd__param_raw(HVD_P_CPU_OPERATIONS);
-  *mpi = v && strcasecmp(v, "mpi") == 0;
-  if (v && !*mpi && strcasecmp(v, "gloo") != 0)
-    return hvd__err(HVD_E_ENV, "HOROVOD_CPU_OPERATIONS='%s': expected mpi or gloo", v);
-  if (*mpi && !hvd__mpi_built())
-    return hvd__err(HVD_E_ENV, "HOROVOD_CPU_OPERATIONS=mpi: this hvd was built without MPI "
-                    "(HVD_WITH_MPI=OFF); unset it or set it to gloo");
-  return 0;
-}
-
 static int init_locked(const hvd_init_spec *spec) {
   hvd_transport *xport = NULL;
   int cpu_mpi;
   if (ctx.initialized)
     return hvd__err(HVD_E_ALREADY_INITIALIZED, "already initialized (call hvd_shutdown() first)");
   HVD__CHECK(check_params());
-  HVD__CHECK(cpu_operations(&cpu_mpi));
+  HVD__CHECK(hvd__startup_cpu_operations(&cpu_mpi));
   if (spec->mpi_comm)
     job_of_comm(&ctx.job, spec->mpi_comm);
   else
@@ -132,7 +107,7 @@ static int init_locked(const hvd_init_spec *spec) {
   int rc = hvd__bootstrap(&ctx.job, &xport);
   ctx.job.ranks = NULL; /* the caller's */
   hvd__log_set_rank(ctx.job.rank);
-  if (rc == 0) rc = start_comm(xport, cpu_mpi);
+  if (rc == 0) rc = hvd__startup_comm(&ctx.comm, &ctx.job, xport, cpu_mpi);
   else if (xport) xport->ops->destroy(xport);
   if (rc == 0) rc = hvd__engine_start(&ctx.comm, &ctx.engine);
   if (rc < 0) {
@@ -193,7 +168,7 @@ uint64_t hvd__steps(void) {
 
 int hvd__peer_read_on(void) {
   pthread_mutex_lock(&ctx.lock);
-  int on = ctx.initialized && ctx.comm.xport && ctx.comm.xport->ops->peer_read;
+  int on = ctx.initialized && ctx.comm.xport && ctx.comm.xport->ops->caps.peer_read;
   if (on && ctx.comm.peer_buf) on = 2;
   pthread_mutex_unlock(&ctx.lock);
   return on;

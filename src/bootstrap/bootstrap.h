@@ -91,9 +91,4 @@ int hvd__launcher_hostname(hvd_job *job);
  * the list leaves out gets HVD_E_INVALID once the others have met. */
 int hvd__bootstrap(hvd_job *job, hvd_transport **xport);
 
-/* The name of the transport hvd_init() built ("shm", "tcp"), or "none"
- * (not initialized, or a job of one rank).  Defined in api.c; for tools
- * such as hvd-bench that report what they measured. */
-const char *hvd__transport_name(void);
-
 #endif /* HVD_BOOTSTRAP_H */

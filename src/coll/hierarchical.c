@@ -189,7 +189,7 @@ static int sub_new(hvd_comm *c, const int *ranks, int k, hvd_comm **out) {
  * transport like any subset. */
 static int local_new(hvd_comm *c, const int *ranks, int L) {
   const int *members = NULL;
-  hvd_transport *host = c->xport->ops->host ? c->xport->ops->host(c->xport, &members) : NULL;
+  hvd_transport *host = c->xport->ops->caps.host ? c->xport->ops->caps.host(c->xport, &members) : NULL;
   if (!host || host->size != L || memcmp(members, ranks, (size_t)L * sizeof *ranks) != 0)
     return sub_new(c, ranks, L, &c->local);
   c->local = calloc(1, sizeof *c->local);
