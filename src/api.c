@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "env.h"
 #include "mpi_controller.h"
+#include "opts.h"
 #include "reduce.h"
 #include "startup.h"
 
@@ -396,13 +397,15 @@ static int prepare(hvd_work *w, int type, const char *name, const hvd_opts *o, p
 
 static hvd_handle enqueue_one(const char *what, int type, const char *name, const hvd_opts *opts,
                               prepare_fn prep, const call_args *a) {
-  const hvd_opts *o = opts ? opts : &default_opts;
+  hvd_opts o;
   hvd_work w;
   memset(&w, 0, sizeof w);
+  int rc = hvd__opts_read(opts, &o);
+  if (rc < 0) return hvd__err_prefix(rc, "%s", what);
   HVD__CHECK(enter(what));
-  hvd_handle h = prepare(&w, type, name, o, prep, a);
+  hvd_handle h = prepare(&w, type, name, &o, prep, a);
   if (h == 0)
-    h = hvd__engine_enqueue(ctx.engine, &w, 1, o->callback, o->callback_arg, take_waits_at_once());
+    h = hvd__engine_enqueue(ctx.engine, &w, 1, o.callback, o.callback_arg, take_waits_at_once());
   leave();
   return h < 0 ? fail_call(what, &w.req, (int)h) : h;
 }
@@ -515,16 +518,18 @@ static call_args member_args(const group_args *g, int i, int size) {
  * every rank).  A group has no shape: each member's is [count]. */
 static hvd_handle enqueue_group(const char *what, int type, prepare_fn prep, const group_args *g,
                                 int n, const char *name, const hvd_opts *opts) {
-  const hvd_opts *o = opts ? opts : &default_opts;
-  hvd_opts member_opts = *o;
+  hvd_opts o, member_opts;
   hvd_request group;
   int rank = 0, size = 0;
+  int rc = hvd__opts_read(opts, &o);
+  if (rc < 0) return hvd__err_prefix(rc, "%s", what);
+  member_opts = o;
   member_opts.shape = NULL;
   member_opts.ndims = 0;
   memset(&group, 0, sizeof group);
   HVD__CHECK(enter(what));
   hvd_work *w = n >= 1 && n <= 1024 ? calloc((size_t)n, sizeof *w) : NULL;
-  int rc = describe(&group, type, name, o);
+  rc = describe(&group, type, name, &o);
   if (rc == 0 && (n < 1 || n > 1024 || !g->sendbufs || (!g->recvbufs && !g->outs) || !g->counts))
     rc = hvd__err(HVD_E_INVALID, "a group needs 1 to 1024 tensors and non-NULL arrays (n = %d)", n);
   if (rc == 0 && !w) rc = hvd__err(HVD_E_NOMEM, "allocating %d tensors", n);
@@ -537,7 +542,7 @@ static hvd_handle enqueue_group(const char *what, int type, prepare_fn prep, con
     w[i].req.group_size = (uint32_t)n;
     w[i].req.group_index = (uint32_t)i;
   }
-  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, w, n, o->callback, o->callback_arg,
+  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, w, n, o.callback, o.callback_arg,
                                                    take_waits_at_once());
   leave();
   free(w);
