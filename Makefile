@@ -8,12 +8,17 @@ PREFIX ?= /usr/local
 BUILD  ?= build
 JOBS   ?= $(shell nproc)
 
-.PHONY: all build install deb test train clean
+.PHONY: all configure build install deb test train clean
 
 all: build
 
-build:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) -DCMAKE_INSTALL_LIBDIR=lib
+# Without the test suite: installing needs none of its tools (cmocka,
+# pytest).  scripts/test.sh configures its own builds with the tests.
+configure:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DHVD_BUILD_TESTS=OFF \
+	  -DCMAKE_INSTALL_PREFIX=$(PREFIX) -DCMAKE_INSTALL_LIBDIR=lib
+
+build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 install: build

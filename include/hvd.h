@@ -40,10 +40,14 @@ extern "C" {
 #define HVD_EXTERN
 #endif
 
+/* The version of this header: CMake's project version (CMakeLists.txt
+ * refuses to configure when they differ).  hvd_version() is the version of
+ * the library a program runs with, which may be another. */
 #define HVD_VERSION_MAJOR 0
 #define HVD_VERSION_MINOR 1
 #define HVD_VERSION_PATCH 0
 #define HVD_VERSION_STRING "0.1.0"
+#define HVD_VERSION_HEX ((HVD_VERSION_MAJOR << 16) | (HVD_VERSION_MINOR << 8) | HVD_VERSION_PATCH)
 
 /* Element types.  HVD_FLOAT16 is IEEE 754 binary16, HVD_BFLOAT16 the upper
  * half of a binary32; both reduce in float32 and round to nearest even.
@@ -86,6 +90,10 @@ typedef enum {
   HVD_E_HOSTS_UPDATED = -14    /* elastic: hosts were added or removed (Horovod's
                                   HostsUpdatedInterrupt); every rank gets it at the same commit */
 } hvd_error;
+
+/* The version of the library the program runs with, as HVD_VERSION_HEX:
+ * (major << 16) | (minor << 8) | patch.  Callable at any time. */
+HVD_EXTERN unsigned hvd_version(void);
 
 /* ---- Life cycle ------------------------------------------------------ */
 
@@ -206,8 +214,17 @@ typedef int64_t hvd_handle;
 typedef void (*hvd_callback)(hvd_handle handle, int status, void *arg);
 
 /* Optional settings of an enqueued collective.  Start from HVD_OPTS_INIT;
- * passing NULL means the defaults. */
+ * passing NULL means the defaults.
+ *
+ * struct_size comes first and says how much of the struct the caller
+ * knows (HVD_OPTS_INIT sets it to sizeof(hvd_opts) as this header has
+ * it), so fields can be added at the end without breaking programs built
+ * before: the library reads only the fields the caller's size covers and
+ * gives the rest their defaults.  A size that does not end at a field, or
+ * is larger than this library's hvd_opts (a program built against a newer
+ * hvd.h), fails the call with HVD_E_INVALID saying so. */
 typedef struct {
+  size_t struct_size;      /* sizeof(hvd_opts) as the caller was built with */
   int process_set;         /* 0: the global set; else an id from hvd_add_process_set() */
   /* allreduce/reducescatter: inputs are multiplied by prescale_factor
    * first, the result by postscale_factor (after AVERAGE's division).  On
@@ -225,7 +242,7 @@ typedef struct {
   const int64_t *shape;
   int ndims;
 } hvd_opts;
-#define HVD_OPTS_INIT {0, 1.0, 1.0, NULL, NULL, NULL, 0}
+#define HVD_OPTS_INIT {sizeof(hvd_opts), 0, 1.0, 1.0, NULL, NULL, NULL, 0}
 #define HVD_MAX_DIMS 32
 
 HVD_EXTERN hvd_handle hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,

@@ -14,16 +14,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
+#include "api_hooks.h"
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/rdzv_elastic.h"
+#include "rdzv/rdzv_elastic.h"
 #include "coll/coll.h"
 #include "elastic_int.h"
 #include "engine/engine.h"
 #include "env.h"
 #include "mpi_controller.h"
+#include "opts.h"
 #include "reduce.h"
+#include "startup.h"
 
 /* A process set the program added, kept to add it again when elastic
  * training re-forms the job. */
@@ -88,40 +90,13 @@ static void job_of_comm(hvd_job *job, const void *mpi_comm) {
   hvd__host_id(job->host_id);
 }
 
-/* The job's communicator, with MPI's collectives when asked for. */
-static int start_comm(hvd_transport *xport, int cpu_mpi) {
-  hvd_ar_algo algo;
-  int hierarchical;
-  HVD__CHECK(hvd__allreduce_algo_env(&algo));
-  HVD__CHECK(hvd__param_bool(HVD_P_HIERARCHICAL_ALLREDUCE, &hierarchical));
-  int rc = hvd__comm_init(&ctx.comm, ctx.job.rank, ctx.job.size, xport);
-  ctx.comm.allreduce_algo = (int)algo; /* the engine makes rank 0's win */
-  ctx.comm.hierarchical = hierarchical;  /* likewise; then builds the hierarchy */
-  ctx.comm.place = (hvd_place){ctx.job.local_rank, ctx.job.local_size, ctx.job.cross_rank,
-                               ctx.job.cross_size};
-  if (rc == 0 && cpu_mpi) rc = hvd__mpi_ops_attach(&ctx.comm);
-  return rc;
-}
-
-/* HOROVOD_CPU_OPERATIONS: *mpi 1 for "mpi", 0 for "gloo" (hvd's own). */
-static int cpu_operations(int *mpi) {
-  const char *v = hvd__param_raw(HVD_P_CPU_OPERATIONS);
-  *mpi = v && strcasecmp(v, "mpi") == 0;
-  if (v && !*mpi && strcasecmp(v, "gloo") != 0)
-    return hvd__err(HVD_E_ENV, "HOROVOD_CPU_OPERATIONS='%s': expected mpi or gloo", v);
-  if (*mpi && !hvd__mpi_built())
-    return hvd__err(HVD_E_ENV, "HOROVOD_CPU_OPERATIONS=mpi: this hvd was built without MPI "
-                    "(HVD_WITH_MPI=OFF); unset it or set it to gloo");
-  return 0;
-}
-
 static int init_locked(const hvd_init_spec *spec) {
   hvd_transport *xport = NULL;
   int cpu_mpi;
   if (ctx.initialized)
     return hvd__err(HVD_E_ALREADY_INITIALIZED, "already initialized (call hvd_shutdown() first)");
   HVD__CHECK(check_params());
-  HVD__CHECK(cpu_operations(&cpu_mpi));
+  HVD__CHECK(hvd__startup_cpu_operations(&cpu_mpi));
   if (spec->mpi_comm)
     job_of_comm(&ctx.job, spec->mpi_comm);
   else
@@ -132,7 +107,7 @@ static int init_locked(const hvd_init_spec *spec) {
   int rc = hvd__bootstrap(&ctx.job, &xport);
   ctx.job.ranks = NULL; /* the caller's */
   hvd__log_set_rank(ctx.job.rank);
-  if (rc == 0) rc = start_comm(xport, cpu_mpi);
+  if (rc == 0) rc = hvd__startup_comm(&ctx.comm, &ctx.job, xport, cpu_mpi);
   else if (xport) xport->ops->destroy(xport);
   if (rc == 0) rc = hvd__engine_start(&ctx.comm, &ctx.engine);
   if (rc < 0) {
@@ -193,7 +168,7 @@ uint64_t hvd__steps(void) {
 
 int hvd__peer_read_on(void) {
   pthread_mutex_lock(&ctx.lock);
-  int on = ctx.initialized && ctx.comm.xport && ctx.comm.xport->ops->peer_read;
+  int on = ctx.initialized && ctx.comm.xport && ctx.comm.xport->ops->caps.peer_read;
   if (on && ctx.comm.peer_buf) on = 2;
   pthread_mutex_unlock(&ctx.lock);
   return on;
@@ -421,13 +396,15 @@ static int prepare(hvd_work *w, int type, const char *name, const hvd_opts *o, p
 
 static hvd_handle enqueue_one(const char *what, int type, const char *name, const hvd_opts *opts,
                               prepare_fn prep, const call_args *a) {
-  const hvd_opts *o = opts ? opts : &default_opts;
+  hvd_opts o;
   hvd_work w;
   memset(&w, 0, sizeof w);
+  int rc = hvd__opts_read(opts, &o);
+  if (rc < 0) return hvd__err_prefix(rc, "%s", what);
   HVD__CHECK(enter(what));
-  hvd_handle h = prepare(&w, type, name, o, prep, a);
+  hvd_handle h = prepare(&w, type, name, &o, prep, a);
   if (h == 0)
-    h = hvd__engine_enqueue(ctx.engine, &w, 1, o->callback, o->callback_arg, take_waits_at_once());
+    h = hvd__engine_enqueue(ctx.engine, &w, 1, o.callback, o.callback_arg, take_waits_at_once());
   leave();
   return h < 0 ? fail_call(what, &w.req, (int)h) : h;
 }
@@ -540,16 +517,18 @@ static call_args member_args(const group_args *g, int i, int size) {
  * every rank).  A group has no shape: each member's is [count]. */
 static hvd_handle enqueue_group(const char *what, int type, prepare_fn prep, const group_args *g,
                                 int n, const char *name, const hvd_opts *opts) {
-  const hvd_opts *o = opts ? opts : &default_opts;
-  hvd_opts member_opts = *o;
+  hvd_opts o, member_opts;
   hvd_request group;
   int rank = 0, size = 0;
+  int rc = hvd__opts_read(opts, &o);
+  if (rc < 0) return hvd__err_prefix(rc, "%s", what);
+  member_opts = o;
   member_opts.shape = NULL;
   member_opts.ndims = 0;
   memset(&group, 0, sizeof group);
   HVD__CHECK(enter(what));
   hvd_work *w = n >= 1 && n <= 1024 ? calloc((size_t)n, sizeof *w) : NULL;
-  int rc = describe(&group, type, name, o);
+  rc = describe(&group, type, name, &o);
   if (rc == 0 && (n < 1 || n > 1024 || !g->sendbufs || (!g->recvbufs && !g->outs) || !g->counts))
     rc = hvd__err(HVD_E_INVALID, "a group needs 1 to 1024 tensors and non-NULL arrays (n = %d)", n);
   if (rc == 0 && !w) rc = hvd__err(HVD_E_NOMEM, "allocating %d tensors", n);
@@ -562,7 +541,7 @@ static hvd_handle enqueue_group(const char *what, int type, prepare_fn prep, con
     w[i].req.group_size = (uint32_t)n;
     w[i].req.group_index = (uint32_t)i;
   }
-  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, w, n, o->callback, o->callback_arg,
+  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, w, n, o.callback, o.callback_arg,
                                                    take_waits_at_once());
   leave();
   free(w);

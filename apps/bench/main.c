@@ -20,9 +20,10 @@
 #include <strings.h>
 #include <time.h>
 
+#include "api_hooks.h"
 #include "bench.h"
-#include "bootstrap/bootstrap.h"
 #include "coll/coll.h"
+#include "startup.h"
 
 typedef struct {
   int ops[OP__COUNT]; /* which to run */
@@ -295,19 +296,20 @@ static int check_transport(const options *o) {
   return -1;
 }
 
-/* --direct: a communicator of our own, with no engine thread beside it. */
+/* --direct: a communicator of our own, with no engine beside it, set up
+ * as hvd_init sets up its own (startup.h) but always with hvd's own
+ * collectives (HOROVOD_CPU_OPERATIONS=mpi is the engine's). */
 static int run_direct(options *o) {
   hvd_job job;
   hvd_transport *xport = NULL;
   hvd_comm comm;
-  hvd_ar_algo algo;
-  int rc = hvd__allreduce_algo_env(&algo);
-  if (rc == 0) rc = hvd__job_from_env(&job);
+  int rc = hvd__job_from_env(&job);
   if (rc == 0) rc = hvd__bootstrap(&job, &xport);
-  if (rc == 0) rc = hvd__comm_init(&comm, job.rank, job.size, xport);
-  /* Every rank parsed the same flags (or inherited the same variable
-   * from hvdrun), so they agree without the engine's broadcast. */
-  if (rc == 0) comm.allreduce_algo = (int)algo;
+  if (rc == 0) {
+    rc = hvd__startup_comm(&comm, &job, xport, 0);
+    if (rc == 0) rc = hvd__startup_agree(&comm, 0);
+    if (rc < 0) hvd__comm_destroy(&comm);
+  }
   if (rc < 0) {
     fprintf(stderr, "hvd-bench: starting: %s\n", hvd_last_error());
     return 1;

@@ -23,12 +23,12 @@
 #include "../env.h"
 #include "../mpi_controller.h"
 #include "../transport/hybrid.h"
-#include "../transport/iface.h"
+#include "../wire/iface.h"
 #include "../transport/shm.h"
 #include "bootstrap.h"
 #include "host_plan.h"
-#include "rdzv_elastic.h"
-#include "rdzv_host.h"
+#include "../rdzv/rdzv_elastic.h"
+#include "../rdzv/rdzv_host.h"
 
 /* What meeting gives: everyone's entry, where this rank listens, the key. */
 typedef struct {

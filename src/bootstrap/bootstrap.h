@@ -12,7 +12,7 @@
 #define HVD_BOOTSTRAP_H
 
 #include "../transport/transport.h"
-#include "rdzv.h"
+#include "../rdzv/rdzv.h"
 
 /* How the ranks of a job find each other. */
 typedef enum {
@@ -90,10 +90,5 @@ int hvd__launcher_hostname(hvd_job *job);
  * sub-job (job->ranks) the rank, size and local values within it; a rank
  * the list leaves out gets HVD_E_INVALID once the others have met. */
 int hvd__bootstrap(hvd_job *job, hvd_transport **xport);
-
-/* The name of the transport hvd_init() built ("shm", "tcp"), or "none"
- * (not initialized, or a job of one rank).  Defined in api.c; for tools
- * such as hvd-bench that report what they measured. */
-const char *hvd__transport_name(void);
 
 #endif /* HVD_BOOTSTRAP_H */

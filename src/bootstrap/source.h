@@ -19,7 +19,7 @@
 #define HVD_SOURCE_H
 
 #include "bootstrap.h"
-#include "slurm_lists.h"
+#include "../rdzv/slurm_lists.h"
 
 typedef struct {
   const char *name;

@@ -270,20 +270,6 @@ int hvd__hier_check(const hvd_place *all, int n);
 int hvd__hierarchical(hvd_comm *c, uint32_t tag, const hvd_pieces *segs, hvd_dtype dtype,
                       hvd_op op);
 
-/* For tests: the collectives c->local and c->cross have run (their
- * sequence numbers), or -1 when the global communicator is flat.  Defined
- * in api.c; call it while no collective runs. */
-int hvd__hier_counts(uint32_t *local, uint32_t *cross);
-
-/* For benchmarks: the global communicator's steps (comm.h) so far; read
- * it while no collective runs.  Defined in api.c. */
-uint64_t hvd__steps(void);
-
-/* For tests: 1 when the job's ranks read each other's memory for the shm
- * allreduce (the single-copy probe passed), 2 once an allreduce did, else
- * 0.  Defined in api.c; call it while no collective runs. */
-int hvd__peer_read_on(void);
-
 /* Recursive doubling over the whole vector `all` (recursive_doubling.c),
  * inside a collective already begun with `tag`; AVERAGE divided. */
 int hvd__recursive_doubling(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype,

@@ -41,7 +41,7 @@
 #include <string.h>
 
 #include "../env.h"
-#include "../transport/frame.h"
+#include "../wire/frame.h"
 #include "coll.h"
 
 /* ---- the layout every rank read from its environment ---- */
@@ -147,7 +147,7 @@ int hvd__hier_check(const hvd_place *all, int n) {
 #define PLACE_BYTES 16
 
 /* Every rank's place, in rank order (*all malloc()ed), in the wire codec
- * of transport/frame.h. */
+ * of wire/frame.h. */
 static int exchange(hvd_comm *c, hvd_place **all) {
   uint8_t mine[PLACE_BYTES], *got = NULL;
   const hvd_place *p = &c->place;
@@ -189,7 +189,7 @@ static int sub_new(hvd_comm *c, const int *ranks, int k, hvd_comm **out) {
  * transport like any subset. */
 static int local_new(hvd_comm *c, const int *ranks, int L) {
   const int *members = NULL;
-  hvd_transport *host = c->xport->ops->host ? c->xport->ops->host(c->xport, &members) : NULL;
+  hvd_transport *host = c->xport->ops->caps.host ? c->xport->ops->caps.host(c->xport, &members) : NULL;
   if (!host || host->size != L || memcmp(members, ranks, (size_t)L * sizeof *ranks) != 0)
     return sub_new(c, ranks, L, &c->local);
   c->local = calloc(1, sizeof *c->local);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../reduce.h"
+#include "../wire/le.h"
 #include "coll.h"
 
 size_t hvd__split_count(size_t count, int n, int i) {
@@ -156,25 +157,15 @@ int hvd__stream(hvd_comm *c, uint32_t tag, int to, const void *sbuf, size_t slen
   return hvd__stream_pieces(c, tag, to, s, from, r, mode);
 }
 
-static void put_u64le(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64le(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
-
 int hvd__exchange_counts(hvd_comm *c, uint32_t tag, const uint64_t *mine, uint64_t *theirs) {
   int n = c->size, r = c->rank;
   theirs[r] = mine[r];
   for (int s = 1; s < n; s++) {
     int to = (r + s) % n, from = (r - s + n) % n;
     uint8_t out[8], in[8];
-    put_u64le(out, mine[to]);
+    hvd__le_store64(out, mine[to]);
     HVD__CHECK(hvd__comm_sendrecv(c, to, out, sizeof out, from, in, sizeof in, tag));
-    theirs[from] = get_u64le(in);
+    theirs[from] = hvd__le_load64(in);
   }
   return 0;
 }

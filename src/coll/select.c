@@ -154,7 +154,7 @@ static hvd_ar_algo choose_shm(const hvd_comm *c, size_t bytes) {
   if (c->size != 2 || bytes < SHM_PAIR_BYTES) return HVD_AR_SHM;
   /* ... unless the shm allreduce reads the other rank's buffer directly
    * at this size (shm_direct.c): one copy, where the ring makes two */
-  if (c->xport->ops->peer_read && bytes >= c->xport->peer_read_min) return HVD_AR_SHM;
+  if (c->xport->ops->caps.peer_read && bytes >= c->xport->peer_read_min) return HVD_AR_SHM;
   return bytes < SHM_PAIR_RING_BYTES ? HVD_AR_RECURSIVE_DOUBLING : HVD_AR_RING;
 }
 

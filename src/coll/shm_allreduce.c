@@ -191,6 +191,6 @@ int hvd__shm_allreduce(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtyp
            .stamp = {tag, hvd__shm_kind(HVD_SHM_ALLREDUCE, dtype, op), total}};
   if (total <= SHORTCUT_BYTES && total <= j.chunk)
     return shortcut(&j, hvd__shm_take_windows(c, 1));
-  if (c->xport->ops->peer_read && total >= c->xport->peer_read_min) return hvd__shm_direct(&j);
+  if (c->xport->ops->caps.peer_read && total >= c->xport->peer_read_min) return hvd__shm_direct(&j);
   return hvd__shm_pipeline(&j, hvd__shm_take_windows(c, (total + j.chunk - 1) / j.chunk));
 }

@@ -144,7 +144,7 @@ static size_t as_iov(peers *ps, const hvd_piece *p, int n, size_t off, size_t le
 static int read_into(job *j, peers *ps, int q, size_t off, size_t len, void *dst) {
   struct iovec l = {dst, len};
   size_t nr = as_iov(ps, ps->pieces[q], ps->n[q], off, len, ps->remote);
-  return j->c->xport->ops->peer_read(j->c->xport, q, &l, 1, ps->remote, nr);
+  return j->c->xport->ops->caps.peer_read(j->c->xport, q, &l, 1, ps->remote, nr);
 }
 
 /* This rank's slice, block by block: every rank's values, reduced in rank
@@ -192,7 +192,7 @@ static int gather_slices(job *j, peers *ps) {
       size_t len = end - off < GATHER_BLOCK ? end - off : GATHER_BLOCK;
       size_t nl = as_iov(ps, j->all.p, j->all.n, off, len, ps->local);
       size_t nr = as_iov(ps, ps->pieces[q], ps->n[q], off, len, ps->remote);
-      HVD__CHECK(j->c->xport->ops->peer_read(j->c->xport, q, ps->local, nl, ps->remote, nr));
+      HVD__CHECK(j->c->xport->ops->caps.peer_read(j->c->xport, q, ps->local, nl, ps->remote, nr));
     }
   }
   return 0;

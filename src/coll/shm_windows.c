@@ -20,7 +20,7 @@
 int hvd__shm_usable(const hvd_comm *c) {
   /* Only the global communicator: the syncs are barriers of the whole
    * transport, which a process set's subset of ranks cannot be. */
-  return c->xport && !c->members && c->xport->ops->window && c->xport->ops->sync &&
+  return c->xport && !c->members && c->xport->ops->caps.window && c->xport->ops->caps.sync &&
          c->xport->window_bytes >= HVD_SHM_WINDOW_MIN && c->size <= HVD_SHM_MAX_RANKS;
 }
 
@@ -31,7 +31,7 @@ uint64_t hvd__shm_take_windows(hvd_comm *c, uint64_t chunks) {
 }
 
 unsigned char *hvd__shm_window(hvd_comm *c, int rank, uint64_t chunk) {
-  return c->xport->ops->window(c->xport, rank, (int)(chunk % HVD_WINDOWS));
+  return c->xport->ops->caps.window(c->xport, rank, (int)(chunk % HVD_WINDOWS));
 }
 
 /* "allreduce of float32 with sum" and the like, from a stamp's kind. */
@@ -51,7 +51,7 @@ int hvd__shm_sync(hvd_comm *c, const hvd_sync_stamp *mine) {
   hvd_sync_stamp odd;
   int rank = -1;
   c->steps++;
-  int rc = c->xport->ops->sync(c->xport, mine, &odd, &rank);
+  int rc = c->xport->ops->caps.sync(c->xport, mine, &odd, &rank);
   if (rc <= 0) return rc;
   char theirs[160], ours[160];
   describe(&odd, theirs, sizeof theirs);

@@ -13,8 +13,8 @@
  * chained hash table whose chains run through the slots (`bucket` holds
  * the first slot of each chain, `chain` the next).  LRU order is a doubly
  * linked list through the slots, most recent first, so touching and
- * evicting are O(1) too.  One cache belongs to one engine thread; it has
- * no lock.
+ * evicting are O(1) too.  One cache belongs to one engine and is used
+ * only by the thread driving its cycles, one at a time; it has no lock.
  */
 #include <stdlib.h>
 #include <string.h>

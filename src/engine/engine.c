@@ -30,6 +30,7 @@
 
 #include "../coll/coll.h"
 #include "../env.h"
+#include "../startup.h"
 #include "engine_int.h"
 
 
@@ -106,7 +107,7 @@ static void entry_free(entry *en) {
 static void inflight_remove(hvd_engine *e, entry *en) { hvd__index_remove(&e->inflight, &en->inflight); }
 
 /* Finishes one entry; the handle completes with its last entry.  Called
- * on the engine thread (or by stop, after it). */
+ * by the thread driving the cycles (or by stop, after it). */
 void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg) {
   pthread_mutex_lock(&e->lock);
   inflight_remove(e, en);
@@ -327,25 +328,21 @@ static int read_config(hvd_engine *e) {
   return 0;
 }
 
-/* Ranks must agree on what shapes decisions: rank 0's settings win.  The
- * allreduce algorithm and the hierarchical switch are among them: ranks
- * that ran different algorithms would exchange frames neither expects. */
+/* Ranks must agree on what shapes decisions: rank 0's settings win, the
+ * engine's here and the communicator's (allreduce algorithm, hierarchical
+ * switch) in hvd__startup_agree, as hvd-bench --direct agrees on them. */
 static int agree_on_config(hvd_engine *e) {
   uint64_t cycle_bits;
   memcpy(&cycle_bits, &e->cycle_ms, sizeof cycle_bits);
-  uint64_t v[6] = {(uint64_t)e->fusion_threshold, hvd__cache_capacity(e->cache),
-                   (uint64_t)e->global->allreduce_algo, (uint64_t)e->global->hierarchical,
+  uint64_t v[4] = {(uint64_t)e->fusion_threshold, hvd__cache_capacity(e->cache),
                    (uint64_t)e->autotune, cycle_bits};
   HVD__CHECK(hvd__broadcast(e->global, v, sizeof v, 0));
   e->fusion_threshold = (size_t)v[0];
-  e->global->allreduce_algo = (int)v[2];
-  e->global->hierarchical = v[3] != 0;
-  e->autotune = v[4] != 0;
-  /* the autotuner may switch the hierarchical allreduce on: build it */
-  e->global->hier_tunable = e->autotune;
-  if (e->autotune) memcpy(&e->cycle_ms, &v[5], sizeof e->cycle_ms); /* rank 0 tunes from its own */
+  e->autotune = v[2] != 0;
+  if (e->autotune) memcpy(&e->cycle_ms, &v[3], sizeof e->cycle_ms); /* rank 0 tunes from its own */
   if (v[1] != hvd__cache_capacity(e->cache)) HVD__CHECK(cache_create(e, (uint32_t)v[1]));
-  return 0;
+  /* the autotuner may switch the hierarchical allreduce on: build it */
+  return hvd__startup_agree(e->global, e->autotune);
 }
 
 void hvd__engine_dealloc(hvd_engine *e) {
@@ -410,8 +407,7 @@ int hvd__engine_start(hvd_comm *global, hvd_engine **out) {
   HVD__CHECK(hvd__engine_alloc(global->rank, global->size, 0, &e));
   e->global = global;
   int rc = read_config(e);
-  if (rc == 0) rc = agree_on_config(e);
-  if (rc == 0) rc = hvd__hier_setup(global); /* after agreeing on the switch */
+  if (rc == 0) rc = agree_on_config(e); /* and builds the hierarchy */
   if (rc == 0) rc = hvd__tuning_start(e);
   if (rc == 0) hvd__engine_timeline_job(e);    /* the settings agreed on */
   if (rc == 0 && pthread_create(&e->thread, NULL, engine_main, e) != 0)

@@ -1,9 +1,11 @@
 /*
- * engine.h -- the background thread that turns named tensors into ordered,
- * fused collectives (Horovod's "background loop").
+ * engine.h -- what turns named tensors into ordered, fused collectives
+ * (Horovod's "background loop": here a thread, or a caller that drives it).
  *
- * Application threads enqueue work and wait on handles; one engine thread
- * per process runs negotiation cycles every HOROVOD_CYCLE_TIME: each rank
+ * Application threads enqueue work and wait on handles; negotiation cycles
+ * run every HOROVOD_CYCLE_TIME, driven by one thread at a time: the
+ * engine's own, or an application thread waiting on an idle engine, which
+ * runs the cycles its operation needs itself (engine.c).  Each rank
  * contributes a message (message.h) with what it enqueued since the last
  * cycle, the messages are allgathered over the global communicator, and
  * every rank applies the same deterministic decision to them
@@ -77,17 +79,16 @@ int hvd__engine_join(hvd_engine *e);
  * -1 when this rank is not a member.  HVD_E_INVALID for an unknown id. */
 int hvd__engine_pset_info(hvd_engine *e, int id, int *rank, int *size);
 
-/* Hands the engine thread, which owns the timeline, a new one (NULL: none)
- * to write from its next cycle on, and waits until it has closed the old
+/* Hands the driving thread, which owns the timeline, a new one (NULL:
+ * none) to write from its next cycle on, and waits until it has closed the old
  * one, so that a stopped timeline is complete when this returns.  Takes
  * ownership of tl. */
 int hvd__engine_set_timeline(hvd_engine *e, hvd_timeline *tl);
 
 /* Tensors so far run on the cached fast path's agreement, and cycles
- * that took the full exchange (cycle.c), for tests.  hvd__cycle_counts (api.c) asks the running
- * engine; -1 before hvd_init. */
+ * that took the full exchange (cycle.c), for tests (api_hooks.h asks the
+ * running engine). */
 void hvd__engine_cycle_counts(hvd_engine *e, uint64_t *fast, uint64_t *full);
-int hvd__cycle_counts(uint64_t *fast, uint64_t *full);
 
 /* One change of the autotuned settings, applied at `cycle`. */
 typedef struct {
@@ -95,10 +96,9 @@ typedef struct {
   hvd_msg_settings settings;
 } hvd_tune_change;
 
-/* The changes so far (the first cap into out); returns how many there are.
- * hvd__tune_history (api.c) asks the running engine. */
+/* The changes so far (the first cap into out); returns how many there are
+ * (api_hooks.h asks the running engine). */
 int hvd__engine_tune_history(hvd_engine *e, hvd_tune_change *out, int cap);
-int hvd__tune_history(hvd_tune_change *out, int cap);
 
 /* A hash of a process set's sorted ranks, so that ranks creating a set
  * can check they name the same ranks. */

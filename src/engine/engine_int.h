@@ -129,7 +129,7 @@ struct hvd_engine {
   uint64_t tl_asked, tl_done;
   /* While the engine writes a timeline (tl_on), the stretches of time
    * application threads spent blocked in hvd_wait, CLOCK_MONOTONIC
-   * microseconds, for the engine thread to write out at its next cycle;
+   * microseconds, for the driving thread to write out at its next cycle;
    * beyond HVD_WAITS_MAX between two cycles they are dropped. */
   int tl_on;
   struct { uint64_t start_us, end_us; } waits[HVD_WAITS_MAX];

@@ -21,7 +21,7 @@
 #include "common.h"
 #include "engine/message.h"
 #include "reduce.h"
-#include "transport/frame.h"
+#include "wire/frame.h"
 
 #define KNOWN_FLAGS (HVD_MSG_SHUTDOWN | HVD_MSG_JOINED | HVD_MSG_SETTINGS)
 #define SETTINGS_WIRE (8 + 8 + 1 + 1)

@@ -312,8 +312,9 @@ static int check_requests(hvd_engine *e, const pending *p, const pset *s, char *
   int *ranks = malloc((size_t)n * sizeof *ranks);
   for (int i = 0; reqs && ranks && i < n; i++)
     if (p->submitted[member(s, i)]) reqs[k] = &p->reqs[member(s, i)], ranks[k++] = member(s, i);
-  if (!reqs || !ranks) {
+  if (!reqs || !ranks) { /* this rank's trouble, not a disagreement */
     snprintf(why, cap, "out of memory checking '%s'", p->req.name);
+    code = HVD_E_NOMEM;
   } else if (hvd__requests_check(reqs, ranks, k) < 0) {
     snprintf(why, cap, "%s", hvd_last_error());
   } else if (k < n) {
@@ -327,7 +328,7 @@ static int check_requests(hvd_engine *e, const pending *p, const pset *s, char *
 
 /* 0 if p may run, else the error code and why not (the same text on every
  * rank): HVD_E_MISMATCH when the ranks disagree, HVD_E_INVALID when the
- * call cannot run as made. */
+ * call cannot run as made, HVD_E_NOMEM when this rank could not check. */
 static int check(hvd_engine *e, const pending *p, char *why, size_t cap) {
   const pset *s = set_of(e, p);
   why[0] = '\0';

@@ -4,8 +4,8 @@
  * Sets are created and removed by negotiated requests, which every rank
  * executes in the same cycle, so ids (1, 2, ...) and membership agree
  * everywhere.  Each set's communicator shares the job's transport; only
- * its members use it.  The list is changed by the engine thread under the
- * engine lock, because application threads query it.
+ * its members use it.  The list is changed by the thread driving the
+ * cycles under the engine lock, because application threads query it.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -14,7 +14,8 @@
  * treats it as the kernel's idle task.  Events use tid = pid, the main
  * thread of their row, since Perfetto keys threads by tid across processes.
  *
- * The engine thread must not wait on the disk, so events gather in a
+ * The thread driving the cycles (the engine's, or a caller's waiting in
+ * hvd_wait) must not wait on the disk, so events gather in a
  * memory buffer that hvd__timeline_tick writes out once it holds 64 KiB or
  * 100 ms have passed: a crash loses at most that much of the trace.
  * Tracing is a diagnostic and must never fail the engine: a write error or

@@ -25,7 +25,9 @@
  * error logs one warning and stops tracing; it never fails the engine.
  * The file never passes max_bytes: at the bound it ends, complete JSON,
  * with an "hvd_truncated" metadata event, and tracing stops.
- * Only the engine's thread calls these functions; each accepts a NULL
+ * Only the thread driving the engine's cycles (engine.c: the engine's own,
+ * or a caller waiting on an idle engine) calls these functions, one at a
+ * time; each accepts a NULL
  * timeline (tracing off) and does nothing.
  */
 #ifndef HVD_TIMELINE_H

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/iface.h"
+#include "wire/iface.h"
 
 /* The index of addr in a, added if new; -1 when a is full. */
 static int add_addr(rdzv_addrs *a, const char *addr) {

@@ -20,8 +20,8 @@
 #include <net/if.h>
 
 #include "hosts.h"
-#include "bootstrap/rdzv_server.h"
-#include "transport/net.h"
+#include "rdzv/rdzv_server.h"
+#include "wire/net.h"
 
 typedef struct {
   char addr[HVD_RDZV_LISTEN_MAX][HVD_NET_ADDR_MAX]; /* distinct, in order of first use */

@@ -25,8 +25,8 @@
 #include "procs.h"
 #include "rank_env.h"
 #include "signals.h"
-#include "transport/auth.h"
-#include "transport/shm.h"
+#include "wire/auth.h"
+#include "wire/shm_name.h"
 
 #define PING_MS 1000
 #define SILENCE_MS 4000

@@ -16,7 +16,7 @@
 
 #include "common.h"
 #include "options.h"
-#include "transport/frame.h"
+#include "wire/frame.h"
 
 #define STR_MAX 65535 /* a u16 length */
 #define VARS_PER_RANK_MAX 64

@@ -19,9 +19,9 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "bootstrap/rdzv.h"
-#include "bootstrap/slurm_lists.h"
-#include "transport/iface.h"
+#include "rdzv/rdzv.h"
+#include "rdzv/slurm_lists.h"
+#include "wire/iface.h"
 
 #define SLOTS_MAX 1000000L
 

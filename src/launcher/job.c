@@ -43,7 +43,7 @@
 
 #include "common.h"
 #include "job_int.h"
-#include "transport/shm.h"
+#include "wire/shm_name.h"
 
 /* job_say(): it queues behind the forwarded lines, so the order is kept
  * and no line is cut. */

@@ -26,8 +26,8 @@
 #include "elastic.h"
 #include "host_pool.h"
 #include "job_int.h"
-#include "transport/iface.h"
-#include "transport/shm.h"
+#include "wire/iface.h"
+#include "wire/shm_name.h"
 
 #define DISCOVERY_EVERY_MS 1000
 #define DISCOVERY_TIMEOUT_MS 10000

@@ -11,7 +11,7 @@
 #define HVDRUN_JOB_INT_H
 
 #include "addrs.h"
-#include "bootstrap/rdzv_server.h"
+#include "rdzv/rdzv_server.h"
 #include "job.h"
 #include "launch.h"
 #include "signals.h"

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "agent_proto.h"
-#include "bootstrap/rdzv.h"
+#include "rdzv/rdzv.h"
 #include "common.h"
 #include "launch.h"
 #include "launch_session.h"

@@ -10,7 +10,7 @@
 
 #include <limits.h>
 
-#include "bootstrap/rdzv.h"
+#include "rdzv/rdzv.h"
 #include "launch.h"
 
 #define SESSION_WHAT_MAX (2 * PATH_MAX + 32)

@@ -31,7 +31,7 @@
 #include "common.h"
 #include "env.h"
 #include "rank_env.h"
-#include "transport/auth.h"
+#include "wire/auth.h"
 
 extern char **environ;
 

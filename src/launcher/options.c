@@ -29,7 +29,7 @@
 #include "check_build.h"
 #include "common.h"
 #include "config_file.h"
-#include "transport/auth.h"
+#include "wire/auth.h"
 
 #define DIGITS "0123456789"
 

@@ -21,7 +21,7 @@
 
 #include "../bootstrap/host_plan.h"
 #include "../env.h"
-#include "../transport/iface.h"
+#include "../wire/iface.h"
 #include "mpi_int.h"
 
 #define KNOB "HOROVOD_START_TIMEOUT"

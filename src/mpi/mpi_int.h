@@ -23,7 +23,8 @@ typedef struct {
   int dead;         /* a job broke: MPI is never finalised */
 } hvd_mpi_state;
 
-/* Engine thread and hvd_init only (mpi_controller.h). */
+/* The thread driving the engine's cycles and hvd_init only
+ * (mpi_controller.h). */
 extern hvd_mpi_state hvd__mpi;
 
 /* Waits for req, calling MPI_Test (which is what drives MPI's progress),

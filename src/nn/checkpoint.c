@@ -40,6 +40,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../wire/le.h"
 #include "nn_int.h"
 
 #define CKPT_MAGIC "HVDNNCK1"
@@ -48,18 +49,6 @@
 #define CKPT_HEADER_LEN (CKPT_MAGIC_LEN + 4)
 #define CKPT_CRC_LEN 4
 #define CKPT_NAME_MAX 255
-
-/* ---- little-endian integers ---- */
-
-static void le_put(uint8_t *p, uint64_t v, int nbytes) {
-  for (int i = 0; i < nbytes; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t le_get(const uint8_t *p, int nbytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < nbytes; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
 
 /* ---- the tensors of a model or an optimizer, behind one interface ---- */
 
@@ -121,7 +110,7 @@ static void put_bytes(writer *w, const void *p, size_t n) {
 
 static void put_int(writer *w, uint64_t v, int nbytes) {
   uint8_t b[8];
-  le_put(b, v, nbytes);
+  hvd__le_store(b, v, nbytes);
   put_bytes(w, b, (size_t)nbytes);
 }
 
@@ -133,7 +122,7 @@ static void put_floats(writer *w, const float *v, size_t n) {
     for (size_t i = 0; i < k; i++) {
       uint32_t bits;
       memcpy(&bits, &v[i], 4);
-      le_put(buf + 4 * i, bits, 4);
+      hvd__le_store(buf + 4 * i, bits, 4);
     }
     put_bytes(w, buf, 4 * k);
     v += k;
@@ -201,7 +190,7 @@ static int write_file(const char *tmp, const char *path, hvd_nn_model *m, hvd_nn
   int rc = put_body(&w, path, m, opt, meta);
   if (rc == 0) {
     uint8_t crc[CKPT_CRC_LEN];
-    le_put(crc, w.crc, CKPT_CRC_LEN);
+    hvd__le_store(crc, w.crc, CKPT_CRC_LEN);
     put_bytes(&w, crc, sizeof crc);
     if (w.err == 0 && fflush(f) != 0) w.err = errno;
     if (w.err == 0 && fsync(fileno(f)) != 0) w.err = errno;
@@ -281,7 +270,7 @@ static int get_int(reader *r, int nbytes, const char *what, uint64_t *v) {
   const uint8_t *p;
   *v = 0;
   HVD_NN__CHECK(take(r, (size_t)nbytes, what, &p));
-  *v = le_get(p, nbytes);
+  *v = hvd__le_load(p, nbytes);
   return 0;
 }
 
@@ -296,7 +285,7 @@ static int check_name(const reader *r, const char *what, uint32_t i, const uint8
 
 static void decode_floats(float *dst, const uint8_t *src, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    uint32_t bits = (uint32_t)le_get(src + 4 * i, 4);
+    uint32_t bits = (uint32_t)hvd__le_load(src + 4 * i, 4);
     memcpy(&dst[i], &bits, 4);
   }
 }
@@ -474,12 +463,12 @@ static int check_envelope(const char *path, const uint8_t *buf, size_t len) {
   if (memcmp(buf, CKPT_MAGIC, CKPT_MAGIC_LEN) != 0)
     return hvd_nn__err(HVD_E_INVALID, "checkpoint %s: not a checkpoint (it does not start with %s)",
                        path, CKPT_MAGIC);
-  uint32_t version = (uint32_t)le_get(buf + CKPT_MAGIC_LEN, 4);
+  uint32_t version = (uint32_t)hvd__le_load(buf + CKPT_MAGIC_LEN, 4);
   if (version != CKPT_VERSION)
     return hvd_nn__err(HVD_E_INVALID, "checkpoint %s: format version %u, expected %d", path,
                        (unsigned)version, CKPT_VERSION);
   size_t body = len - CKPT_CRC_LEN;
-  uint32_t want = (uint32_t)le_get(buf + body, CKPT_CRC_LEN);
+  uint32_t want = (uint32_t)hvd__le_load(buf + body, CKPT_CRC_LEN);
   uint32_t got = (uint32_t)crc32_z(crc32_z(0, NULL, 0), buf, body);
   if (want != got)
     return hvd_nn__err(HVD_E_INVALID,

@@ -63,7 +63,7 @@ static const hvd_transport_ops hybrid_ops = {.name = "shm+tcp",
                                              .sendrecv = hybrid_sendrecv,
                                              .abort = hybrid_abort,
                                              .destroy = hybrid_destroy,
-                                             .host = hybrid_host};
+                                             .caps = {.host = hybrid_host}};
 
 static size_t piece_bytes(const hvd_transport *way) {
   return way->in_flight < PIECE_MAX ? way->in_flight : PIECE_MAX;

@@ -50,8 +50,8 @@
 /* Idle rounds with a pause instruction, then with sched_yield, then sleep.
  * With a core for every rank a peer is running and will answer soon:
  * spinning a while (2000 pauses, ~40 us here) saves a futex wake-up, the
- * whole price of a small collective.  Not longer: the engine's thread
- * spins beside the user's threads, which compute.  With more ranks than
+ * whole price of a small collective.  Not longer: the thread driving the
+ * engine spins beside the user's other threads, which compute.  With more ranks than
  * cores the peer we wait for needs our core: spin briefly and give it
  * up. */
 #define SPIN_PAUSES_OWN_CORE 2000
@@ -130,17 +130,16 @@ static const hvd_transport_ops shm_ops = {.name = "shm",
                                           .sendrecv = shm_sendrecv,
                                           .abort = shm_abort,
                                           .destroy = shm_destroy,
-                                          .window = shm_window,
-                                          .sync = shm_sync};
+                                          .caps = {.window = shm_window, .sync = shm_sync}};
 
 /* The same, where the probe found every rank's memory readable. */
 static const hvd_transport_ops shm_single_copy_ops = {.name = "shm",
                                                       .sendrecv = shm_sendrecv,
                                                       .abort = shm_abort,
                                                       .destroy = shm_destroy,
-                                                      .window = shm_window,
-                                                      .sync = shm_sync,
-                                                      .peer_read = hvd__shm_peer_read};
+                                                      .caps = {.window = shm_window,
+                                                               .sync = shm_sync,
+                                                               .peer_read = hvd__shm_peer_read}};
 
 /* The job's number of rank r (r may be -1: no rank). */
 static int job_rank(const shm_transport *t, int r) {

@@ -4,7 +4,7 @@
  * One segment holds a byte ring (shm_ring.h) for every ordered pair of
  * the group's ranks, each rank's futex word and pid, and each rank's
  * abort record.  The group's leader creates it under a name derived from
- * the job's secret, every rank maps it, and the leader unlinks it as soon
+ * the job's secret (wire/shm_name.h), every rank maps it, and the leader unlinks it as soon
  * as all have: from then on nothing is left behind whatever happens.
  * hvdrun removes the names too when the job ends, for a job that died
  * before the unlink.
@@ -12,14 +12,8 @@
 #ifndef HVD_SHM_H
 #define HVD_SHM_H
 
+#include "../wire/shm_name.h"
 #include "transport.h"
-
-#define HVD_SHM_NAME_MAX 48
-
-/* The segment name of a group whose leader is the job's rank `leader`
- * ("/hvd-", 16 hex digits of the secret's hash, "-leader"): different for
- * every job and group, the same in every rank and in hvdrun. */
-void hvd__shm_name(const hvd_secret *key, int leader, char *out, size_t cap);
 
 typedef struct {
   const int *members; /* the job's ranks of the group; members[0] leads */

@@ -1,9 +1,11 @@
 /*
  * shm_ring.c -- the byte ring and its message streams (shm_ring.h).
  */
+#include "shm_ring.h"
+
 #include <string.h>
 
-#include "shm_ring.h"
+#include "../wire/le.h"
 
 void hvd__ring_init(hvd_ring *r) {
   atomic_init(&r->head, 0);
@@ -59,22 +61,12 @@ int hvd__ring_readable(hvd_ring *r) {
   return head != tail;
 }
 
-static void put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-
 void hvd__ring_msg_out(hvd_ring_msg *m, uint32_t tag, const void *payload, size_t len) {
   uint64_t n = len;
-  put_u32(m->hdr, HVD_RING_MSG_MAGIC);
-  put_u32(m->hdr + 4, tag);
-  put_u32(m->hdr + 8, (uint32_t)n);
-  put_u32(m->hdr + 12, (uint32_t)(n >> 32));
+  hvd__le_store32(m->hdr, HVD_RING_MSG_MAGIC);
+  hvd__le_store32(m->hdr + 4, tag);
+  hvd__le_store32(m->hdr + 8, (uint32_t)n);
+  hvd__le_store32(m->hdr + 12, (uint32_t)(n >> 32));
   m->payload = (uint8_t *)(uintptr_t)payload; /* only ever read from */
   m->len = len;
   m->done = 0;
@@ -88,9 +80,9 @@ void hvd__ring_msg_in(hvd_ring_msg *m, void *payload, size_t len) {
 }
 
 int hvd__ring_msg_header(const hvd_ring_msg *m, uint32_t *tag, uint64_t *len) {
-  if (get_u32(m->hdr) != HVD_RING_MSG_MAGIC) return -1;
-  *tag = get_u32(m->hdr + 4);
-  *len = get_u32(m->hdr + 8) | (uint64_t)get_u32(m->hdr + 12) << 32;
+  if (hvd__le_load32(m->hdr) != HVD_RING_MSG_MAGIC) return -1;
+  *tag = hvd__le_load32(m->hdr + 4);
+  *len = hvd__le_load32(m->hdr + 8) | (uint64_t)hvd__le_load32(m->hdr + 12) << 32;
   return 0;
 }
 

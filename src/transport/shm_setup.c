@@ -41,12 +41,6 @@
 #define RING_CAP_MIN (64u << 10)
 #define SEG_BUDGET ((size_t)1 << 30)
 
-void hvd__shm_name(const hvd_secret *key, int leader, char *out, size_t cap) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a: the secret is random already */
-  for (size_t i = 0; i < sizeof key->bytes; i++) h = (h ^ key->bytes[i]) * 1099511628211ull;
-  snprintf(out, cap, "/hvd-%016llx-%d", (unsigned long long)h, leader);
-}
-
 static size_t ring_cap_for(int size) {
   size_t cap = RING_CAP_MAX;
   while (cap > RING_CAP_MIN && (size_t)size * (size_t)size * cap > SEG_BUDGET) cap /= 2;

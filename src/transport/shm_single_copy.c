@@ -120,7 +120,7 @@ static size_t direct_min(int n) {
 static int probe_sync(hvd_transport *t) {
   hvd_sync_stamp mine = {0, PROBE_KIND, 0}, odd;
   int odd_rank;
-  int rc = t->ops->sync(t, &mine, &odd, &odd_rank);
+  int rc = t->ops->caps.sync(t, &mine, &odd, &odd_rank);
   if (rc == 1)
     return hvd__err(HVD_E_MISMATCH, "rank %d is at collective #%u while the ranks of its host "
                     "set up shared memory", odd_rank, odd.tag);

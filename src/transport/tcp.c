@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "frame.h"
+#include "../wire/frame.h"
 #include "transport.h"
 
 #define TCP_PURPOSE "data"

@@ -1,14 +1,18 @@
 /*
- * transport.h -- moving bytes between ranks, and nothing else.
+ * transport.h -- moving bytes between ranks, plus what some transports
+ * can do besides.
  *
  * A transport is a small struct of functions (as in NCCL): the collectives
- * are written against it and never see a socket.  TCP is the first
- * implementation, shared memory (shm.c, for ranks on one host) the second,
- * and hybrid.c composes the two for jobs on several hosts (shared memory
- * within each host, TCP between them); MPI may come later behind the same
- * ops.
+ * are written against it and never see a socket.  Every transport moves
+ * bytes (sendrecv, abort, destroy below).  TCP (tcp.c) does only that;
+ * shared memory (shm.c, for ranks on one host) and hybrid.c (shared memory
+ * within each host, TCP between them) declare optional capabilities as
+ * well (hvd_transport_caps): shared windows and a barrier, reading another
+ * rank's memory, a faster transport among the ranks of this host.  A
+ * collective asks for a capability by testing its pointer, and works
+ * without it; none of them is part of what moving bytes means.
  *
- * Semantics every implementation keeps:
+ * Semantics every transport keeps:
  *   - sendrecv() sends one message to `to` while receiving one message from
  *     `from`, at the same time, so a ring step never deadlocks on full
  *     socket buffers.  Either half may be skipped by passing peer -1.
@@ -31,8 +35,8 @@
 #include <sys/uio.h>
 
 #include "../common.h"
-#include "auth.h"
-#include "net.h"
+#include "../wire/auth.h"
+#include "../wire/net.h"
 
 typedef struct hvd_transport hvd_transport;
 
@@ -46,6 +50,36 @@ typedef struct {
   uint64_t bytes; /* of the whole collective */
 } hvd_sync_stamp;
 
+/* What a transport may offer besides moving bytes: each NULL where it
+ * does not. */
+typedef struct {
+  /* The windows of shared memory the shm allreduce works in
+   * (coll/shm_allreduce.c).  Every rank has HVD_WINDOWS windows of
+   * window_bytes that every rank can read and write; window(t, r, w) is
+   * rank r's window w. */
+  unsigned char *(*window)(hvd_transport *t, int rank, int which);
+  /* Waits until every rank has made as many sync calls as this one: a
+   * barrier of the whole transport, within the same deadline and with the
+   * same failure reports as sendrecv.  Returns 0, or 1 when a rank's stamp
+   * differs from *mine (*odd then holds it and *odd_rank the rank), or an
+   * error.  Offered with window. */
+  int (*sync)(hvd_transport *t, const hvd_sync_stamp *mine, hvd_sync_stamp *odd,
+              int *odd_rank);
+  /* (shm.c, where the ranks may read each other's memory, which setup
+   * probes): copies bytes of rank `rank`'s memory, remote[0..nr), into
+   * this rank's local[0..nl) (the same number of bytes), as Linux's
+   * process_vm_readv: one copy, by the kernel, with no shared buffer in
+   * between.  The caller makes sure the other rank's buffers stay put
+   * meanwhile (a sync on each side). */
+  int (*peer_read)(hvd_transport *t, int rank, const struct iovec *local, size_t nl,
+                   const struct iovec *remote, size_t nr);
+  /* (hybrid.c): the faster transport this one uses among the ranks of
+   * this rank's host, numbered in its own order; *members gets the job's
+   * rank of each of its ranks.  It stays owned by t: a communicator may
+   * run over it, never free it. */
+  hvd_transport *(*host)(hvd_transport *t, const int **members);
+} hvd_transport_caps;
+
 typedef struct {
   const char *name;
   int (*sendrecv)(hvd_transport *t, int to, const void *sbuf, size_t slen, int from,
@@ -56,55 +90,22 @@ typedef struct {
    * which rank was lost and not only that this one gave up. */
   void (*abort)(hvd_transport *t, int lost_rank, const char *why);
   void (*destroy)(hvd_transport *t);
-
-  /* Optional (NULL where the ranks share no memory): the windows of
-   * shared memory the shm allreduce works in (coll/shm_allreduce.c).
-   * Every rank has HVD_WINDOWS windows of window_bytes that every rank can
-   * read and write; window(t, r, w) is rank r's window w. */
-  unsigned char *(*window)(hvd_transport *t, int rank, int which);
-  /* Waits until every rank has made as many sync calls as this one: a
-   * barrier of the whole transport, within the same deadline and with the
-   * same failure reports as sendrecv.  Returns 0, or 1 when a rank's stamp
-   * differs from *mine (*odd then holds it and *odd_rank the rank), or an
-   * error. */
-  int (*sync)(hvd_transport *t, const hvd_sync_stamp *mine, hvd_sync_stamp *odd,
-              int *odd_rank);
-
-  /* Optional (shm.c, where the ranks may read each other's memory, which
-   * setup probes): copies bytes of rank `rank`'s memory, remote[0..nr),
-   * into this rank's local[0..nl) (the same number of bytes), as Linux's
-   * process_vm_readv: one copy, by the kernel, with no shared buffer in
-   * between.  The caller makes sure the other rank's buffers stay put
-   * meanwhile (a sync on each side).  NULL where it is not available. */
-  int (*peer_read)(hvd_transport *t, int rank, const struct iovec *local, size_t nl,
-                   const struct iovec *remote, size_t nr);
-
-  /* Optional (hybrid.c): the faster transport this one uses among the
-   * ranks of this rank's host, numbered in its own order; *members gets
-   * the job's rank of each of its ranks.  NULL where there is none.  It
-   * stays owned by t: a communicator may run over it, never free it. */
-  hvd_transport *(*host)(hvd_transport *t, const int **members);
+  hvd_transport_caps caps; /* optional */
 } hvd_transport_ops;
 
 struct hvd_transport {
   const hvd_transport_ops *ops;
   int rank, size;
-  size_t window_bytes; /* of each window; 0 without ops->window */
+  size_t window_bytes; /* of each window; 0 without caps.window */
   /* Bytes a send may leave for its receiver to read later: a send of at
    * most this much completes whatever the receiver is doing (the ring's
    * room; for TCP what any Linux socket buffers).  The same on every rank
    * of the transport, so both ends of a pair can size messages by it. */
   size_t in_flight;
-  /* With ops->peer_read: the smallest allreduce worth reading the other
+  /* With caps.peer_read: the smallest allreduce worth reading the other
    * ranks' buffers directly (shm.c sets it, the same on every rank). */
   size_t peer_read_min;
 };
-
-/* Where a peer listens. */
-typedef struct {
-  char addr[HVD_NET_ADDR_MAX];
-  int port;
-} hvd_peer_addr;
 
 typedef struct {
   int rank, size;

@@ -15,7 +15,7 @@
  */
 #include "fuzz.h"
 #include "launcher/agent_proto.h"
-#include "transport/frame.h"
+#include "wire/frame.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;

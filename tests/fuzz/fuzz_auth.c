@@ -1,5 +1,5 @@
 /*
- * fuzz_auth.c -- the authentication handshake (transport/auth.h): what a
+ * fuzz_auth.c -- the authentication handshake (wire/auth.h): what a
  * connector reads (the challenge, the proof), what an acceptor reads (the
  * response), the blocking handshakes over a socket, and the job secret as
  * read from the environment.
@@ -13,7 +13,7 @@
  *   - a secret that decodes is exactly the canonical text of its bytes.
  */
 #include "fuzz.h"
-#include "transport/auth.h"
+#include "wire/auth.h"
 
 #define PURPOSE "data"
 #define ID_ACCEPTOR 7u

@@ -1,5 +1,5 @@
 /*
- * fuzz_frame.c -- the frame header and the payload codec (transport/frame.h),
+ * fuzz_frame.c -- the frame header and the payload codec (wire/frame.h),
  * which every hvd connection reads.
  *
  * Input: a 24-byte header, then one byte k, k bytes of a read script,
@@ -12,7 +12,7 @@
  *     bytes it consumed (one encoding per value).
  */
 #include "fuzz.h"
-#include "transport/frame.h"
+#include "wire/frame.h"
 
 #define STR_CAP_MAX 64
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_rdzv_client.c -- the rendezvous messages (bootstrap/rdzv.h and
+ * fuzz_rdzv_client.c -- the rendezvous messages (rdzv/rdzv.h and
  * rdzv_elastic.h): the payload decoders (REGISTER, TABLE, ERROR; an
  * elastic job's JOIN, PLACE, NOTICE), the client a rank runs in hvd_init
  * reading hvdrun's reply from a socket, and an elastic worker's reader of
@@ -17,8 +17,8 @@
  *   - the NOTICE reader takes any stream without waiting, closes one it
  *     cannot read, and never holds more than one frame.
  */
-#include "bootstrap/rdzv.h"
-#include "bootstrap/rdzv_elastic.h"
+#include "rdzv/rdzv.h"
+#include "rdzv/rdzv_elastic.h"
 #include "fuzz.h"
 
 #define SIZE_MAX_FUZZ 8

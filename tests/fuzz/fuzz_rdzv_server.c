@@ -1,5 +1,5 @@
 /*
- * fuzz_rdzv_server.c -- hvdrun's rendezvous server (bootstrap/rdzv_server.h)
+ * fuzz_rdzv_server.c -- hvdrun's rendezvous server (rdzv/rdzv_server.h)
  * reading a connection: a stranger's bytes, or a rank's after a real
  * handshake.
  *
@@ -22,9 +22,9 @@
 #include <poll.h>
 #include <signal.h>
 
-#include "bootstrap/rdzv.h"
+#include "rdzv/rdzv.h"
 #include "fuzz.h"
-#include "bootstrap/rdzv_server.h"
+#include "rdzv/rdzv_server.h"
 
 #define TURNS_MAX 1000 /* loop turns: a connection needs a handful */
 #define TURN_MS 1000

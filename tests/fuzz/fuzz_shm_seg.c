@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (t) {
     hvd_sync_stamp mine = {5, 1, 100}, odd;
     int odd_rank = -1;
-    int rc = t->ops->sync(t, &mine, &odd, &odd_rank);
+    int rc = t->ops->caps.sync(t, &mine, &odd, &odd_rank);
     if (rc < 0) FUZZ_CHECK_ERROR(rc);
     if (rc == 1) FUZZ_CHECK(odd_rank >= 10 && odd_rank <= 12 && odd_rank != 11);
     t->ops->destroy(t);

@@ -18,7 +18,7 @@
 #include <signal.h>
 
 #include "fuzz.h"
-#include "transport/frame.h"
+#include "wire/frame.h"
 #include "transport/transport.h"
 
 #define FIRST 64

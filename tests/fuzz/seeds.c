@@ -11,8 +11,8 @@
 #include <signal.h>
 #include <sys/stat.h>
 
-#include "bootstrap/rdzv.h"
-#include "bootstrap/rdzv_elastic.h"
+#include "rdzv/rdzv.h"
+#include "rdzv/rdzv_elastic.h"
 #include "engine/message.h"
 #include "fuzz.h"
 #include "launcher/agent_proto.h"

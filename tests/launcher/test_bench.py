@@ -1,6 +1,7 @@
 """hvd-bench through hvdrun: every op, every power-of-two size, public and
 --direct paths, CSV as documented (op,bytes,time_us,algbw_GBps,busbw_GBps)
 with nccl-tests' bus factors; every --algorithm; bad flags are refused."""
+import os
 import subprocess
 
 import pytest
@@ -69,3 +70,17 @@ def test_bad_flags(bench, args, message):
     out = subprocess.run([bench] + args, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert message in out.stderr
+
+
+def test_direct_agrees_on_rank0s_algorithm(hvdrun, bench):
+    # --direct sets up its communicator as hvd_init does (src/startup.c):
+    # rank 0's algorithm wins, so ranks whose environments differ still
+    # run the same allreduce (every output is checked) and finish.
+    pick = ('if [ "$HOROVOD_RANK" != 0 ]; then export HOROVOD_ALLREDUCE_ALGORITHM=ring; fi; '
+            'exec "$0" "$@"')
+    args = [hvdrun, "-np", "3", "sh", "-c", pick, bench, "--direct", "--op", "allreduce",
+            "--min-bytes", "64K", "--max-bytes", "64K", "--batches", "1", "--iters", "2"]
+    env = dict(os.environ, HOROVOD_ALLREDUCE_ALGORITHM="recursive_doubling")
+    out = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "algorithm recursive_doubling" in out.stdout

@@ -137,3 +137,33 @@ def test_pip_install_into_a_venv(tmp_path):
     site_packages = next(venv.glob("lib/python3*/site-packages"))
     assert not [p.name for p in site_packages.iterdir() if p.name.startswith("hvd")]
     assert not [p.name for p in bindir.iterdir() if p.name.startswith("hvd")]
+
+
+def test_make_configures_without_the_test_tools(tmp_path):
+    """`make install` on a machine without the test suite's tools: its
+    configure step (make configure) builds no tests, so it looks for no
+    cmocka (nor pytest).  pkg-config here is shown every .pc file of the
+    system but cmocka's; a configure with the tests, in the same
+    environment, fails for want of it (so the hiding works)."""
+    pc = tmp_path / "pc"
+    pc.mkdir()
+    dirs = subprocess.run(["pkg-config", "--variable", "pc_path", "pkg-config"], check=True,
+                          capture_output=True, text=True).stdout.strip().split(":")
+    for d in dirs:
+        for name in os.listdir(d) if os.path.isdir(d) else []:
+            if name.endswith(".pc") and name != "cmocka.pc" and not (pc / name).exists():
+                (pc / name).symlink_to(os.path.join(d, name))
+    env = dict(os.environ, PKG_CONFIG_LIBDIR=str(pc), PKG_CONFIG_PATH="")
+    build = tmp_path / "build"
+    out = subprocess.run(["make", "-C", SOURCE, "configure", "BUILD=%s" % build,
+                          "PREFIX=%s" % (tmp_path / "prefix")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    cache = (build / "CMakeCache.txt").read_text()
+    assert "HVD_BUILD_TESTS:BOOL=OFF" in cache
+    assert "cmocka" not in (out.stdout + out.stderr + cache).lower()
+    with_tests = subprocess.run(["cmake", "-S", SOURCE, "-B", str(tmp_path / "tests"),
+                                 "-DHVD_BUILD_TESTS=ON"], env=env, capture_output=True,
+                                text=True, timeout=300)
+    assert with_tests.returncode != 0
+    assert "cmocka" in with_tests.stdout + with_tests.stderr

@@ -29,6 +29,7 @@
 
 #include <hvd.h>
 
+#include "api_hooks.h"
 #include "coll/coll.h"
 #include "testing.h"
 

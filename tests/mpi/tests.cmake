@@ -43,6 +43,8 @@ add_test(NAME mpi.test_hierarchical.off COMMAND $<TARGET_FILE:hvdrun> -np 4
 set_tests_properties(mpi.test_hierarchical.off PROPERTIES TIMEOUT 300
   ENVIRONMENT "${HVD_TEST_ENV}")
 hvd_add_mpi_test(test_api_errors 1 2)
+# hvd_opts of an older, smaller size works; nonsense sizes fail (struct_size).
+hvd_add_mpi_test(test_opts_size 2)
 hvd_add_mpi_test(test_mismatch 2 3)
 # Shapes negotiated, integer scale factors, grouped allgather and
 # reducescatter against the single calls, start/stop timeline.

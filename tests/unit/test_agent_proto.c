@@ -24,7 +24,7 @@
 
 #include "agent_proto.h"
 #include "common.h"
-#include "transport/frame.h"
+#include "wire/frame.h"
 
 /* Deterministic, so a failure replays. */
 static unsigned seed = 12345;

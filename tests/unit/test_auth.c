@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "transport/auth.h"
+#include "wire/auth.h"
 
 static hvd_secret key_a, key_b;
 

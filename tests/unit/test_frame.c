@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "transport/frame.h"
+#include "wire/frame.h"
 
 /* A small deterministic generator, so a failure replays. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;

@@ -6,7 +6,8 @@
  * What it checks: ready tensors run in arrival order; allreduces fuse
  * with the later ones of their kind only, in order, up to the threshold;
  * tensors every rank submitted at once (the cached fast path) plan like
- * negotiated ones; and the cost of a cycle does not grow with the
+ * negotiated ones; a rank out of memory while checking requests fails
+ * them with HVD_E_NOMEM, not as a mismatch; and the cost of a cycle does not grow with the
  * tensors in flight.  That last one counts what negotiation looks at
  * (tensors visited, hash chain links probed), not time: with 100, 1,000 or
  * 10,000 names waiting for a rank that has not submitted them, a cycle
@@ -26,6 +27,13 @@
 
 #include "common.h"
 #include "engine/engine_int.h"
+
+/* malloc, failing while `fail_size` is set for blocks of exactly that many
+ * bytes (the test links with --wrap=malloc). */
+void *__real_malloc(size_t n);
+void *__wrap_malloc(size_t n);
+static size_t fail_size;
+void *__wrap_malloc(size_t n) { return fail_size && n == fail_size ? NULL : __real_malloc(n); }
 
 static hvd_request make(const char *name, int dtype, uint64_t count) {
   hvd_request r;
@@ -128,6 +136,25 @@ static void test_mismatch_fails_alone(void **state) {
   expect_items(&rs[1], (const char *[]){"y"}, 1);
   assert_int_equal(rs[1].error, HVD_E_MISMATCH);
   assert_non_null(strstr(rs[1].errmsg, "rank 1 sent 5"));
+  hvd__responses_free(rs, n);
+  hvd__engine_dealloc(e);
+}
+
+/* A rank that cannot allocate what checking the ranks' requests takes
+ * says so, HVD_E_NOMEM: the ranks did not disagree. */
+static void test_out_of_memory_checking_is_not_a_mismatch(void **state) {
+  (void)state;
+  hvd_engine *e = engine(3, 1 << 20);
+  cycle_input in = {0};
+  for (int q = 0; q < 3; q++) add_req(&in.m[q], make("w", HVD_FLOAT32, 4));
+  int n;
+  fail_size = 3 * sizeof(hvd_request *); /* the 3 requests being compared */
+  response *rs = run(e, &in, &n);
+  fail_size = 0;
+  assert_int_equal(n, 1);
+  expect_items(&rs[0], (const char *[]){"w"}, 1);
+  assert_int_equal(rs[0].error, HVD_E_NOMEM);
+  assert_non_null(strstr(rs[0].errmsg, "out of memory checking 'w'"));
   hvd__responses_free(rs, n);
   hvd__engine_dealloc(e);
 }
@@ -237,6 +264,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_arrival_order_and_fusion_by_kind),
       cmocka_unit_test(test_mismatch_fails_alone),
+      cmocka_unit_test(test_out_of_memory_checking_is_not_a_mismatch),
       cmocka_unit_test(test_agreed_tensors_plan_like_negotiated),
       cmocka_unit_test(test_cycle_cost_does_not_grow_with_tensors_in_flight),
   };

@@ -1,5 +1,5 @@
 /*
- * test_rdzv.c -- the rendezvous codecs and client (bootstrap/rdzv.h).
+ * test_rdzv.c -- the rendezvous codecs and client (rdzv/rdzv.h).
  *
  * Both ends decode what the other sent over the network, so besides round
  * trips every validation rule gets a payload that breaks it: ranks out of
@@ -20,7 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "bootstrap/rdzv.h"
+#include "rdzv/rdzv.h"
 #include "common.h"
 
 /* A small deterministic generator, so a failure replays. */

@@ -1,6 +1,6 @@
 /*
  * test_rdzv_elastic.c -- the elastic rendezvous' messages
- * (src/bootstrap/rdzv_elastic.c): JOIN, PLACE and NOTICE round trips,
+ * (src/rdzv/rdzv_elastic.c): JOIN, PLACE and NOTICE round trips,
  * every field checked on decoding (sizes the payload cannot hold refused
  * before anything is allocated), and the worker's NOTICE reader over a
  * socket: frames split across reads, several at once, garbage, hvdrun
@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "bootstrap/rdzv_elastic.h"
+#include "rdzv/rdzv_elastic.h"
 #include "common.h"
 
 static hvd_rdzv_entry body(const char *host, const char *addr, int port) {

@@ -118,12 +118,13 @@ static int no_sync(hvd_transport *t, const hvd_sync_stamp *m, hvd_sync_stamp *o,
   (void)t, (void)m, (void)o, (void)r;
   return 0;
 }
-static const hvd_transport_ops shm_like = {.name = "shm", .window = no_window, .sync = no_sync};
+static const hvd_transport_ops shm_like = {.name = "shm",
+                                           .caps = {.window = no_window, .sync = no_sync}};
 static const hvd_transport_ops tcp_like = {.name = "tcp"};
 
 static hvd_ar_algo algo_for(const hvd_transport_ops *ops, int setting, int n, int *members,
                             size_t bytes) {
-  hvd_transport t = {.ops = ops, .rank = 0, .size = n, .window_bytes = ops->window ? 1 << 18 : 0};
+  hvd_transport t = {.ops = ops, .rank = 0, .size = n, .window_bytes = ops->caps.window ? 1 << 18 : 0};
   hvd_comm c = {.rank = 0, .size = n, .members = members, .xport = &t, .allreduce_algo = setting};
   return hvd__allreduce_algo(&c, bytes);
 }

@@ -292,7 +292,7 @@ static int job_start_probed(job *j, int n, int refuse) {
   for (int r = 0; r < n; r++) {
     assert_int_equal(t[r].rc, 0);
     assert_int_equal(p.on[r], p.on[0]);
-    assert_int_equal(j->comm[r].xport->ops->peer_read != NULL, p.on[r]);
+    assert_int_equal(j->comm[r].xport->ops->caps.peer_read != NULL, p.on[r]);
     if (p.on[r]) assert_int_equal(j->comm[r].xport->peer_read_min, 256 << 10);
     if (!p.on[r]) assert_non_null(strstr(p.why[r], "HOROVOD_SHM_SINGLE_COPY=0"));
   }

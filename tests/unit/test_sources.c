@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "bootstrap/source.h"
-#include "bootstrap/slurm_lists.h"
+#include "rdzv/slurm_lists.h"
 #include "mpi_controller.h"
 
 /* ---- host lists ---- */

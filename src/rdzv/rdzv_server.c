@@ -1,6 +1,6 @@
 /*
  * rdzv_server.c -- the rendezvous service, as a state machine per
- * connection (see rdzv_server.h and bootstrap/rdzv.h for the protocol).
+ * connection (see rdzv_server.h and rdzv/rdzv.h for the protocol).
  *
  *   AUTH      challenge sent; waiting for the connector's RESPONSE
  *   HEADER    proof sent; waiting for the REGISTER frame's header

@@ -38,10 +38,10 @@
 enum {
   HVD_FRAME_DATA = 1,     /* collective payload */
   HVD_FRAME_ABORT = 2,    /* the sender gives up: i32 lost rank, str reason */
-  HVD_FRAME_RDZV_REGISTER = 16, /* rank -> hvdrun, see bootstrap/rdzv.h */
+  HVD_FRAME_RDZV_REGISTER = 16, /* rank -> hvdrun, see rdzv/rdzv.h */
   HVD_FRAME_RDZV_TABLE = 17,    /* hvdrun -> rank */
   HVD_FRAME_RDZV_ERROR = 18,    /* hvdrun -> rank: str reason */
-  HVD_FRAME_RDZV_JOIN = 19,     /* elastic worker -> hvdrun (bootstrap/rdzv_elastic.h) */
+  HVD_FRAME_RDZV_JOIN = 19,     /* elastic worker -> hvdrun (rdzv/rdzv_elastic.h) */
   HVD_FRAME_RDZV_PLACE = 20,    /* hvdrun -> elastic worker: its place in a job */
   HVD_FRAME_RDZV_NOTICE = 21    /* hvdrun -> elastic worker: hosts changed */
   /* 32..63: hvdrun and its agents on other hosts (launcher/agent_proto.h),

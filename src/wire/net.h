@@ -17,6 +17,12 @@
 
 #define HVD_NET_ADDR_MAX 64 /* fits any numeric IPv4/IPv6 address string */
 
+/* Where a peer listens. */
+typedef struct {
+  char addr[HVD_NET_ADDR_MAX];
+  int port;
+} hvd_peer_addr;
+
 /* Opens a TCP listening socket on `addr` ("0.0.0.0", "127.0.0.1", ...;
  * NULL means any) and `port` (0: the kernel picks).  On success *fd is the
  * non-blocking socket and *port_out its port. */

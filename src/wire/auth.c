@@ -27,6 +27,7 @@
 #include <openssl/hmac.h>
 
 #include "common.h"
+#include "le.h"
 #include "net.h"
 
 #define AUTH_VERSION 1u
@@ -36,22 +37,14 @@ static const uint8_t MAGIC_CHALLENGE[4] = {'H', 'V', 'D', 'C'};
 static const uint8_t MAGIC_RESPONSE[4] = {'H', 'V', 'D', 'R'};
 static const uint8_t MAGIC_PROOF[4] = {'H', 'V', 'D', 'P'};
 
-static void store_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static uint8_t *append(uint8_t *p, const void *src, size_t n) {
   memcpy(p, src, n);
   return p + n;
 }
 
 static uint8_t *append_u32(uint8_t *p, uint32_t v) {
-  store_u32(p, v);
+  hvd__le_store32(p, v);
   return p + 4;
-}
-
-static uint32_t load_u32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static int random_bytes(uint8_t *buf, size_t len) {
@@ -167,7 +160,7 @@ int hvd__auth_challenge(hvd_auth_state *st, uint8_t out[HVD_AUTH_CHALLENGE_LEN])
   memset(st, 0, sizeof *st);
   HVD__CHECK(random_bytes(st->nonce_a, HVD_NONCE_LEN));
   memcpy(out, MAGIC_CHALLENGE, 4);
-  store_u32(out + 4, AUTH_VERSION);
+  hvd__le_store32(out + 4, AUTH_VERSION);
   memcpy(out + 8, st->nonce_a, HVD_NONCE_LEN);
   return 0;
 }
@@ -177,7 +170,7 @@ int hvd__auth_respond(const hvd_secret *key, const char *purpose, uint32_t id_c,
                       uint8_t out[HVD_AUTH_RESPONSE_LEN]) {
   HVD__CHECK(check_purpose(purpose));
   HVD__CHECK(check_magic(challenge, MAGIC_CHALLENGE, "challenge"));
-  uint32_t version = load_u32(challenge + 4);
+  uint32_t version = hvd__le_load32(challenge + 4);
   if (version != AUTH_VERSION)
     return hvd__err(HVD_E_PROTOCOL,
                     "auth: the peer speaks handshake version %u, this hvd speaks %u "
@@ -189,7 +182,7 @@ int hvd__auth_respond(const hvd_secret *key, const char *purpose, uint32_t id_c,
   st->id_c = id_c;
 
   memcpy(out, MAGIC_RESPONSE, 4);
-  store_u32(out + 4, id_c);
+  hvd__le_store32(out + 4, id_c);
   memcpy(out + 8, st->nonce_c, HVD_NONCE_LEN);
   return compute_mac(key, 'C', purpose, st->nonce_a, st->nonce_c, id_c,
                      out + 8 + HVD_NONCE_LEN);
@@ -200,7 +193,7 @@ int hvd__auth_verify_response(const hvd_secret *key, const char *purpose, uint32
                               hvd_auth_state *st, uint8_t out[HVD_AUTH_PROOF_LEN]) {
   HVD__CHECK(check_purpose(purpose));
   HVD__CHECK(check_magic(response, MAGIC_RESPONSE, "response"));
-  uint32_t id_c = load_u32(response + 4);
+  uint32_t id_c = hvd__le_load32(response + 4);
   const uint8_t *nonce_c = response + 8;
   HVD__CHECK(check_mac(key, 'C', purpose, st->nonce_a, nonce_c, id_c,
                        response + 8 + HVD_NONCE_LEN, "response"));
@@ -208,7 +201,7 @@ int hvd__auth_verify_response(const hvd_secret *key, const char *purpose, uint32
   st->id_c = id_c;
 
   memcpy(out, MAGIC_PROOF, 4);
-  store_u32(out + 4, id_a);
+  hvd__le_store32(out + 4, id_a);
   return compute_mac(key, 'A', purpose, st->nonce_c, st->nonce_a, id_a, out + 8);
 }
 
@@ -217,7 +210,7 @@ int hvd__auth_verify_proof(const hvd_secret *key, const char *purpose,
                            uint32_t *id_a) {
   HVD__CHECK(check_purpose(purpose));
   HVD__CHECK(check_magic(proof, MAGIC_PROOF, "proof"));
-  uint32_t id = load_u32(proof + 4);
+  uint32_t id = hvd__le_load32(proof + 4);
   HVD__CHECK(check_mac(key, 'A', purpose, st->nonce_c, st->nonce_a, id, proof + 8, "proof"));
   *id_a = id;
   return 0;

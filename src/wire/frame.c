@@ -3,36 +3,24 @@
  *
  * Everything here reads bytes that came from the network, so every field
  * is checked before it is trusted and every read or write is bounds
- * checked.  Integers are assembled byte by byte: the wire is little-endian
- * whatever the host is, and no unaligned access happens.
+ * checked.  Integers go through le.h.
  */
 #include "frame.h"
 
 #include <string.h>
 
 #include "common.h"
-
-/* ---- little-endian helpers ---- */
-
-static void le_store(uint8_t *p, uint64_t v, size_t n) {
-  for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t le_load(const uint8_t *p, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
+#include "le.h"
 
 /* ---- header ---- */
 
 void hvd__frame_encode(const hvd_frame *f, uint8_t out[HVD_FRAME_HDR_LEN]) {
   memset(out, 0, HVD_FRAME_HDR_LEN); /* the reserved fields */
-  le_store(out + 0, HVD_FRAME_MAGIC, 4);
+  hvd__le_store(out + 0, HVD_FRAME_MAGIC, 4);
   out[4] = HVD_FRAME_VERSION;
   out[5] = f->type;
-  le_store(out + 8, f->tag, 4);
-  le_store(out + 16, f->len, 8);
+  hvd__le_store(out + 8, f->tag, 4);
+  hvd__le_store(out + 16, f->len, 8);
 }
 
 int hvd__frame_type_known(unsigned type) {
@@ -52,7 +40,7 @@ int hvd__frame_type_known(unsigned type) {
 }
 
 int hvd__frame_decode(const uint8_t in[HVD_FRAME_HDR_LEN], hvd_frame *f) {
-  uint32_t magic = (uint32_t)le_load(in + 0, 4);
+  uint32_t magic = (uint32_t)hvd__le_load(in + 0, 4);
   if (magic != HVD_FRAME_MAGIC)
     return hvd__err(HVD_E_PROTOCOL,
                     "bad frame magic 0x%08x, expected 0x%08x (not an hvd peer, or the "
@@ -63,11 +51,11 @@ int hvd__frame_decode(const uint8_t in[HVD_FRAME_HDR_LEN], hvd_frame *f) {
                     in[4], HVD_FRAME_VERSION);
   if (!hvd__frame_type_known(in[5]))
     return hvd__err(HVD_E_PROTOCOL, "unknown frame type %u", in[5]);
-  if (le_load(in + 6, 2) != 0 || le_load(in + 12, 4) != 0)
+  if (hvd__le_load(in + 6, 2) != 0 || hvd__le_load(in + 12, 4) != 0)
     return hvd__err(HVD_E_PROTOCOL, "nonzero reserved field in a frame header");
   f->type = in[5];
-  f->tag = (uint32_t)le_load(in + 8, 4);
-  f->len = le_load(in + 16, 8);
+  f->tag = (uint32_t)hvd__le_load(in + 8, 4);
+  f->len = hvd__le_load(in + 16, 8);
   return 0;
 }
 
@@ -86,7 +74,7 @@ static uint8_t *writer_take(hvd_writer *w, size_t n) {
 
 static void put_le(hvd_writer *w, uint64_t v, size_t n) {
   uint8_t *p = writer_take(w, n);
-  if (p) le_store(p, v, n);
+  if (p) hvd__le_store(p, v, n);
 }
 
 void hvd__put_u8(hvd_writer *w, uint8_t v) { put_le(w, v, 1); }
@@ -125,7 +113,7 @@ static const uint8_t *reader_take(hvd_reader *r, size_t n) {
 
 static uint64_t get_le(hvd_reader *r, size_t n) {
   const uint8_t *p = reader_take(r, n);
-  return p ? le_load(p, n) : 0;
+  return p ? hvd__le_load(p, n) : 0;
 }
 
 const uint8_t *hvd__get_bytes(hvd_reader *r, size_t n) { return reader_take(r, n); }

@@ -1,0 +1,62 @@
+#!/bin/sh
+# The layering the build promises (docs/architecture-layers.md), checked
+# on the built files:
+#
+#   check.sh includes SRC            no #include under SRC/launcher names
+#                                    transport/ or bootstrap/ (hvdrun
+#                                    reaches the library through wire/ and
+#                                    rdzv/ only)
+#   check.sh hvdrun HVDRUN OBJ...    hvdrun defines no symbol that the
+#                                    objects above the base (OBJ: engine,
+#                                    collectives, transports, bootstrap,
+#                                    api, MPI) define, and uses no MPI
+#   check.sh exports LIB LIST MPI    libhvd.so exports exactly the public
+#                                    functions in LIST; hvd_init_comm
+#                                    (hvd_mpi.h) only when MPI is ON
+set -eu
+mode=$1
+shift
+fail() {
+  echo "layers: $*" >&2
+  exit 1
+}
+
+case $mode in
+includes)
+  bad=$(grep -rnE '#include *"(\.\./)*(transport|bootstrap)/' "$1/launcher" || true)
+  [ -z "$bad" ] || fail "src/launcher includes the library's insides:
+$bad"
+  ;;
+hvdrun)
+  exe=$1
+  shift
+  above=$(mktemp)
+  mine=$(mktemp)
+  trap 'rm -f "$above" "$mine"' EXIT
+  nm --defined-only -g "$@" | awk 'NF == 3 { print $3 }' | sort -u >"$above"
+  [ -s "$above" ] || fail "no symbols in the objects above the base: wrong arguments?"
+  nm --defined-only "$exe" | awk 'NF == 3 { print $3 }' | sort -u >"$mine"
+  both=$(comm -12 "$above" "$mine")
+  [ -z "$both" ] || fail "hvdrun carries objects above the base: $(echo "$both" | head -20 | tr '\n' ' ')"
+  mpi=$(nm "$exe" | grep -E ' (P?MPI_|ompi_|opal_)' || true)
+  [ -z "$mpi" ] || fail "hvdrun uses MPI: $(echo "$mpi" | head -5 | tr '\n' ' ')"
+  ;;
+exports)
+  got=$(nm -D --defined-only "$1" | awk '$2 == "T" && $3 ~ /^hvd_[a-z]/ { print $3 }' | sort)
+  want=$(grep -v '^#' "$2" | sort)
+  case ${3:-ON} in
+  ON | on | 1 | TRUE | true) ;;
+  *) want=$(echo "$want" | grep -vx 'hvd_init_comm') ;;
+  esac
+  if [ "$got" != "$want" ]; then
+    echo "$want" >"${TMPDIR:-/tmp}/hvd-exports-want.$$"
+    echo "$got" | diff "${TMPDIR:-/tmp}/hvd-exports-want.$$" - >&2 || true
+    rm -f "${TMPDIR:-/tmp}/hvd-exports-want.$$"
+    fail "libhvd.so's exported functions differ from $2 (< expected, > built)"
+  fi
+  ;;
+*)
+  fail "unknown check '$mode'"
+  ;;
+esac
+echo "layers: $mode ok"
