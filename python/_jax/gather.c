@@ -31,92 +31,90 @@ static void check_counts(jax_pending *p, const char *name, const size_t *recvcou
                    name, list, each);
 }
 
-/* Waits for the one operation p holds, checks the counts, copies the
- * gathered buffer into the result and frees it; NULL or the error. */
-static XLA_FFI_Error *finish_copy(const XLA_FFI_CallFrame *frame, jax_pending *p,
-                                  const char *op, const char *name, void **recv,
-                                  const size_t *recvcounts, int n, size_t each,
-                                  const frame_tensor *out) {
+/* One gather call: its operand and result, the set's size, room for 2n
+ * counts (what is sent to each rank, what came from each), the pending
+ * operation and the buffer hvd allocates for what arrives. */
+typedef struct {
+  jax_call call;
+  frame_tensor in, out;
+  int n;
+  size_t *counts;
+  jax_pending p;
+  void *recv;
+} gather;
+
+/* Reads the call and prepares g; NULL or the error (nothing to free). */
+static XLA_FFI_Error *gather_start(XLA_FFI_CallFrame *frame, gather *g) {
+  XLA_FFI_Error *err = jax_call_read(frame, &g->call);
+  if (!err) err = frame_arg(frame, 0, &g->in);
+  if (!err) err = frame_ret(frame, 0, &g->out);
+  if (err) return err;
+  g->n = jax_set_size(&g->call);
+  g->recv = NULL;
+  if (g->n <= 0)
+    return frame_error(frame, XLA_FFI_Error_Code_FAILED_PRECONDITION,
+                       "HorovodInternalError: hvd.jax: tensor '%s': %s", g->call.name,
+                       jax_capi()->last_error());
+  g->counts = calloc(2 * (size_t)g->n, sizeof(size_t));
+  if (!g->counts)
+    return frame_error(frame, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "hvd.jax: out of memory");
+  if ((err = jax_pending_init(frame, &g->p, 1))) free(g->counts);
+  return err;
+}
+
+/* Waits for the enqueued operation, checks every rank sent `each`
+ * elements, copies what arrived into the result and frees g's buffers;
+ * NULL or the error. */
+static XLA_FFI_Error *gather_finish(const XLA_FFI_CallFrame *frame, gather *g, const char *op,
+                                    size_t each) {
+  const size_t *recvcounts = g->counts + g->n;
+  jax_pending *p = &g->p;
   if (!p->failed && p->n == 1) {
     p->n = 0; /* waited here, before the copy */
     if (jax_capi()->wait(p->handles[0]) != 0)
       jax_pending_fail(p, "%s", jax_capi()->last_error());
     else
-      check_counts(p, name, recvcounts, n, each);
-    if (!p->failed && out->count > 0)
-      memcpy(out->data, *recv, out->count * jax_capi()->dtype_size(out->dtype));
+      check_counts(p, g->call.name, recvcounts, g->n, each);
+    if (!p->failed && g->out.count > 0)
+      memcpy(g->out.data, g->recv, g->out.count * jax_capi()->dtype_size(g->out.dtype));
   }
-  free(*recv); /* filled by hvd when the operation completed */
+  free(g->recv); /* filled by hvd when the operation completed */
+  free(g->counts);
   return jax_pending_finish(frame, p, op);
 }
 
-/* Reads the operand and result and sizes the set; NULL or the error. */
-static XLA_FFI_Error *read_gather(XLA_FFI_CallFrame *frame, jax_call *call, frame_tensor *in,
-                                  frame_tensor *out, int *n) {
-  XLA_FFI_Error *err = jax_call_read(frame, call);
-  if (!err) err = frame_arg(frame, 0, in);
-  if (!err) err = frame_ret(frame, 0, out);
-  if (err) return err;
-  *n = jax_set_size(call);
-  if (*n <= 0)
-    return frame_error(frame, XLA_FFI_Error_Code_FAILED_PRECONDITION,
-                       "HorovodInternalError: hvd.jax: tensor '%s': %s", call->name,
-                       jax_capi()->last_error());
-  return NULL;
-}
-
+/* Every rank's operand, concatenated in rank order. */
 HVD_JAX_EXPORT XLA_FFI_Error *hvd_jax_allgather(XLA_FFI_CallFrame *frame) {
   int answered;
   XLA_FFI_Error *err = frame_metadata(frame, &answered);
   if (answered) return err;
-  jax_call call;
-  frame_tensor in, out;
-  int n;
-  if ((err = read_gather(frame, &call, &in, &out, &n))) return err;
-  if (out.count != in.count * (size_t)n)
-    return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "hvd.jax.allgather '%s': result of %zu elements for %d x %zu", call.name,
-                       out.count, n, in.count);
-  size_t *recvcounts = calloc((size_t)n, sizeof(size_t));
-  jax_pending p;
-  if (!recvcounts) return frame_error(frame, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "hvd.jax: out of memory");
-  if ((err = jax_pending_init(frame, &p, 1))) {
-    free(recvcounts);
-    return err;
-  }
-  void *recv = NULL;
-  jax_pending_add(&p, jax_capi()->allgather_async(in.data, in.count, in.dtype, &recv,
-                                                  recvcounts, call.name, &call.opts));
-  err = finish_copy(frame, &p, "allgather", call.name, &recv, recvcounts, n, in.count, &out);
-  free(recvcounts);
-  return err;
+  gather g;
+  if ((err = gather_start(frame, &g))) return err;
+  if (g.out.count != g.in.count * (size_t)g.n)
+    jax_pending_fail(&g.p, "tensor '%s': a result of %zu elements for %d x %zu", g.call.name,
+                     g.out.count, g.n, g.in.count);
+  else
+    jax_pending_add(&g.p, jax_capi()->allgather_async(g.in.data, g.in.count, g.in.dtype,
+                                                      &g.recv, g.counts + g.n, g.call.name,
+                                                      &g.call.opts));
+  return gather_finish(frame, &g, "allgather", g.in.count);
 }
 
+/* Block r of the operand to rank r; block r of the result from rank r. */
 HVD_JAX_EXPORT XLA_FFI_Error *hvd_jax_alltoall(XLA_FFI_CallFrame *frame) {
   int answered;
   XLA_FFI_Error *err = frame_metadata(frame, &answered);
   if (answered) return err;
-  jax_call call;
-  frame_tensor in, out;
-  int n;
-  if ((err = read_gather(frame, &call, &in, &out, &n))) return err;
-  if (out.count != in.count || in.count % (size_t)n != 0)
-    return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "hvd.jax.alltoall '%s': %zu elements do not split into %d equal blocks",
-                       call.name, in.count, n);
-  size_t *counts = calloc(2 * (size_t)n, sizeof(size_t)); /* send, then receive */
-  jax_pending p;
-  if (!counts) return frame_error(frame, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "hvd.jax: out of memory");
-  if ((err = jax_pending_init(frame, &p, 1))) {
-    free(counts);
-    return err;
-  }
-  for (int r = 0; r < n; r++) counts[r] = in.count / (size_t)n;
-  void *recv = NULL;
-  jax_pending_add(&p, jax_capi()->alltoall_async(in.data, counts, in.dtype, &recv, counts + n,
-                                                 call.name, &call.opts));
-  err = finish_copy(frame, &p, "alltoall", call.name, &recv, counts + n, n, in.count / (size_t)n,
-                    &out);
-  free(counts);
-  return err;
+  gather g;
+  if ((err = gather_start(frame, &g))) return err;
+  size_t each = g.in.count / (size_t)g.n;
+  for (int r = 0; r < g.n; r++) g.counts[r] = each;
+  if (g.out.count != g.in.count || g.in.count % (size_t)g.n != 0)
+    jax_pending_fail(&g.p, "tensor '%s': %zu elements do not split into %d equal blocks",
+                     g.call.name, g.in.count, g.n);
+  else
+    jax_pending_add(&g.p, jax_capi()->alltoall_async(g.in.data, g.counts, g.in.dtype, &g.recv,
+                                                     g.counts + g.n, g.call.name,
+                                                     &g.call.opts));
+  return gather_finish(frame, &g, "alltoall", each);
 }

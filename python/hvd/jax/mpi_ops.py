@@ -13,7 +13,6 @@ program name their collectives alike.  allreduce and broadcast take a
 pytree: its leaves are enqueued together (fused by the engine) and named
 "<name>.<i>".
 """
-import atexit
 import functools
 import itertools
 import os
@@ -23,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from hvd import _C
-from hvd.common import process_sets as _process_sets
+from hvd.common import lifecycle as _lifecycle
 from hvd.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built,  # noqa: F401
                                gloo_enabled, mpi_built, mpi_enabled, mpi_threads_supported,
                                nccl_built, rocm_built)
@@ -50,33 +49,15 @@ local_rank = _C.local_rank
 cross_size = _C.cross_size
 cross_rank = _C.cross_rank
 
-_atexit_registered = False
-
-
 def init(comm=None, process_sets=None):
     """Joins the job its launcher started (hvdrun, mpirun, srun; alone
     without one), as hvd.torch.init: comm is None, a list of ranks or an
-    mpi4py communicator; process_sets a list of ProcessSet to register."""
-    global _atexit_registered
-    if comm is None:
-        _C.init()
-    elif isinstance(comm, (list, tuple, range)):
-        _C.init_ranks([int(r) for r in comm])
-    elif hasattr(comm, "py2f"):
-        _C.init_comm(comm.py2f())
-    else:
-        raise ValueError("init(comm=...) takes an mpi4py communicator or a list of ranks, "
-                         "not %r" % type(comm).__name__)
-    if not _atexit_registered:
-        atexit.register(shutdown)
-        _atexit_registered = True
-    _process_sets._setup(process_sets)
+    mpi4py communicator; process_sets a list of ProcessSet to register.
+    shutdown() runs at exit."""
+    _lifecycle.init(comm, process_sets)
 
 
-def shutdown():
-    """Leaves the job; init() may be called again afterwards."""
-    _C.shutdown()
-    _process_sets._teardown()
+shutdown = _lifecycle.shutdown
 
 
 def join():
@@ -98,13 +79,10 @@ def stop_timeline():
 _unnamed = itertools.count()
 
 
-def _set_id(process_set):
-    if not isinstance(process_set, ProcessSet):
-        raise ValueError("process_set must be a ProcessSet, got %s" % type(process_set).__name__)
-    if process_set.process_set_id is None:
-        raise ValueError("%s is not registered: add it with hvd.add_process_set() or "
-                         "hvd.init(process_sets=[...])" % process_set)
-    return process_set.process_set_id
+_set_id = _lifecycle.set_id
+_set_size = _lifecycle.set_size
+_set_rank = _lifecycle.set_rank
+_set_rank_of = _lifecycle.set_rank_of
 
 
 def _name(name, kind, process_set):
@@ -115,24 +93,6 @@ def _name(name, kind, process_set):
     if _set_id(process_set) != 0:
         return "jax." + process_set._auto_name(kind)
     return "jax.%s.%d" % (kind, next(_unnamed))
-
-
-def _set_size(process_set):
-    return size() if _set_id(process_set) == 0 else process_set.size()
-
-
-def _set_rank(process_set):
-    return rank() if _set_id(process_set) == 0 else process_set.rank()
-
-
-def _set_rank_of(process_set, root_rank):
-    """root_rank (job numbering, as Horovod's) as a rank of the set."""
-    if _set_id(process_set) == 0:
-        return int(root_rank)
-    try:
-        return process_set.ranks.index(int(root_rank))
-    except ValueError:
-        raise ValueError("root_rank %d is not a member of %s" % (root_rank, process_set)) from None
 
 
 def _spec(x):
