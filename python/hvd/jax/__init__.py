@@ -25,3 +25,8 @@ from hvd.jax.mpi_ops import (  # noqa: F401
     grouped_allreduce, init, is_initialized, join, local_rank, local_size, mpi_built,
     mpi_enabled, mpi_threads_supported, nccl_built, rank, reducescatter, rocm_built, shutdown,
     size, start_timeline, stop_timeline)
+from hvd.jax.compression import Compression  # noqa: F401,E402
+from hvd.jax.functions import (allgather_object, allreduce_gradients,  # noqa: F401,E402
+                               broadcast_object, broadcast_optimizer_state,
+                               broadcast_parameters)
+from hvd.jax.optimizer import DistributedOptimizer  # noqa: F401,E402
