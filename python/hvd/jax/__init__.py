@@ -30,3 +30,4 @@ from hvd.jax.functions import (allgather_object, allreduce_gradients,  # noqa: F
                                broadcast_object, broadcast_optimizer_state,
                                broadcast_parameters)
 from hvd.jax.optimizer import DistributedOptimizer  # noqa: F401,E402
+from hvd.jax import elastic  # noqa: F401,E402  (hvd.elastic.run, JaxState)
