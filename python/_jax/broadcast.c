@@ -18,7 +18,7 @@ HVD_JAX_EXPORT XLA_FFI_Error *hvd_jax_broadcast(XLA_FFI_CallFrame *frame) {
   err = jax_call_read(frame, &call);
   if (!err) err = frame_attr_int(frame, "root", &root);
   if (err) return err;
-  int n = (int)frame->args.size;
+  int n = (int)frame->args.size - 1; /* after the name */
   if (frame->rets.size != n)
     return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                        "hvd.jax.broadcast: %d operands but %lld results", n,
@@ -27,7 +27,7 @@ HVD_JAX_EXPORT XLA_FFI_Error *hvd_jax_broadcast(XLA_FFI_CallFrame *frame) {
   if ((err = jax_pending_init(frame, &p, n))) return err;
   for (int i = 0; i < n && !p.failed; i++) {
     frame_tensor in, out;
-    if ((err = frame_arg(frame, i, &in)) || (err = frame_ret(frame, i, &out))) break;
+    if ((err = frame_arg(frame, i + 1, &in)) || (err = frame_ret(frame, i, &out))) break;
     if (out.data != in.data && in.count > 0)
       memcpy(out.data, in.data, in.count * jax_capi()->dtype_size(in.dtype));
     char name[JAX_NAME_MAX + 16];
@@ -35,12 +35,13 @@ HVD_JAX_EXPORT XLA_FFI_Error *hvd_jax_broadcast(XLA_FFI_CallFrame *frame) {
     hvd_opts opts = call.opts;
     opts.shape = out.ndims > 0 ? out.dims : NULL;
     opts.ndims = out.ndims;
-    jax_pending_add(&p, jax_capi()->broadcast_async_opts(out.data, out.count, out.dtype,
-                                                         (int)root, name, &opts));
+    jax_pending_add(&p, jax_capi()->broadcast_async_opts(out.data, out.count, out.dtype, (int)root,
+                                                         name, &opts));
   }
   XLA_FFI_Error *done = jax_pending_finish(frame, &p, "broadcast");
-  if (err && done) frame->api->XLA_FFI_Error_Destroy(&(XLA_FFI_Error_Destroy_Args){
-      XLA_FFI_Error_Destroy_Args_STRUCT_SIZE, NULL, done});
+  if (err && done)
+    frame->api->XLA_FFI_Error_Destroy(
+        &(XLA_FFI_Error_Destroy_Args){XLA_FFI_Error_Destroy_Args_STRUCT_SIZE, NULL, done});
   return err ? err : done;
 }
 

@@ -29,7 +29,7 @@ XLA_FFI_Error *jax_call_read(const XLA_FFI_CallFrame *frame, jax_call *call) {
   hvd_opts defaults = HVD_OPTS_INIT;
   call->opts = defaults;
   int64_t set = 0;
-  XLA_FFI_Error *err = frame_attr_string(frame, "name", call->name, sizeof call->name);
+  XLA_FFI_Error *err = frame_arg_string(frame, 0, call->name, sizeof call->name);
   if (!err) err = frame_attr_int(frame, "process_set", &set);
   call->opts.process_set = (int)set;
   return err;
@@ -73,13 +73,12 @@ void jax_pending_add(jax_pending *p, hvd_handle h) {
     jax_pending_fail(p, "%s", capi->last_error());
 }
 
-XLA_FFI_Error *jax_pending_finish(const XLA_FFI_CallFrame *frame, jax_pending *p,
-                                  const char *op) {
+XLA_FFI_Error *jax_pending_finish(const XLA_FFI_CallFrame *frame, jax_pending *p, const char *op) {
   for (int i = 0; i < p->n; i++)
     if (capi->wait(p->handles[i]) != 0) jax_pending_fail(p, "%s", capi->last_error());
   free(p->handles);
   p->handles = NULL;
   if (!p->failed) return NULL;
-  return frame_error(frame, XLA_FFI_Error_Code_INTERNAL, "HorovodInternalError: hvd.jax.%s: %s",
-                     op, p->error);
+  return frame_error(frame, XLA_FFI_Error_Code_INTERNAL, "HorovodInternalError: hvd.jax.%s: %s", op,
+                     p->error);
 }

@@ -20,8 +20,8 @@ XLA_FFI_Error *frame_metadata(XLA_FFI_CallFrame *frame, int *answered) {
   return NULL;
 }
 
-XLA_FFI_Error *frame_error(const XLA_FFI_CallFrame *frame, XLA_FFI_Error_Code code,
-                           const char *fmt, ...) {
+XLA_FFI_Error *frame_error(const XLA_FFI_CallFrame *frame, XLA_FFI_Error_Code code, const char *fmt,
+                           ...) {
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);
@@ -41,11 +41,16 @@ static const struct {
   hvd_dtype hvd;
   const char *name;
 } dtypes[] = {
-    {XLA_FFI_DataType_U8, HVD_UINT8, "uint8"},       {XLA_FFI_DataType_S8, HVD_INT8, "int8"},
-    {XLA_FFI_DataType_U16, HVD_UINT16, "uint16"},    {XLA_FFI_DataType_S16, HVD_INT16, "int16"},
-    {XLA_FFI_DataType_S32, HVD_INT32, "int32"},      {XLA_FFI_DataType_S64, HVD_INT64, "int64"},
-    {XLA_FFI_DataType_F16, HVD_FLOAT16, "float16"},  {XLA_FFI_DataType_BF16, HVD_BFLOAT16, "bfloat16"},
-    {XLA_FFI_DataType_F32, HVD_FLOAT32, "float32"},  {XLA_FFI_DataType_F64, HVD_FLOAT64, "float64"},
+    {XLA_FFI_DataType_U8, HVD_UINT8, "uint8"},
+    {XLA_FFI_DataType_S8, HVD_INT8, "int8"},
+    {XLA_FFI_DataType_U16, HVD_UINT16, "uint16"},
+    {XLA_FFI_DataType_S16, HVD_INT16, "int16"},
+    {XLA_FFI_DataType_S32, HVD_INT32, "int32"},
+    {XLA_FFI_DataType_S64, HVD_INT64, "int64"},
+    {XLA_FFI_DataType_F16, HVD_FLOAT16, "float16"},
+    {XLA_FFI_DataType_BF16, HVD_BFLOAT16, "bfloat16"},
+    {XLA_FFI_DataType_F32, HVD_FLOAT32, "float32"},
+    {XLA_FFI_DataType_F64, HVD_FLOAT64, "float64"},
     {XLA_FFI_DataType_PRED, HVD_BOOL, "bool"},
 };
 
@@ -97,6 +102,25 @@ XLA_FFI_Error *frame_ret(const XLA_FFI_CallFrame *frame, int64_t i, frame_tensor
                    frame->rets.rets[i], t);
 }
 
+XLA_FFI_Error *frame_arg_string(const XLA_FFI_CallFrame *frame, int64_t i, char *buf, size_t n) {
+  if (i >= frame->args.size || frame->args.types[i] != XLA_FFI_ArgType_BUFFER)
+    return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                       "hvd.jax: operand %lld (a name) missing", (long long)i);
+  const XLA_FFI_Buffer *b = frame->args.args[i];
+  if (b->dtype != XLA_FFI_DataType_U8 || b->rank != 1)
+    return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                       "hvd.jax: operand %lld is not a name (rank-1 uint8)", (long long)i);
+  size_t len = 0, size = (size_t)b->dims[0];
+  const char *s = b->data;
+  while (len < size && s[len] != '\0') len++;
+  if (len >= n)
+    return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                       "hvd.jax: a tensor name of %zu bytes, at most %zu", len, n - 1);
+  memcpy(buf, s, len);
+  buf[len] = '\0';
+  return NULL;
+}
+
 /* The attribute named `name`, NULL if there is none. */
 static void *attr(const XLA_FFI_CallFrame *frame, const char *name, XLA_FFI_AttrType *type) {
   size_t len = strlen(name);
@@ -110,8 +134,7 @@ static void *attr(const XLA_FFI_CallFrame *frame, const char *name, XLA_FFI_Attr
   return NULL;
 }
 
-static XLA_FFI_Error *bad_attr(const XLA_FFI_CallFrame *frame, const char *name,
-                               const char *want) {
+static XLA_FFI_Error *bad_attr(const XLA_FFI_CallFrame *frame, const char *name, const char *want) {
   return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                      "hvd.jax: attribute '%s' missing or not %s", name, want);
 }
@@ -121,34 +144,29 @@ XLA_FFI_Error *frame_attr_int(const XLA_FFI_CallFrame *frame, const char *name, 
   const XLA_FFI_Scalar *s = attr(frame, name, &type);
   if (!s || type != XLA_FFI_AttrType_SCALAR) return bad_attr(frame, name, "an integer");
   switch (s->dtype) {
-    case XLA_FFI_DataType_S32: *out = *(const int32_t *)s->value; return NULL;
-    case XLA_FFI_DataType_S64: *out = *(const int64_t *)s->value; return NULL;
-    default: return bad_attr(frame, name, "an integer");
+    case XLA_FFI_DataType_S32:
+      *out = *(const int32_t *)s->value;
+      return NULL;
+    case XLA_FFI_DataType_S64:
+      *out = *(const int64_t *)s->value;
+      return NULL;
+    default:
+      return bad_attr(frame, name, "an integer");
   }
 }
 
-XLA_FFI_Error *frame_attr_double(const XLA_FFI_CallFrame *frame, const char *name,
-                                 double *out) {
+XLA_FFI_Error *frame_attr_double(const XLA_FFI_CallFrame *frame, const char *name, double *out) {
   XLA_FFI_AttrType type;
   const XLA_FFI_Scalar *s = attr(frame, name, &type);
   if (!s || type != XLA_FFI_AttrType_SCALAR) return bad_attr(frame, name, "a float");
   switch (s->dtype) {
-    case XLA_FFI_DataType_F32: *out = *(const float *)s->value; return NULL;
-    case XLA_FFI_DataType_F64: *out = *(const double *)s->value; return NULL;
-    default: return bad_attr(frame, name, "a float");
+    case XLA_FFI_DataType_F32:
+      *out = *(const float *)s->value;
+      return NULL;
+    case XLA_FFI_DataType_F64:
+      *out = *(const double *)s->value;
+      return NULL;
+    default:
+      return bad_attr(frame, name, "a float");
   }
-}
-
-XLA_FFI_Error *frame_attr_string(const XLA_FFI_CallFrame *frame, const char *name, char *buf,
-                                 size_t n) {
-  XLA_FFI_AttrType type;
-  const XLA_FFI_ByteSpan *s = attr(frame, name, &type);
-  if (!s || type != XLA_FFI_AttrType_STRING) return bad_attr(frame, name, "a string");
-  if (s->len >= n)
-    return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "hvd.jax: attribute '%s' is %zu bytes, at most %zu", name, s->len,
-                       n - 1);
-  memcpy(buf, s->ptr, s->len);
-  buf[s->len] = '\0';
-  return NULL;
 }

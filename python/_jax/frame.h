@@ -31,22 +31,22 @@ typedef struct {
 XLA_FFI_Error *frame_metadata(XLA_FFI_CallFrame *frame, int *answered);
 
 /* An XLA_FFI_Error with the printf-formatted message (XLA copies it). */
-XLA_FFI_Error *frame_error(const XLA_FFI_CallFrame *frame, XLA_FFI_Error_Code code,
-                           const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+XLA_FFI_Error *frame_error(const XLA_FFI_CallFrame *frame, XLA_FFI_Error_Code code, const char *fmt,
+                           ...) __attribute__((format(printf, 3, 4)));
 
 /* Operand i / result i as a tensor; NULL on success, else the error (a
  * dtype hvd does not take, a non-buffer). */
 XLA_FFI_Error *frame_arg(const XLA_FFI_CallFrame *frame, int64_t i, frame_tensor *t);
 XLA_FFI_Error *frame_ret(const XLA_FFI_CallFrame *frame, int64_t i, frame_tensor *t);
 
-/* Attribute `name`: an integer or floating scalar, or a string (copied,
- * NUL-terminated, into buf of size n).  NULL on success, else the error
- * naming the missing or mistyped attribute. */
+/* Operand i, a rank-1 uint8 buffer holding a NUL-padded string, copied
+ * NUL-terminated into buf of size n; NULL or the error. */
+XLA_FFI_Error *frame_arg_string(const XLA_FFI_CallFrame *frame, int64_t i, char *buf, size_t n);
+
+/* Attribute `name`: an integer or a floating scalar.  NULL on success,
+ * else the error naming the missing or mistyped attribute. */
 XLA_FFI_Error *frame_attr_int(const XLA_FFI_CallFrame *frame, const char *name, int64_t *out);
-XLA_FFI_Error *frame_attr_double(const XLA_FFI_CallFrame *frame, const char *name,
-                                 double *out);
-XLA_FFI_Error *frame_attr_string(const XLA_FFI_CallFrame *frame, const char *name, char *buf,
-                                 size_t n);
+XLA_FFI_Error *frame_attr_double(const XLA_FFI_CallFrame *frame, const char *name, double *out);
 
 /* hvd's name of a dtype, for sub-tensor names and messages. */
 const char *frame_dtype_name(hvd_dtype dtype);

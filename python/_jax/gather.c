@@ -46,7 +46,7 @@ typedef struct {
 /* Reads the call and prepares g; NULL or the error (nothing to free). */
 static XLA_FFI_Error *gather_start(XLA_FFI_CallFrame *frame, gather *g) {
   XLA_FFI_Error *err = jax_call_read(frame, &g->call);
-  if (!err) err = frame_arg(frame, 0, &g->in);
+  if (!err) err = frame_arg(frame, 1, &g->in);
   if (!err) err = frame_ret(frame, 0, &g->out);
   if (err) return err;
   g->n = jax_set_size(&g->call);
@@ -94,9 +94,8 @@ HVD_JAX_EXPORT XLA_FFI_Error *hvd_jax_allgather(XLA_FFI_CallFrame *frame) {
     jax_pending_fail(&g.p, "tensor '%s': a result of %zu elements for %d x %zu", g.call.name,
                      g.out.count, g.n, g.in.count);
   else
-    jax_pending_add(&g.p, jax_capi()->allgather_async(g.in.data, g.in.count, g.in.dtype,
-                                                      &g.recv, g.counts + g.n, g.call.name,
-                                                      &g.call.opts));
+    jax_pending_add(&g.p, jax_capi()->allgather_async(g.in.data, g.in.count, g.in.dtype, &g.recv,
+                                                      g.counts + g.n, g.call.name, &g.call.opts));
   return gather_finish(frame, &g, "allgather", g.in.count);
 }
 
@@ -114,7 +113,6 @@ HVD_JAX_EXPORT XLA_FFI_Error *hvd_jax_alltoall(XLA_FFI_CallFrame *frame) {
                      g.call.name, g.in.count, g.n);
   else
     jax_pending_add(&g.p, jax_capi()->alltoall_async(g.in.data, g.counts, g.in.dtype, &g.recv,
-                                                     g.counts + g.n, g.call.name,
-                                                     &g.call.opts));
+                                                     g.counts + g.n, g.call.name, &g.call.opts));
   return gather_finish(frame, &g, "alltoall", each);
 }

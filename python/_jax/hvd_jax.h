@@ -36,13 +36,17 @@ const hvd_capi *jax_capi(void);
 /* Longest tensor name a call takes (its sub-tensors add ".<i>"). */
 #define JAX_NAME_MAX 480
 
-/* The attributes every collective takes: the tensor name and process set. */
+/* What every collective takes: its tensor name, in operand 0 as
+ * NUL-padded uint8 (an operand, not an attribute: an eager call with a new
+ * name then reuses the executable XLA compiled for the last one instead of
+ * compiling its own), and the process_set attribute.  The tensors are
+ * operands 1, 2, ... */
 typedef struct {
   char name[JAX_NAME_MAX];
   hvd_opts opts;
 } jax_call;
 
-/* Reads name and process_set into call; NULL or the error. */
+/* Reads the name and process set into call; NULL or the error. */
 XLA_FFI_Error *jax_call_read(const XLA_FFI_CallFrame *frame, jax_call *call);
 
 /* The name of tensor i of n in a call: the call's own for one tensor,
@@ -69,7 +73,6 @@ void jax_pending_add(jax_pending *p, hvd_handle h);
 void jax_pending_fail(jax_pending *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Waits for every handle, frees p, and returns NULL or the first error as
  * an FFI error "HorovodInternalError: hvd.jax.<op>: <hvd's message>". */
-XLA_FFI_Error *jax_pending_finish(const XLA_FFI_CallFrame *frame, jax_pending *p,
-                                  const char *op);
+XLA_FFI_Error *jax_pending_finish(const XLA_FFI_CallFrame *frame, jax_pending *p, const char *op);
 
 #endif /* HVD_JAX_H */

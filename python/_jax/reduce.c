@@ -13,8 +13,7 @@
 #include "hvd_jax.h"
 
 /* op, prescale and postscale, beside the common attributes. */
-static XLA_FFI_Error *read_reduce(const XLA_FFI_CallFrame *frame, jax_call *call,
-                                  hvd_op *op) {
+static XLA_FFI_Error *read_reduce(const XLA_FFI_CallFrame *frame, jax_call *call, hvd_op *op) {
   int64_t code = 0;
   XLA_FFI_Error *err = jax_call_read(frame, call);
   if (!err) err = frame_attr_int(frame, "op", &code);
@@ -27,7 +26,7 @@ static XLA_FFI_Error *read_reduce(const XLA_FFI_CallFrame *frame, jax_call *call
 /* Operand i and result i, which must agree in dtype and count. */
 static XLA_FFI_Error *pair(const XLA_FFI_CallFrame *frame, int i, frame_tensor *in,
                            frame_tensor *out) {
-  XLA_FFI_Error *err = frame_arg(frame, i, in);
+  XLA_FFI_Error *err = frame_arg(frame, i + 1, in); /* after the name */
   if (!err) err = frame_ret(frame, i, out);
   if (!err && (in->dtype != out->dtype || in->count != out->count))
     err = frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
@@ -44,9 +43,8 @@ static void enqueue_each(const jax_call *call, hvd_op op, int n, const frame_ten
     hvd_opts opts = call->opts;
     opts.shape = ins[i].ndims > 0 ? ins[i].dims : NULL;
     opts.ndims = ins[i].ndims;
-    jax_pending_add(p, jax_capi()->allreduce_async_opts(ins[i].data, outs[i].data,
-                                                        ins[i].count, ins[i].dtype, op, name,
-                                                        &opts));
+    jax_pending_add(p, jax_capi()->allreduce_async_opts(ins[i].data, outs[i].data, ins[i].count,
+                                                        ins[i].dtype, op, name, &opts));
   }
 }
 
@@ -84,8 +82,7 @@ static void enqueue_groups(const jax_call *call, hvd_op op, int n, const frame_t
     else
       snprintf(name, sizeof name, "%s", call->name);
     jax_pending_add(p, jax_capi()->grouped_allreduce_async(gs, (void *const *)gr, gc, k,
-                                                           ins[i].dtype, op, name,
-                                                           &call->opts));
+                                                           ins[i].dtype, op, name, &call->opts));
   }
 out_free:
   free(gs);
@@ -104,7 +101,7 @@ HVD_JAX_EXPORT XLA_FFI_Error *hvd_jax_allreduce(XLA_FFI_CallFrame *frame) {
   err = read_reduce(frame, &call, &op);
   if (!err) err = frame_attr_int(frame, "grouped", &grouped);
   if (err) return err;
-  int n = (int)frame->args.size;
+  int n = (int)frame->args.size - 1; /* after the name */
   if (frame->rets.size != n)
     return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                        "hvd.jax.allreduce: %d operands but %lld results", n,
@@ -138,14 +135,15 @@ HVD_JAX_EXPORT XLA_FFI_Error *hvd_jax_reducescatter(XLA_FFI_CallFrame *frame) {
   hvd_op op;
   frame_tensor in, out;
   err = read_reduce(frame, &call, &op);
-  if (!err) err = frame_arg(frame, 0, &in);
+  if (!err) err = frame_arg(frame, 1, &in);
   if (!err) err = frame_ret(frame, 0, &out);
   if (err) return err;
   int n = jax_set_size(&call);
   if (n <= 0 || out.count * (size_t)n != in.count)
     return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                        "hvd.jax.reducescatter '%s': %zu elements do not split into %d blocks "
-                       "of %zu", call.name, in.count, n, out.count);
+                       "of %zu",
+                       call.name, in.count, n, out.count);
   jax_pending p;
   if ((err = jax_pending_init(frame, &p, 1))) return err;
   call.opts.shape = in.ndims > 0 ? in.dims : NULL;

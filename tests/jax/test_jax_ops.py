@@ -1,5 +1,7 @@
 """hvd.jax's collectives, eagerly and under jax.jit, exact against NumPy
 references built from every rank's input."""
+import logging
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -165,3 +167,22 @@ def test_bad_arguments_are_refused_before_the_call():
         hvd.allreduce(jnp.zeros(2), process_set=hvd.ProcessSet([0]))
     with pytest.raises(hvd.HorovodInternalError, match="scalar"):
         hvd.reducescatter(jnp.zeros(()))
+
+
+def test_eager_calls_under_new_names_reuse_the_compiled_call(caplog):
+    """Names travel as an operand, not an attribute: an eager call under a
+    new name (every unnamed call has one) compiles nothing new; a new
+    shape compiles once."""
+    x, y = jnp.ones(3, jnp.float32), jnp.ones(4, jnp.float32)
+    hvd.allreduce(x, name="compile.first")
+    jax.config.update("jax_log_compiles", True)
+    try:
+        with caplog.at_level(logging.WARNING):
+            hvd.allreduce(x)
+            hvd.allreduce(x, name="compile.another.name")
+            hvd.allreduce(y, name="compile.new.shape")
+    finally:
+        jax.config.update("jax_log_compiles", False)
+    compiles = [r.getMessage() for r in caplog.records
+                if "XLA compilation of jit(ffi_call)" in r.getMessage()]
+    assert len(compiles) == 1, compiles

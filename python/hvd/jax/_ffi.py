@@ -12,6 +12,7 @@ import ctypes
 import os
 
 import jax
+import numpy as np
 
 from hvd import _C
 from hvd.common.exceptions import HorovodInternalError
@@ -57,11 +58,27 @@ def error_of(exc):
     return HorovodInternalError(msg[at + len(MARK):])
 
 
-def call(target, results, operands, **attrs):
-    """Runs custom call hvd_jax_<target> on operands with attributes attrs;
-    results: the ShapeDtypeStructs of its results (a list).  Returns the
-    list of results."""
+NAME_MAX = 400  # bytes; the library takes a little more (sub-tensors' ".<i>")
+
+
+def name_operand(name):
+    """A tensor name as the library takes it: NUL-padded uint8, 32 bytes at
+    a time, so eager calls under new names share compiled executables."""
+    data = name.encode()
+    if len(data) > NAME_MAX:
+        raise ValueError("tensor name of %d bytes, hvd.jax takes at most %d: %.40s..."
+                         % (len(data), NAME_MAX, name))
+    return np.frombuffer(data.ljust((len(data) // 32 + 1) * 32, b"\0"), np.uint8)
+
+
+def call(target, results, operands, name=None, **attrs):
+    """Runs custom call hvd_jax_<target> on operands (after the tensor
+    name, when given) with attributes attrs; results: the
+    ShapeDtypeStructs of its results (a list).  Returns the list of
+    results."""
     fn = jax.ffi.ffi_call("hvd_jax_" + target, list(results), has_side_effect=True)
+    if name is not None:
+        operands = [name_operand(name)] + list(operands)
     try:
         out = fn(*operands, **attrs)
         return out if is_traced(out) else jax.block_until_ready(out)
