@@ -87,7 +87,9 @@ def test_allgather_broadcast_alltoall_reducescatter(jit):
     root = n - 1
     a = jnp.asarray(rank_input((2, 3), np.float32, me, 21))
     b = {"w": jnp.asarray(rank_input((3,), np.int64, me, 22)),
-         "v": jnp.asarray(rank_input((2, 2), np.float16, me, 23))}
+         "v": jnp.asarray(rank_input((2, 2), np.float16, me, 23)),
+         "h": jnp.asarray(rank_input((4,), np.float32, me, 26)).astype(jnp.bfloat16),
+         "m": jnp.asarray(rank_input((5,), np.bool_, me, 27))}
     c = jnp.asarray(rank_input((2 * n, 2), np.int32, me, 24))
     d = jnp.asarray(rank_input((2 * n + 1, 3), np.float64, me, 25))
 
@@ -99,6 +101,10 @@ def test_allgather_broadcast_alltoall_reducescatter(jit):
     np.testing.assert_array_equal(np.asarray(g), np.concatenate(everyone((2, 3), np.float32, 21)))
     np.testing.assert_array_equal(np.asarray(bc["w"]), rank_input((3,), np.int64, root, 22))
     np.testing.assert_array_equal(np.asarray(bc["v"]), rank_input((2, 2), np.float16, root, 23))
+    assert bc["h"].dtype == jnp.bfloat16 and bc["m"].dtype == jnp.bool_
+    np.testing.assert_array_equal(np.asarray(bc["h"], np.float32),
+                                  rank_input((4,), np.float32, root, 26))
+    np.testing.assert_array_equal(np.asarray(bc["m"]), rank_input((5,), np.bool_, root, 27))
     blocks = [x[2 * me:2 * me + 2] for x in everyone((2 * n, 2), np.int32, 24)]
     np.testing.assert_array_equal(np.asarray(at), np.concatenate(blocks))
     ds = np.stack(everyone((2 * n + 1, 3), np.float64, 25))
