@@ -4,9 +4,11 @@
  * Under XLA every result has a shape fixed when the program is compiled,
  * so hvd.jax gathers equal shapes: every rank of the set contributes the
  * operand's count (allgather) or sends equal blocks to every rank
- * (alltoall).  hvd allocates what it receives; the handler checks every
- * rank sent what the shape promised, naming the tensor and the counts
- * when not, and copies it into XLA's result.
+ * (alltoall).  An eager allgather of unequal shapes (ragged=1) learns the
+ * ranks' sizes first (hvd.jax gathers them), so its result's size is the
+ * sum of the counts.  hvd allocates what it receives; the handler checks
+ * every rank sent what the shape promised, naming the tensor and the
+ * counts when not, and copies it into XLA's result.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,21 +16,33 @@
 
 #include "hvd_jax.h"
 
-/* After a gather: recvcounts (n of them) must all be `each`; else the
- * call fails naming the tensor and every rank's count. */
+/* `each` for a ragged gather: the counts may differ, their sum is known. */
+#define RAGGED ((size_t)-1)
+
+/* After a gather: recvcounts (n of them) must all be `each` (or, RAGGED,
+ * add up to `total`); else the call fails naming the tensor and every
+ * rank's count. */
 static void check_counts(jax_pending *p, const char *name, const size_t *recvcounts, int n,
-                         size_t each) {
+                         size_t each, size_t total) {
   int same = 1;
-  for (int r = 0; r < n; r++) same &= recvcounts[r] == each;
-  if (same) return;
+  size_t sum = 0;
+  for (int r = 0; r < n; r++) {
+    same &= recvcounts[r] == each;
+    sum += recvcounts[r];
+  }
+  if (same || (each == RAGGED && sum == total)) return;
   char list[512];
   size_t at = 0;
   for (int r = 0; r < n && at < sizeof list; r++)
     at += (size_t)snprintf(list + at, sizeof list - at, "%s%zu", r ? ", " : "", recvcounts[r]);
-  jax_pending_fail(p,
-                   "tensor '%s': ranks sent different element counts [%s], expected %zu from "
-                   "each (hvd.jax gathers equal shapes on every rank)",
-                   name, list, each);
+  if (each == RAGGED)
+    jax_pending_fail(p, "tensor '%s': ranks sent element counts [%s], expected %zu in all", name,
+                     list, total);
+  else
+    jax_pending_fail(p,
+                     "tensor '%s': ranks sent different element counts [%s], expected %zu from "
+                     "each (hvd.jax gathers equal shapes on every rank under jit)",
+                     name, list, each);
 }
 
 /* One gather call: its operand and result, the set's size, room for 2n
@@ -63,8 +77,8 @@ static XLA_FFI_Error *gather_start(XLA_FFI_CallFrame *frame, gather *g) {
 }
 
 /* Waits for the enqueued operation, checks every rank sent `each`
- * elements, copies what arrived into the result and frees g's buffers;
- * NULL or the error. */
+ * elements (RAGGED: as many as the result holds in all), copies what arrived into the result and
+ * frees g's buffers; NULL or the error. */
 static XLA_FFI_Error *gather_finish(const XLA_FFI_CallFrame *frame, gather *g, const char *op,
                                     size_t each) {
   const size_t *recvcounts = g->counts + g->n;
@@ -74,7 +88,7 @@ static XLA_FFI_Error *gather_finish(const XLA_FFI_CallFrame *frame, gather *g, c
     if (jax_capi()->wait(p->handles[0]) != 0)
       jax_pending_fail(p, "%s", jax_capi()->last_error());
     else
-      check_counts(p, g->call.name, recvcounts, g->n, each);
+      check_counts(p, g->call.name, recvcounts, g->n, each, g->out.count);
     if (!p->failed && g->out.count > 0)
       memcpy(g->out.data, g->recv, g->out.count * jax_capi()->dtype_size(g->out.dtype));
   }
@@ -89,14 +103,16 @@ HVD_JAX_EXPORT XLA_FFI_Error *hvd_jax_allgather(XLA_FFI_CallFrame *frame) {
   XLA_FFI_Error *err = frame_metadata(frame, &answered);
   if (answered) return err;
   gather g;
+  int64_t ragged = 0;
+  if ((err = frame_attr_int(frame, "ragged", &ragged))) return err;
   if ((err = gather_start(frame, &g))) return err;
-  if (g.out.count != g.in.count * (size_t)g.n)
+  if (!ragged && g.out.count != g.in.count * (size_t)g.n)
     jax_pending_fail(&g.p, "tensor '%s': a result of %zu elements for %d x %zu", g.call.name,
                      g.out.count, g.n, g.in.count);
   else
     jax_pending_add(&g.p, jax_capi()->allgather_async(g.in.data, g.in.count, g.in.dtype, &g.recv,
                                                       g.counts + g.n, g.call.name, &g.call.opts));
-  return gather_finish(frame, &g, "allgather", g.in.count);
+  return gather_finish(frame, &g, "allgather", ragged ? RAGGED : g.in.count);
 }
 
 /* Block r of the operand to rank r; block r of the result from rank r. */

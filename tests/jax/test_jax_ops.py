@@ -192,3 +192,14 @@ def test_eager_calls_under_new_names_reuse_the_compiled_call(caplog):
     compiles = [r.getMessage() for r in caplog.records
                 if "XLA compilation of jit(ffi_call)" in r.getMessage()]
     assert len(compiles) == 1, compiles
+
+
+def test_eager_allgather_of_different_first_dimensions():
+    n, me = hvd.size(), hvd.rank()
+    x = jnp.asarray(rank_input((1 + me, 2), np.int32, me, 71))
+    got = hvd.allgather(x, name="ragged")
+    want = np.concatenate([rank_input((1 + r, 2), np.int32, r, 71) for r in range(n)])
+    np.testing.assert_array_equal(np.asarray(got), want)
+    if n > 1:
+        with pytest.raises(hvd.HorovodInternalError, match="'ragged.trailing'.*beyond the first"):
+            hvd.allgather(jnp.zeros((2, 1 + me)), name="ragged.trailing")

@@ -221,10 +221,27 @@ def grouped_allreduce(tensors, average=None, name=None, compression=None, op=Non
 
 
 # ---- allgather and reducescatter (each other's gradients) ----
-def _gather_call(x, name, set_id, n):
+def _gather_call(x, name, set_id, n, rows=None):
+    """x gathered: n equal blocks, or (rows given) blocks adding up to rows."""
     shape = jnp.shape(x)
-    out = jax.ShapeDtypeStruct((n * shape[0],) + tuple(shape[1:]), jnp.result_type(x))
-    return _ffi.call("allgather", [out], [x], name=name, process_set=np.int32(set_id))[0]
+    out = jax.ShapeDtypeStruct((n * shape[0] if rows is None else rows,) + tuple(shape[1:]),
+                               jnp.result_type(x))
+    return _ffi.call("allgather", [out], [x], name=name, process_set=np.int32(set_id),
+                     ragged=np.int32(rows is not None))[0]
+
+
+def _ragged_rows(x, name, set_id, n):
+    """Eagerly, before gathering x: every rank's shape, gathered.  Returns
+    the total of rows when the ranks' first dimensions differ (None when
+    they agree); raises, naming the tensor, when other dimensions do."""
+    shape = np.asarray(jnp.shape(x), np.int64)
+    shapes = np.asarray(_gather_call(jnp.asarray(shape, jnp.int32), name + ".shapes", set_id,
+                                     n)).reshape(n, -1)
+    if (shapes[:, 1:] != shape[1:]).any():
+        raise HorovodInternalError(
+            "allgather '%s': ranks' shapes differ beyond the first dimension: %s"
+            % (name, [tuple(int(d) for d in s) for s in shapes]))
+    return None if (shapes[:, 0] == shape[0]).all() else int(shapes[:, 0].sum())
 
 
 def _scatter_rows(dim0, n):
@@ -259,7 +276,7 @@ def _allgather_p(x, spec):
 
 
 def _allgather_fwd(x, spec):
-    return _eager_or(_allgather_p, x, spec), _spec(x)
+    return _allgather_p(x, spec), _spec(x)
 
 
 def _allgather_bwd(spec, shape, g):
@@ -277,16 +294,20 @@ _allgather_p.defvjp(_allgather_fwd, _allgather_bwd)
 
 def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenates tensor over the processes of the set along the first
-    dimension.  Every rank must give the same shape (XLA's static shapes;
-    a rank that differs makes the call fail on every rank, naming the
-    tensor and the counts).  A 0-d array is gathered as shape (1,).
-    Differentiable."""
+    dimension.  Eagerly, ranks may give different first dimensions (their
+    shapes are gathered first).  Under jit or a transformation every rank
+    must give the same shape (XLA's static shapes; a rank that differs
+    makes the call fail on every rank, naming the tensor and the counts).
+    A 0-d array is gathered as shape (1,).  Differentiable."""
     x = _arrays([tensor])[0]
     if jnp.ndim(x) == 0:
         x = x.reshape(1)
     spec = (_name(name, "allgather", process_set), _set_id(process_set),
             _set_size(process_set), _set_rank(process_set))
-    return _allgather_p(x, spec)
+    if _ffi.is_traced([x]):
+        return _allgather_p(x, spec)
+    rows = _ragged_rows(x, *spec[:3])
+    return _gather_call(x, *spec[:3], rows=rows)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
