@@ -39,9 +39,7 @@ HVD_JAX_EXPORT XLA_FFI_Error *hvd_jax_broadcast(XLA_FFI_CallFrame *frame) {
                                                          name, &opts));
   }
   XLA_FFI_Error *done = jax_pending_finish(frame, &p, "broadcast");
-  if (err && done)
-    frame->api->XLA_FFI_Error_Destroy(
-        &(XLA_FFI_Error_Destroy_Args){XLA_FFI_Error_Destroy_Args_STRUCT_SIZE, NULL, done});
+  if (err) frame_error_drop(frame, done);
   return err ? err : done;
 }
 

@@ -36,6 +36,12 @@ XLA_FFI_Error *frame_error(const XLA_FFI_CallFrame *frame, XLA_FFI_Error_Code co
   return frame->api->XLA_FFI_Error_Create(&args);
 }
 
+void frame_error_drop(const XLA_FFI_CallFrame *frame, XLA_FFI_Error *err) {
+  if (err == NULL) return;
+  XLA_FFI_Error_Destroy_Args args = {XLA_FFI_Error_Destroy_Args_STRUCT_SIZE, NULL, err};
+  frame->api->XLA_FFI_Error_Destroy(&args);
+}
+
 static const struct {
   XLA_FFI_DataType xla;
   hvd_dtype hvd;

@@ -34,6 +34,9 @@ XLA_FFI_Error *frame_metadata(XLA_FFI_CallFrame *frame, int *answered);
 XLA_FFI_Error *frame_error(const XLA_FFI_CallFrame *frame, XLA_FFI_Error_Code code, const char *fmt,
                            ...) __attribute__((format(printf, 3, 4)));
 
+/* Frees an error that will not be returned. */
+void frame_error_drop(const XLA_FFI_CallFrame *frame, XLA_FFI_Error *err);
+
 /* Operand i / result i as a tensor; NULL on success, else the error (a
  * dtype hvd does not take, a non-buffer). */
 XLA_FFI_Error *frame_arg(const XLA_FFI_CallFrame *frame, int64_t i, frame_tensor *t);

@@ -115,14 +115,48 @@ HVD_JAX_EXPORT XLA_FFI_Error *hvd_jax_allgather(XLA_FFI_CallFrame *frame) {
   return gather_finish(frame, &g, "allgather", ragged ? RAGGED : g.in.count);
 }
 
-/* Block r of the operand to rank r; block r of the result from rank r. */
+/* Rows of the operand per rank, from operand 2 (int32, one per rank of
+ * the set) into g->counts as element counts; 0, or -1 with p failed. */
+static int split_rows(const XLA_FFI_CallFrame *frame, gather *g) {
+  frame_tensor splits;
+  XLA_FFI_Error *err = frame_arg(frame, 2, &splits);
+  int bad = err != NULL;
+  frame_error_drop(frame, err);
+  if (bad || splits.dtype != HVD_INT32 || splits.count != (size_t)g->n || g->in.ndims == 0) {
+    jax_pending_fail(&g->p, "tensor '%s': splits must be %d int32 rows", g->call.name, g->n);
+    return -1;
+  }
+  size_t inner = 1, rows = 0;
+  for (int d = 1; d < g->in.ndims; d++) inner *= (size_t)g->in.dims[d];
+  for (int r = 0; r < g->n; r++) {
+    int32_t k = ((const int32_t *)splits.data)[r];
+    if (k < 0) break;
+    g->counts[r] = (size_t)k * inner;
+    rows += (size_t)k;
+  }
+  if (rows == (size_t)g->in.dims[0]) return 0;
+  jax_pending_fail(&g->p, "tensor '%s': splits do not add up to its %lld rows", g->call.name,
+                   (long long)g->in.dims[0]);
+  return -1;
+}
+
+/* Block r of the operand to rank r; block r of the result from rank r:
+ * equal blocks, or (an eager call with a third operand) the rows its
+ * splits give, the result holding what the ranks said they send. */
 HVD_JAX_EXPORT XLA_FFI_Error *hvd_jax_alltoall(XLA_FFI_CallFrame *frame) {
   int answered;
   XLA_FFI_Error *err = frame_metadata(frame, &answered);
   if (answered) return err;
   gather g;
   if ((err = gather_start(frame, &g))) return err;
-  size_t each = g.in.count / (size_t)g.n;
+  int ragged = frame->args.size > 2;
+  size_t each = ragged ? RAGGED : g.in.count / (size_t)g.n;
+  if (ragged) {
+    if (split_rows(frame, &g) == 0)
+      jax_pending_add(&g.p, jax_capi()->alltoall_async(g.in.data, g.counts, g.in.dtype, &g.recv,
+                                                       g.counts + g.n, g.call.name, &g.call.opts));
+    return gather_finish(frame, &g, "alltoall", each);
+  }
   for (int r = 0; r < g.n; r++) g.counts[r] = each;
   if (g.out.count != g.in.count || g.in.count % (size_t)g.n != 0)
     jax_pending_fail(&g.p, "tensor '%s': %zu elements do not split into %d equal blocks",

@@ -114,14 +114,26 @@ def test_allgather_broadcast_alltoall_reducescatter(jit):
     np.testing.assert_array_equal(np.asarray(rmax), ds.max(0)[lo:lo + rows[me]])
 
 
-def test_alltoall_with_equal_splits_returns_them():
-    n = hvd.size()
+def test_alltoall_with_splits():
+    """Equal splits also under jit; unequal ones eagerly: rank r sends
+    r + k rows to rank k."""
+    n, me = hvd.size(), hvd.rank()
     x = jnp.arange(2 * n, dtype=jnp.float32)
     out, splits = hvd.alltoall(x, splits=[2] * n)
     assert splits.tolist() == [2] * n and out.shape == (2 * n,)
-    with pytest.raises(NotImplementedError, match="unequal splits"):
-        hvd.alltoall(jnp.arange(2 * n + n), splits=[3] + [3] * (n - 2) + [3 + n] if n > 1
-                     else [4])
+    sends = [me + k for k in range(n)]
+    rows = rank_input((sum(sends), 2), np.int64, me, 81)
+    got, received = hvd.alltoall(jnp.asarray(rows), splits=sends, name="alltoall.ragged")
+    assert received.tolist() == [r + me for r in range(n)]
+    want = []
+    for r in range(n):
+        theirs = rank_input((sum(r + k for k in range(n)), 2), np.int64, r, 81)
+        start = sum(r + k for k in range(me))
+        want.append(theirs[start:start + r + me])
+    np.testing.assert_array_equal(np.asarray(got), np.concatenate(want))
+    if n > 1:
+        with pytest.raises(NotImplementedError, match="unequal splits"):
+            jax.jit(lambda x: hvd.alltoall(x, splits=sends)[0])(jnp.asarray(rows))
 
 
 def test_barrier_eager_and_jit():

@@ -430,28 +430,46 @@ _alltoall_p.defvjp(_alltoall_fwd, _alltoall_bwd)
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
-    """Sends block r of tensor's rows to rank r of the set and returns the
-    blocks received, in rank order.  The rows split equally (dim0 a
-    multiple of the set's size): XLA's shapes are static, so unequal
-    splits are not supported.  With splits given (equal ones) also returns
-    the received splits (int32), as Horovod.  Differentiable."""
+    """Sends splits[r] rows of tensor (in order) to rank r of the set and
+    returns the rows received, in rank order; without splits, dim0 must be
+    a multiple of the set's size and the rows split equally.  Under jit or
+    a transformation splits must be equal (XLA's shapes are static);
+    eagerly they may differ, as in Horovod (the ranks' splits are
+    exchanged first).  With splits given also returns the received splits
+    (int32), as Horovod.  Differentiable (equal splits)."""
     x = _arrays([tensor])[0]
     name = _name(name, "alltoall", process_set)
-    n = _set_size(process_set)
+    n, set_id = _set_size(process_set), _set_id(process_set)
     dim0 = jnp.shape(x)[0] if jnp.ndim(x) else 0
-    if jnp.ndim(x) == 0 or dim0 % n:
-        raise ValueError("alltoall '%s': %d rows do not split equally over %d ranks (hvd.jax "
-                         "takes equal splits only)" % (name, dim0, n))
+    equal = [dim0 // n] * n
     if splits is not None:
         splits = [int(s) for s in np.asarray(splits).reshape(-1)]
-        if splits != [dim0 // n] * n:
-            raise NotImplementedError("alltoall '%s': unequal splits %s are not supported by "
-                                      "hvd.jax (XLA's shapes are static); give equal ones"
-                                      % (name, splits))
-    out = _eager_or(_alltoall_p, x, (name, _set_id(process_set)))
-    if splits is None:
-        return out
-    return out, jnp.asarray(splits, jnp.int32)
+        if len(splits) != n or sum(splits) != dim0 or min(splits) < 0:
+            raise ValueError("alltoall '%s': splits %s must be %d counts adding up to the %d "
+                             "rows" % (name, splits, n, dim0))
+        if splits != equal:
+            return _alltoall_ragged(x, splits, name, set_id)
+    if jnp.ndim(x) == 0 or dim0 % n:
+        raise ValueError("alltoall '%s': %d rows do not split equally over %d ranks (give "
+                         "splits, eagerly)" % (name, dim0, n))
+    out = _eager_or(_alltoall_p, x, (name, set_id))
+    return out if splits is None else (out, jnp.asarray(splits, jnp.int32))
+
+
+def _alltoall_ragged(x, splits, name, set_id):
+    """An eager alltoall of unequal splits: the splits first (one row to
+    each rank), then the rows, into a result sized by what arrives."""
+    if _ffi.is_traced([x]):
+        raise NotImplementedError("alltoall '%s': unequal splits %s inside jit or a "
+                                  "transformation (XLA's shapes are static); give equal ones"
+                                  % (name, splits))
+    mine = np.asarray(splits, np.int32)
+    received = _ffi.call("alltoall", [_spec(mine)], [mine], name=name + ".splits",
+                         process_set=np.int32(set_id))[0]
+    rows = int(np.asarray(received).sum())
+    out = jax.ShapeDtypeStruct((rows,) + tuple(jnp.shape(x)[1:]), jnp.result_type(x))
+    return _ffi.call("alltoall", [out], [x, mine], name=name,
+                     process_set=np.int32(set_id))[0], received
 
 
 def barrier(process_set=global_process_set):
