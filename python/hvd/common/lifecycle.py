@@ -14,14 +14,13 @@ from hvd.common.process_sets import ProcessSet
 
 __all__ = ["init", "shutdown", "set_id", "set_size", "set_rank", "set_rank_of"]
 
-_at_shutdown = []
+_atexit_registered = []
 
 
-def init(comm=None, process_sets=None, on_shutdown=None):
+def init(comm=None, process_sets=None):
     """comm: None (the whole job), a list of ranks (a job of their own), or
     an mpi4py communicator (needs a build with MPI).  process_sets:
-    ProcessSet objects to register now, or "dynamic"/None.  on_shutdown:
-    a function the binding wants called when hvd shuts down."""
+    ProcessSet objects to register now, or "dynamic"/None."""
     if comm is None:
         _C.init()
     elif isinstance(comm, (list, tuple, range)):
@@ -31,20 +30,15 @@ def init(comm=None, process_sets=None, on_shutdown=None):
     else:
         raise ValueError("init(comm=...) takes an mpi4py communicator or a list of ranks, "
                          "not %r" % type(comm).__name__)
-    if not _at_shutdown:
+    if not _atexit_registered:
         atexit.register(shutdown)
-        _at_shutdown.append(None)
-    if on_shutdown is not None and on_shutdown not in _at_shutdown:
-        _at_shutdown.append(on_shutdown)
+        _atexit_registered.append(True)
     _process_sets._setup(process_sets)
 
 
 def shutdown():
     """Leaves the job; init() may be called again afterwards."""
     _C.shutdown()
-    for fn in _at_shutdown:
-        if fn is not None:
-            fn()
     _process_sets._teardown()
 
 

@@ -3,8 +3,9 @@
 Each collective is one XLA custom call (python/_jax) that enqueues its
 tensors on hvd's engine and waits for them, so it runs the same in an
 eager script and inside a jitted, differentiated training step.  Arrays
-have static shapes under XLA, so allgather and alltoall take equal shapes
-on every rank (see docs/jax.md).
+have static shapes under XLA, so under jit allgather and alltoall take
+equal shapes on every rank; eagerly they exchange the shapes first and
+take Horovod's unequal ones (see docs/jax.md).
 
 Names match tensors across ranks, as in every binding: a call without a
 name gets "jax.<op>.<n>" from a counter advanced when the call is traced
