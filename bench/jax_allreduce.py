@@ -31,9 +31,14 @@ comm = MPI.COMM_WORLD
 me, n = comm.Get_rank(), comm.Get_size()
 
 
+# Rank 0's address for jax.distributed's coordinator: loopback on one
+# host, the emulated host's eth0 address across hosts (bench/jax-allreduce).
+HOST = os.environ.get("HVD_BENCH_COORDINATOR", "127.0.0.1")
+
+
 def free_port():
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((HOST, 0))
         return s.getsockname()[1]
 
 
@@ -43,8 +48,8 @@ import jax  # noqa: E402
 psum_error = None
 try:
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    port = comm.bcast(free_port() if me == 0 else None, root=0)
-    jax.distributed.initialize("127.0.0.1:%d" % port, num_processes=n, process_id=me,
+    where = comm.bcast("%s:%d" % (HOST, free_port()) if me == 0 else None, root=0)
+    jax.distributed.initialize(where, num_processes=n, process_id=me,
                                local_device_ids=[0])
 except Exception as e:  # noqa: BLE001 -- reported in the table
     psum_error = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:80])
