@@ -15,8 +15,6 @@ no new one) sends nothing, so recovery does not grow with the model.
 """
 import functools
 
-import torch
-
 from hvd import _C
 from hvd.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
@@ -24,7 +22,9 @@ __all__ = ["State", "ObjectState", "run_fn"]
 
 
 def _allreduce_max(values, name):
-    """Element-wise max over the job of a few int64 values."""
+    """Element-wise max over the job of a few int64 values (through
+    hvd.torch; a binding's State overrides State._allreduce_max)."""
+    import torch
     from hvd.torch.mpi_ops import Max, allreduce
     return allreduce(torch.tensor(values, dtype=torch.int64), op=Max, name=name).tolist()
 
@@ -66,8 +66,8 @@ class State:
         """Raises HostsUpdatedInterrupt, on every rank at once, when hvdrun
         announced that hosts were added or removed since the last check."""
         stamp, added, removed = _C.elastic_updates()
-        stamp, added, removed = _allreduce_max([stamp, added, removed],
-                                               "hvd.elastic.host_updates")
+        stamp, added, removed = self._allreduce_max([stamp, added, removed],
+                                                    "hvd.elastic.host_updates")
         if stamp <= self._host_stamp:
             return
         self._host_stamp = stamp
@@ -77,12 +77,17 @@ class State:
     def sync(self):
         """Makes every rank's state rank 0's (and saves it).  Nothing is
         sent when every rank holds the same commit."""
-        most, least = _allreduce_max([self._commits, -self._commits], "hvd.elastic.commits")
+        most, least = self._allreduce_max([self._commits, -self._commits],
+                                          "hvd.elastic.commits")
         if most == -least and most > 0:
             return
         self._sync()
         self._commits = self._bcast_object(self._commits)
         self.save()
+
+    def _allreduce_max(self, values, name):
+        """Element-wise max over the job of a few integers."""
+        return _allreduce_max(values, name)
 
     def save(self):
         """Saves the state in memory (called by commit)."""

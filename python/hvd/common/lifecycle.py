@@ -1,0 +1,70 @@
+"""Joining and leaving the job, and process-set arithmetic, shared by the
+framework bindings (hvd.jax; hvd.torch keeps its own copy for now).
+
+init() and shutdown() are Horovod's: init joins the job its launcher
+started (hvdrun, mpirun, srun; alone without one) and registers process
+sets; shutdown runs at exit.  The set_* helpers turn a ProcessSet into
+what the native layer takes, with Horovod's errors.
+"""
+import atexit
+
+from hvd import _C
+from hvd.common import process_sets as _process_sets
+from hvd.common.process_sets import ProcessSet
+
+__all__ = ["init", "shutdown", "set_id", "set_size", "set_rank", "set_rank_of"]
+
+_atexit_registered = []
+
+
+def init(comm=None, process_sets=None):
+    """comm: None (the whole job), a list of ranks (a job of their own), or
+    an mpi4py communicator (needs a build with MPI).  process_sets:
+    ProcessSet objects to register now, or "dynamic"/None."""
+    if comm is None:
+        _C.init()
+    elif isinstance(comm, (list, tuple, range)):
+        _C.init_ranks([int(r) for r in comm])
+    elif hasattr(comm, "py2f"):
+        _C.init_comm(comm.py2f())
+    else:
+        raise ValueError("init(comm=...) takes an mpi4py communicator or a list of ranks, "
+                         "not %r" % type(comm).__name__)
+    if not _atexit_registered:
+        atexit.register(shutdown)
+        _atexit_registered.append(True)
+    _process_sets._setup(process_sets)
+
+
+def shutdown():
+    """Leaves the job; init() may be called again afterwards."""
+    _C.shutdown()
+    _process_sets._teardown()
+
+
+def set_id(process_set):
+    """The registered id of process_set (ValueError if it is none)."""
+    if not isinstance(process_set, ProcessSet):
+        raise ValueError("process_set must be a ProcessSet, got %s" % type(process_set).__name__)
+    if process_set.process_set_id is None:
+        raise ValueError("%s is not registered: add it with hvd.add_process_set() or "
+                         "hvd.init(process_sets=[...])" % process_set)
+    return process_set.process_set_id
+
+
+def set_size(process_set):
+    return _C.size() if set_id(process_set) == 0 else process_set.size()
+
+
+def set_rank(process_set):
+    return _C.rank() if set_id(process_set) == 0 else process_set.rank()
+
+
+def set_rank_of(process_set, root_rank):
+    """root_rank (job numbering, as Horovod's) as a rank of the set."""
+    if set_id(process_set) == 0:
+        return int(root_rank)
+    try:
+        return process_set.ranks.index(int(root_rank))
+    except ValueError:
+        raise ValueError("root_rank %d is not a member of %s" % (root_rank, process_set)) from None
