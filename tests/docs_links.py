@@ -17,7 +17,6 @@ import sys
 PENDING = {
     "docs/pytorch-versions.md",
     "docs/tensorflow.md",
-    "docs/jax.md",
     "docs/launch-from-python.md",
 }
 
