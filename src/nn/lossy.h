@@ -29,7 +29,7 @@ void hvd_nn__psgd_free(hvd_nn__psgd *s);
 /* m = scale * grad + error; p = m q. */
 void hvd_nn__psgd_project(hvd_nn__psgd *s, const float *grad, float scale);
 /* Gram-Schmidt on the columns of p (rows x rank, row-major), in place; a
- * column that becomes zero stays zero. */
+ * column that cancels to (nearly) nothing is zeroed, not normalised. */
 void hvd_nn__psgd_orthogonalize(float *p, int rows, int rank);
 /* q = m^T p. */
 void hvd_nn__psgd_backproject(hvd_nn__psgd *s);

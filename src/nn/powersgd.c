@@ -56,14 +56,27 @@ void hvd_nn__psgd_project(hvd_nn__psgd *s, const float *grad, float scale) {
               s->cols, s->q, s->rank, 0.0f, s->p, s->rank);
 }
 
-/* Classical Gram-Schmidt, column by column, as torch's _orthogonalize:
- * normalise column i, then remove its component from every later column.
- * Dot products in double: P's columns can be nearly parallel early on. */
+static double column_norm(const float *p, int rows, int rank, int i) {
+  double sum = 0.0;
+  for (int r = 0; r < rows; r++) sum += (double)p[r * rank + i] * p[r * rank + i];
+  return sqrt(sum);
+}
+
+/* Gram-Schmidt, column by column, as torch's _orthogonalize: normalise
+ * column i, then remove its component from every later column.  Dot
+ * products in double: P's columns can be nearly parallel.  When M has
+ * lower rank than P has columns (a small batch, full-rank settings), the
+ * extra columns cancel down to rounding noise; normalising that noise
+ * would give directions that are not orthogonal to the others, so a
+ * column left with less than DROP of the largest starting norm is zeroed
+ * instead.  Whatever it held goes to the error and out next step. */
+#define DROP 1e-4
 void hvd_nn__psgd_orthogonalize(float *p, int rows, int rank) {
+  double largest = 0.0;
+  for (int i = 0; i < rank; i++) largest = fmax(largest, column_norm(p, rows, rank, i));
   for (int i = 0; i < rank; i++) {
-    double norm = 0.0;
-    for (int r = 0; r < rows; r++) norm += (double)p[r * rank + i] * p[r * rank + i];
-    float inv = norm > 0.0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
+    double norm = column_norm(p, rows, rank, i);
+    float inv = norm > DROP * largest ? (float)(1.0 / norm) : 0.0f;
     for (int r = 0; r < rows; r++) p[r * rank + i] *= inv;
     for (int j = i + 1; j < rank; j++) {
       double dot = 0.0;

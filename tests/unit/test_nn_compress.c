@@ -83,6 +83,22 @@ static void test_full_rank_reconstructs(void **state) {
   full_rank(6, 6);
 }
 
+static void test_full_rank_of_a_low_rank_matrix(void **state) {
+  (void)state;
+  /* M of rank 2 (a batch of two samples) at "full" rank 6: the four
+   * columns of P that cancel must not bring noise back into P Q^T. */
+  enum { R = 9, C = 6, N = R * C };
+  float u[2][R], v[2][C], g[N], out[N];
+  fill(u[0], R), fill(u[1], R), fill(v[0], C), fill(v[1], C);
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < C; c++) g[r * C + c] = u[0][r] * v[0][c] + u[1][r] * v[1][c];
+  hvd_nn__psgd s;
+  assert_int_equal(hvd_nn__psgd_init(&s, R, C, C, 21), 0);
+  psgd_step(&s, g, out);
+  for (int i = 0; i < N; i++) assert_true(fabsf(out[i] - g[i]) < 1e-4f);
+  hvd_nn__psgd_free(&s);
+}
+
 static void test_low_rank_is_best_direction(void **state) {
   (void)state;
   /* M = u v^T exactly rank 1: rank-1 PowerSGD recovers it in one step. */
@@ -223,6 +239,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_orthogonalize),
       cmocka_unit_test(test_full_rank_reconstructs),
+      cmocka_unit_test(test_full_rank_of_a_low_rank_matrix),
       cmocka_unit_test(test_low_rank_is_best_direction),
       cmocka_unit_test(test_error_feedback),
       cmocka_unit_test(test_same_seed_same_bits),
