@@ -20,13 +20,18 @@ typedef struct {
   float *error;         /* rows x cols: what the last step did not send */
   float *p;             /* rows x rank */
   float *q;             /* cols x rank: kept across steps (warm start) */
+  hvd_nn__rng rng;      /* draws Q's first values, and any column that died */
 } hvd_nn__psgd;
 
 /* rank is clamped to min(rows, cols).  Q is drawn uniformly in [-1, 1)
  * from seed alone, so ranks with the same seed start with the same Q. */
 int hvd_nn__psgd_init(hvd_nn__psgd *s, int rows, int cols, int rank, uint64_t seed);
 void hvd_nn__psgd_free(hvd_nn__psgd *s);
-/* m = scale * grad + error; p = m q. */
+/* m = scale * grad + error; p = m q, after scaling q's columns to unit
+ * norm (P's orthogonalisation makes the result independent of their
+ * scale, and without it Q shrinks with the error until it underflows); a
+ * column that has vanished is drawn afresh from the rng, which stays in
+ * step on every rank because Q is the same everywhere. */
 void hvd_nn__psgd_project(hvd_nn__psgd *s, const float *grad, float scale);
 /* Gram-Schmidt on the columns of p (rows x rank, row-major), in place; a
  * column that cancels to (nearly) nothing is zeroed, not normalised. */

@@ -22,7 +22,7 @@ int hvd_nn__psgd_init(hvd_nn__psgd *s, int rows, int cols, int rank, uint64_t se
   int r = rank < rows ? rank : rows;
   if (cols < r) r = cols;
   size_t n = (size_t)rows * (size_t)cols;
-  *s = (hvd_nn__psgd){rows, cols, r, NULL, NULL, NULL, NULL};
+  *s = (hvd_nn__psgd){.rows = rows, .cols = cols, .rank = r};
   s->m = malloc(n * sizeof *s->m);
   s->error = calloc(n, sizeof *s->error);
   s->p = malloc((size_t)rows * (size_t)r * sizeof *s->p);
@@ -34,10 +34,9 @@ int hvd_nn__psgd_init(hvd_nn__psgd *s, int rows, int cols, int rank, uint64_t se
   }
   /* Any Q of full column rank works; what matters is that every rank
    * draws the same one, so the seed alone decides it. */
-  hvd_nn__rng rng;
-  hvd_nn__rng_seed(&rng, seed);
+  hvd_nn__rng_seed(&s->rng, seed);
   for (size_t i = 0; i < (size_t)cols * (size_t)r; i++)
-    s->q[i] = 2.0f * hvd_nn__rng_float(&rng) - 1.0f;
+    s->q[i] = 2.0f * hvd_nn__rng_float(&s->rng) - 1.0f;
   return 0;
 }
 
@@ -49,17 +48,32 @@ void hvd_nn__psgd_free(hvd_nn__psgd *s) {
   s->m = s->error = s->p = s->q = NULL;
 }
 
-void hvd_nn__psgd_project(hvd_nn__psgd *s, const float *grad, float scale) {
-  size_t n = (size_t)s->rows * (size_t)s->cols;
-  for (size_t i = 0; i < n; i++) s->m[i] = scale * grad[i] + s->error[i];
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->rows, s->rank, s->cols, 1.0f, s->m,
-              s->cols, s->q, s->rank, 0.0f, s->p, s->rank);
-}
+/* Columns below this norm are treated as zero: 1 / norm must fit a float. */
+#define TINY 1e-30
 
 static double column_norm(const float *p, int rows, int rank, int i) {
   double sum = 0.0;
   for (int r = 0; r < rows; r++) sum += (double)p[r * rank + i] * p[r * rank + i];
   return sqrt(sum);
+}
+
+static void renormalize_q(hvd_nn__psgd *s) {
+  for (int i = 0; i < s->rank; i++) {
+    double norm = column_norm(s->q, s->cols, s->rank, i);
+    int dead = !(norm > TINY) || !isfinite(norm);
+    for (int c = 0; c < s->cols; c++) {
+      float *v = &s->q[c * s->rank + i];
+      *v = dead ? 2.0f * hvd_nn__rng_float(&s->rng) - 1.0f : (float)(*v / norm);
+    }
+  }
+}
+
+void hvd_nn__psgd_project(hvd_nn__psgd *s, const float *grad, float scale) {
+  size_t n = (size_t)s->rows * (size_t)s->cols;
+  renormalize_q(s);
+  for (size_t i = 0; i < n; i++) s->m[i] = scale * grad[i] + s->error[i];
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->rows, s->rank, s->cols, 1.0f, s->m,
+              s->cols, s->q, s->rank, 0.0f, s->p, s->rank);
 }
 
 /* Gram-Schmidt, column by column, as torch's _orthogonalize: normalise
@@ -76,7 +90,7 @@ void hvd_nn__psgd_orthogonalize(float *p, int rows, int rank) {
   for (int i = 0; i < rank; i++) largest = fmax(largest, column_norm(p, rows, rank, i));
   for (int i = 0; i < rank; i++) {
     double norm = column_norm(p, rows, rank, i);
-    float inv = norm > DROP * largest ? (float)(1.0 / norm) : 0.0f;
+    float inv = norm > DROP * largest && norm > TINY ? (float)(1.0 / norm) : 0.0f;
     for (int r = 0; r < rows; r++) p[r * rank + i] *= inv;
     for (int j = i + 1; j < rank; j++) {
       double dot = 0.0;

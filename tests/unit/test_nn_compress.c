@@ -144,6 +144,23 @@ static void test_error_feedback(void **state) {
   hvd_nn__psgd_free(&s);
 }
 
+static void test_recovers_after_a_zero_gradient(void **state) {
+  (void)state;
+  /* A zero gradient makes Q = M^T P zero; warm-started from that, P would
+   * stay zero and nothing would ever be sent again.  Q's dead columns are
+   * drawn afresh, so full rank reconstructs again at once. */
+  enum { R = 5, C = 4, N = R * C };
+  float zero[N] = {0}, g[N], out[N];
+  fill(g, N);
+  hvd_nn__psgd s;
+  assert_int_equal(hvd_nn__psgd_init(&s, R, C, C, 8), 0);
+  psgd_step(&s, zero, out);
+  for (int i = 0; i < N; i++) assert_true(out[i] == 0.0f);
+  psgd_step(&s, g, out);
+  for (int i = 0; i < N; i++) assert_true(fabsf(out[i] - g[i]) < 1e-4f);
+  hvd_nn__psgd_free(&s);
+}
+
 static void test_same_seed_same_bits(void **state) {
   (void)state;
   enum { R = 10, C = 7, N = R * C };
@@ -242,6 +259,7 @@ int main(void) {
       cmocka_unit_test(test_full_rank_of_a_low_rank_matrix),
       cmocka_unit_test(test_low_rank_is_best_direction),
       cmocka_unit_test(test_error_feedback),
+      cmocka_unit_test(test_recovers_after_a_zero_gradient),
       cmocka_unit_test(test_same_seed_same_bits),
       cmocka_unit_test(test_topk_largest),
       cmocka_unit_test(test_topk_ties),
