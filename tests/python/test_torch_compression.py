@@ -148,6 +148,11 @@ def test_distributed_optimizer_trains(compression):
         assert_same_on_all_ranks(p.detach())
 
 
+def test_named_in_compression():
+    assert hvd.Compression.powersgd is hvd.PowerSGD
+    assert hvd.Compression.topk is hvd.TopK
+
+
 def test_bad_options():
     with pytest.raises(ValueError, match="matrix_approximation_rank 0"):
         hvd.PowerSGD(0)

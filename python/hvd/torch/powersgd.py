@@ -18,7 +18,7 @@ import zlib
 
 import torch
 
-from hvd.torch.compression import NoneCompressor
+from hvd.torch.compression import Compression, NoneCompressor
 from hvd.torch.mpi_ops import Average, allreduce_async_, synchronize
 
 
@@ -128,3 +128,8 @@ class PowerSGD(NoneCompressor):
         state.renormalize_q()
         p = torch.matmul(m, state.q)
         return _Handle(tensor, state, m, p, name, process_set)
+
+
+# hvd.Compression.powersgd(...) too, beside Compression.none and .fp16 (set here
+# so that compression.py, imported by mpi_ops, needs no import of this file)
+Compression.powersgd = PowerSGD

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from hvd.torch.compression import NoneCompressor
+from hvd.torch.compression import Compression, NoneCompressor
 from hvd.torch.mpi_ops import allgather_async, synchronize
 
 
@@ -89,3 +89,8 @@ class TopK(NoneCompressor):
         if error is not None:
             m = m + error
         return _Handle(tensor, self, name, m, select(m, k), process_set)
+
+
+# hvd.Compression.topk(...) too, beside Compression.none and .fp16 (set here
+# so that compression.py, imported by mpi_ops, needs no import of this file)
+Compression.topk = TopK
