@@ -10,6 +10,9 @@
  * optimizer.  Gradients of earlier passes simply accumulate in place
  * (backward adds), which is backward_passes_per_step.
  *
+ * PowerSGD and top-k layers (lossy.c) start their first collective in
+ * the same hook and finish in synchronize, in two passes over all of them.
+ *
  * Scaling follows Horovod: for AVERAGE the engine multiplies by
  * 1/predivide before the sum and by predivide/size after; the 1/N of
  * average_aggregated_gradients rides on the prescale factor too, so no
