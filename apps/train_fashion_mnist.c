@@ -49,6 +49,8 @@ typedef struct {
   int slow_rank;   /* -1: none */
   double slow_ms;
   double lr, momentum, warmup_epochs, predivide;
+  int powersgd_rank;
+  double topk_ratio, min_compression_rate;
   const char *model, *optimizer, *checkpoint, *data_dir;
   hvd_nn_compression compression;
   hvd_op op;
@@ -92,6 +94,13 @@ static void usage(FILE *f) {
           "  --model mlp|cnn              (cnn)\n"
           "  --fp16-allreduce             float16 gradients on the wire\n"
           "  --bf16-allreduce             bfloat16 gradients on the wire\n"
+          "  --compression none|fp16|bf16|powersgd|topk\n"
+          "                               gradient compression (none; see\n"
+          "                               docs/compression.md)\n"
+          "  --powersgd-rank N            PowerSGD's approximation rank (1)\n"
+          "  --topk-ratio X               top-k: share of each tensor sent (0.01)\n"
+          "  --min-compression-rate X     compress a weight only if it shrinks more\n"
+          "                               than X times (2)\n"
           "  --use-adasum                 Adasum instead of averaging (no lr scaling)\n"
           "  --gradient-predivide-factor X  divide before the sum, the rest after (1)\n"
           "  --backward-passes-per-step N accumulate N batches per step (1)\n"
@@ -137,7 +146,7 @@ static int parse_double(const char *opt, const char *s, double lo, double *out) 
 enum { O_EPOCHS = 256, O_BATCH, O_TEST_BATCH, O_LR, O_MOMENTUM, O_OPTIMIZER, O_WARMUP, O_MODEL,
        O_FP16, O_BF16, O_ADASUM, O_PREDIVIDE, O_BPPS, O_NO_OVERLAP, O_CHECKPOINT, O_SEED,
        O_DATA_DIR, O_VAL_SIZE, O_TRAIN_LIMIT, O_TEST_LIMIT, O_LOG_INTERVAL, O_ELASTIC, O_COMMIT_INTERVAL,
-       O_SLOW_RANK, O_HELP };
+       O_SLOW_RANK, O_COMPRESSION, O_PSGD_RANK, O_TOPK_RATIO, O_MIN_RATE, O_HELP };
 
 static const struct option long_options[] = {
     {"epochs", required_argument, 0, O_EPOCHS},
@@ -164,6 +173,10 @@ static const struct option long_options[] = {
     {"elastic", no_argument, 0, O_ELASTIC},
     {"commit-interval", required_argument, 0, O_COMMIT_INTERVAL},
     {"slow-rank", required_argument, 0, O_SLOW_RANK},
+    {"compression", required_argument, 0, O_COMPRESSION},
+    {"powersgd-rank", required_argument, 0, O_PSGD_RANK},
+    {"topk-ratio", required_argument, 0, O_TOPK_RATIO},
+    {"min-compression-rate", required_argument, 0, O_MIN_RATE},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -184,6 +197,23 @@ static int parse_slow_rank(config *c, const char *arg) {
     return -1;
   c->slow_rank = (int)v;
   return 0;
+}
+
+/* --compression NAME */
+static int parse_compression(config *c, const char *arg) {
+  static const char *const names[] = {"none", "fp16", "bf16", "powersgd", "topk"};
+  static const hvd_nn_compression kinds[] = {HVD_NN_COMPRESS_NONE, HVD_NN_COMPRESS_FP16,
+                                             HVD_NN_COMPRESS_BF16, HVD_NN_COMPRESS_POWERSGD,
+                                             HVD_NN_COMPRESS_TOPK};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    if (strcmp(arg, names[i]) == 0) {
+      c->compression = kinds[i];
+      return 0;
+    }
+  }
+  fprintf(stderr, PROG ": --compression '%s': expected none, fp16, bf16, powersgd or topk\n",
+          arg);
+  return -1;
 }
 
 /* One option; 0, or -1 on a bad value. */
@@ -234,6 +264,21 @@ static int apply_option(config *c, int opt, const char *arg) {
       c->commit_interval = (int)v;
       break;
     case O_SLOW_RANK: rc = parse_slow_rank(c, arg); break;
+    case O_COMPRESSION: rc = parse_compression(c, arg); break;
+    case O_PSGD_RANK:
+      rc = parse_long("--powersgd-rank", arg, 1, 1 << 16, &v);
+      c->powersgd_rank = (int)v;
+      break;
+    case O_TOPK_RATIO:
+      rc = parse_double("--topk-ratio", arg, 1e-9, &c->topk_ratio);
+      if (rc == 0 && c->topk_ratio > 1.0) {
+        fprintf(stderr, PROG ": --topk-ratio '%s': expected a number in (0, 1]\n", arg);
+        rc = -1;
+      }
+      break;
+    case O_MIN_RATE:
+      rc = parse_double("--min-compression-rate", arg, 0.0, &c->min_compression_rate);
+      break;
     default: return -1;
   }
   return rc;
@@ -245,7 +290,8 @@ static int parse_args(config *c, int argc, char **argv) {
                 .backward_passes = 1, .overlap = 1, .lr = 0.01, .momentum = 0.9,
                 .warmup_epochs = 1.0, .predivide = 1.0, .model = "cnn", .optimizer = "sgd",
                 .data_dir = HVD_NN_FASHION_MNIST_DIR, .compression = HVD_NN_COMPRESS_NONE,
-                .op = HVD_AVERAGE, .seed = 42, .commit_interval = 10, .slow_rank = -1};
+                .op = HVD_AVERAGE, .seed = 42, .commit_interval = 10, .slow_rank = -1,
+                .powersgd_rank = 1, .topk_ratio = 0.01, .min_compression_rate = 2.0};
   int opt;
   while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
     if (opt == 'h' || opt == O_HELP) {
@@ -706,6 +752,10 @@ static int train(const config *c) {
   dopts.average_aggregated_gradients = 1;
   dopts.gradient_predivide_factor = c->predivide;
   dopts.overlap = c->overlap;
+  dopts.powersgd_rank = c->powersgd_rank;
+  dopts.topk_ratio = c->topk_ratio;
+  dopts.min_compression_rate = c->min_compression_rate;
+  dopts.compression_seed = c->seed;
   /* An elastic run starts from rank 0's state through its first sync. */
   int64_t first = rc == 0 && !c->elastic ? start_state(&t) : 0;
   if (first < 0) rc = 1;

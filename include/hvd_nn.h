@@ -242,9 +242,21 @@ HVD_EXTERN int hvd_nn_checkpoint_resume(const char *path, hvd_nn_model *m, hvd_n
 
 typedef enum {
   HVD_NN_COMPRESS_NONE,
-  HVD_NN_COMPRESS_FP16,   /* float16 on the wire (Horovod's Compression.fp16) */
-  HVD_NN_COMPRESS_BF16    /* bfloat16 on the wire */
+  HVD_NN_COMPRESS_FP16,     /* float16 on the wire (Horovod's Compression.fp16) */
+  HVD_NN_COMPRESS_BF16,     /* bfloat16 on the wire */
+  HVD_NN_COMPRESS_POWERSGD, /* rank-r P Q^T with error feedback and warm start
+                               (Vogels et al. 2019, torch's PowerSGD hook):
+                               P and Q travel by allreduce */
+  HVD_NN_COMPRESS_TOPK      /* the k largest magnitudes with error feedback:
+                               (index, value) pairs travel by allgather */
 } hvd_nn_compression;
+
+/* PowerSGD and top-k (docs/compression.md) need op AVERAGE without
+ * gradient_predivide_factor.  Each weight is viewed as a matrix (output
+ * units x fan_in); biases, and weights where compression would send more
+ * than 1/min_compression_rate of the values, go uncompressed (through the
+ * ordinary allreduce, fused with the others).  What a step does not send
+ * is kept per rank and added to the next step's gradient. */
 
 typedef struct {
   hvd_op op;                         /* HVD_AVERAGE, HVD_SUM or HVD_ADASUM */
@@ -258,8 +270,19 @@ typedef struct {
   int process_set;                   /* 0: every rank */
   int overlap;                       /* 1: enqueue during backward; 0: all
                                         after backward (to measure overlap) */
+  int powersgd_rank;                 /* PowerSGD's matrix approximation rank
+                                        (torch's matrix_approximation_rank), >= 1 */
+  double topk_ratio;                 /* top-k: share of each tensor's values sent,
+                                        in (0, 1] */
+  double min_compression_rate;       /* compress a tensor only when its values
+                                        outnumber what is sent by more than this
+                                        (torch's default 2); 0 compresses all
+                                        weights */
+  uint64_t compression_seed;         /* PowerSGD's initial Q: the same on every
+                                        rank for the same seed */
 } hvd_nn_dist_opts;
-#define HVD_NN_DIST_OPTS_INIT {HVD_AVERAGE, HVD_NN_COMPRESS_NONE, 1, 0, 1.0, 0, 1}
+#define HVD_NN_DIST_OPTS_INIT \
+  {HVD_AVERAGE, HVD_NN_COMPRESS_NONE, 1, 0, 1.0, 0, 1, 1, 0.01, 2.0, 0}
 
 typedef struct hvd_nn_dist hvd_nn_dist;
 

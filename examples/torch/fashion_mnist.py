@@ -47,6 +47,8 @@ parser.add_argument("--log-interval", type=int, default=10, metavar="N",
                     help="how many batches to wait before logging training status")
 parser.add_argument("--fp16-allreduce", action="store_true", default=False,
                     help="use fp16 compression during allreduce")
+parser.add_argument("--powersgd-rank", type=int, default=0, metavar="R",
+                    help="PowerSGD compression at rank R (default: 0, off)")
 parser.add_argument("--use-adasum", action="store_true", default=False,
                     help="use adasum algorithm to do reduction")
 parser.add_argument("--gradient-predivide-factor", type=float, default=1.0,
@@ -150,6 +152,8 @@ def main():
 
     # Horovod: (optional) compression algorithm.
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+    if args.powersgd_rank > 0:
+        compression = hvd.PowerSGD(matrix_approximation_rank=args.powersgd_rank, seed=args.seed)
 
     # Horovod: wrap optimizer with DistributedOptimizer.
     optimizer = hvd.DistributedOptimizer(optimizer,

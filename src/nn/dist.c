@@ -10,6 +10,9 @@
  * optimizer.  Gradients of earlier passes simply accumulate in place
  * (backward adds), which is backward_passes_per_step.
  *
+ * PowerSGD and top-k layers (lossy.c) start their first collective in
+ * the same hook and finish in synchronize, in two passes over all of them.
+ *
  * Scaling follows Horovod: for AVERAGE the engine multiplies by
  * 1/predivide before the sum and by predivide/size after; the 1/N of
  * average_aggregated_gradients rides on the prescale factor too, so no
@@ -19,12 +22,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "nn_int.h"
+#include "lossy.h"
 
 typedef struct {
   hvd_nn_param *p;
   char *name;          /* "grad.<param name>": the engine's tensor name */
-  uint16_t *wire;      /* the compressed gradient, or NULL without compression */
+  uint16_t *wire;      /* the fp16/bf16 gradient, or NULL without them */
+  hvd_nn__lossy *lossy; /* PowerSGD or top-k, or NULL: reduced uncompressed */
   hvd_handle handle;
   int in_flight;
 } grad;
@@ -53,16 +57,41 @@ static hvd_dtype wire_dtype(const hvd_nn_dist *d) {
   }
 }
 
+static int is_lossy(hvd_nn_compression c) {
+  return c == HVD_NN_COMPRESS_POWERSGD || c == HVD_NN_COMPRESS_TOPK;
+}
+
+/* PowerSGD and top-k average by construction, and their error feedback
+ * assumes the reconstruction is the average. */
+static int check_lossy(const hvd_nn_dist_opts *o) {
+  const char *what = o->compression == HVD_NN_COMPRESS_POWERSGD ? "PowerSGD" : "top-k";
+  if (o->op != HVD_AVERAGE || o->gradient_predivide_factor != 1.0)
+    return hvd_nn__err(HVD_E_UNSUPPORTED, "DistributedOptimizer: %s compression averages: it "
+                       "takes op average without gradient_predivide_factor (got op %s, factor "
+                       "%g)", what, hvd_op_name(o->op), o->gradient_predivide_factor);
+  if (o->compression == HVD_NN_COMPRESS_POWERSGD && o->powersgd_rank < 1)
+    return hvd_nn__err(HVD_E_INVALID, "DistributedOptimizer: powersgd_rank %d; expected >= 1",
+                       o->powersgd_rank);
+  if (o->compression == HVD_NN_COMPRESS_TOPK && !(o->topk_ratio > 0.0 && o->topk_ratio <= 1.0))
+    return hvd_nn__err(HVD_E_INVALID, "DistributedOptimizer: topk_ratio %g; expected in (0, 1]",
+                       o->topk_ratio);
+  if (!(o->min_compression_rate >= 0.0))
+    return hvd_nn__err(HVD_E_INVALID, "DistributedOptimizer: min_compression_rate %g; "
+                       "expected >= 0", o->min_compression_rate);
+  return 0;
+}
+
 static int check_opts(const hvd_nn_dist_opts *o) {
   if (o->op != HVD_AVERAGE && o->op != HVD_SUM && o->op != HVD_ADASUM)
     return hvd_nn__err(HVD_E_INVALID, "DistributedOptimizer: op %s; expected average, sum "
                        "or adasum", hvd_op_name(o->op));
-  if ((unsigned)o->compression > HVD_NN_COMPRESS_BF16)
+  if ((unsigned)o->compression > HVD_NN_COMPRESS_TOPK)
     return hvd_nn__err(HVD_E_INVALID, "DistributedOptimizer: unknown compression %d",
                        (int)o->compression);
   if (o->op == HVD_ADASUM && o->compression != HVD_NN_COMPRESS_NONE)
     return hvd_nn__err(HVD_E_UNSUPPORTED, "DistributedOptimizer: Adasum reduces float32 "
                        "or float64 only, so it cannot be combined with compression");
+  if (is_lossy(o->compression)) HVD_NN__CHECK(check_lossy(o));
   if (o->backward_passes_per_step < 1)
     return hvd_nn__err(HVD_E_INVALID, "DistributedOptimizer: backward_passes_per_step %d; "
                        "expected >= 1", o->backward_passes_per_step);
@@ -109,7 +138,12 @@ hvd_nn_dist *hvd_nn_dist_new(hvd_nn_optimizer *opt, const hvd_nn_dist_opts *opts
   d->o = *o;
   d->n = n;
   for (int i = 0; i < n; i++) {
-    if (grad_init(&d->grads[i], hvd_nn_param_at(m, i), o->compression != HVD_NN_COMPRESS_NONE) < 0) {
+    grad *g = &d->grads[i];
+    int halves = o->compression == HVD_NN_COMPRESS_FP16 || o->compression == HVD_NN_COMPRESS_BF16;
+    int rc = grad_init(g, hvd_nn_param_at(m, i), halves);
+    if (rc == 0 && is_lossy(o->compression))
+      g->lossy = hvd_nn__lossy_new(o, m, g->p, i, g->name, &rc);
+    if (rc < 0) {
       hvd_nn_dist_free(d);
       return NULL;
     }
@@ -121,8 +155,10 @@ void hvd_nn_dist_reset(hvd_nn_dist *d) {
   if (!d) return;
   /* Buffers the engine still owns must not be touched under it. */
   for (int i = 0; i < d->n; i++) {
-    if (d->grads[i].in_flight) hvd_wait(d->grads[i].handle);
-    d->grads[i].in_flight = 0;
+    grad *g = &d->grads[i];
+    if (g->lossy) hvd_nn__lossy_reset(g->lossy);
+    else if (g->in_flight) hvd_wait(g->handle);
+    g->in_flight = 0;
   }
   d->passes = 0;
   d->synced = 0;
@@ -134,6 +170,7 @@ void hvd_nn_dist_free(hvd_nn_dist *d) {
   for (int i = 0; i < d->n; i++) {
     free(d->grads[i].name);
     free(d->grads[i].wire);
+    hvd_nn__lossy_free(d->grads[i].lossy);
   }
   free(d->grads);
   free(d);
@@ -141,6 +178,12 @@ void hvd_nn_dist_free(hvd_nn_dist *d) {
 
 /* Hands one gradient to the engine. */
 static int enqueue(hvd_nn_dist *d, grad *g) {
+  if (g->lossy) {
+    float scale = d->o.average_aggregated_gradients ? 1.0f / (float)d->o.backward_passes_per_step
+                                                    : 1.0f;
+    g->in_flight = 1; /* started: synchronize finishes it, even after a failure */
+    return hvd_nn__lossy_start(g->lossy, scale, d->o.process_set);
+  }
   hvd_opts opts = HVD_OPTS_INIT;
   opts.process_set = d->o.process_set;
   opts.prescale_factor = 1.0 / d->o.gradient_predivide_factor;
@@ -191,6 +234,27 @@ int hvd_nn_dist_backward(hvd_nn_dist *d, const float *dout) {
   return 0;
 }
 
+/* The compressed layers' second and third phases (lossy.c), each over all
+ * of them so that their collectives travel together.  After a failure the
+ * rest are only waited for. */
+static int finish_lossy(hvd_nn_dist *d) {
+  int first = 0;
+  for (int phase = 0; phase < 2; phase++) {
+    for (int i = 0; i < d->n; i++) {
+      grad *g = &d->grads[i];
+      if (!g->lossy || !g->in_flight) continue;
+      int rc = first < 0 ? 0
+               : phase == 0 ? hvd_nn__lossy_middle(g->lossy)
+                            : hvd_nn__lossy_finish(g->lossy);
+      if (rc < 0 && first == 0) first = rc;
+      if (first < 0) hvd_nn__lossy_reset(g->lossy);
+    }
+  }
+  for (int i = 0; i < d->n; i++)
+    if (d->grads[i].lossy) d->grads[i].in_flight = 0;
+  return first;
+}
+
 /* Waits for every reduction, even after one fails, so that no buffer is
  * left in the engine's hands; returns the first failure. */
 int hvd_nn_dist_synchronize(hvd_nn_dist *d) {
@@ -203,13 +267,17 @@ int hvd_nn_dist_synchronize(hvd_nn_dist *d) {
   double t0 = now_s();
   for (int i = 0; i < d->n; i++) {
     grad *g = &d->grads[i];
-    if (!g->in_flight) continue;
+    if (!g->in_flight || g->lossy) continue;
     int rc = hvd_wait(g->handle);
     g->in_flight = 0;
     if (rc < 0 && first == 0)
       first = hvd_nn__err_hvd(rc, "DistributedOptimizer: allreduce of '%s'", g->name);
     if (rc == 0 && g->wire)
       hvd_convert(g->wire, wire_dtype(d), g->p->grad, HVD_FLOAT32, g->p->count);
+  }
+  if (is_lossy(d->o.compression)) {
+    int rc = finish_lossy(d);
+    if (first == 0) first = rc;
   }
   d->wait_s += now_s() - t0;
   /* A failed step is dropped: its gradients are never applied, and the

@@ -330,3 +330,18 @@ void hvd_nn_model_zero_grad(hvd_nn_model *m) {
   for (int i = 0; i < m->num_params; i++)
     memset(m->params[i]->grad, 0, m->params[i]->count * sizeof *m->params[i]->grad);
 }
+
+/* ---- Shapes for gradient compression ---- */
+
+int hvd_nn__param_matrix(const hvd_nn_model *m, const hvd_nn_param *p, int *rows, int *cols) {
+  for (int s = 0; s < m->num_layers; s++) {
+    const hvd_nn__layer *l = m->stages[s].layer;
+    if (l->num_params == 0 || p != &l->params[HVD_NN__WEIGHT]) continue;
+    /* dense (out, in) and conv2d (out, in, k, k) alike: one row per
+     * output unit, fan_in columns, as torch views a weight (shape[0], -1). */
+    *cols = l->fan_in;
+    *rows = (int)(p->count / (size_t)l->fan_in);
+    return 1;
+  }
+  return 0;
+}

@@ -43,4 +43,9 @@ float hvd_nn__rng_float(hvd_nn__rng *r);
 /* Uniform integer in [0, bound), bound > 0, without modulo bias. */
 uint64_t hvd_nn__rng_below(hvd_nn__rng *r, uint64_t bound);
 
+/* ---- Shapes (model.c) ----
+ * 1 and the matrix view (rows = output units, cols = fan_in) when p is a
+ * layer's weight; 0 when p is a vector (a bias) or not m's. */
+int hvd_nn__param_matrix(const hvd_nn_model *m, const hvd_nn_param *p, int *rows, int *cols);
+
 #endif /* HVD_NN_INT_H */

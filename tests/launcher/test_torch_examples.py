@@ -31,21 +31,38 @@ def rank0(text):
     return [l[len("[0]<stdout>:"):] for l in text.splitlines() if l.startswith("[0]<stdout>:")]
 
 
-def test_fashion_mnist_example(hvdrun, env):
+def fashion_mnist(hvdrun, env, *extra):
+    """Rank 0's test accuracy after one epoch on 6000 images at np 2."""
     if not os.path.exists(os.path.join(FASHION, "train-images-idx3-ubyte.gz")):
         pytest.skip("no Fashion-MNIST in %s" % FASHION)
     p = subprocess.run([hvdrun, "-np", "2", PY, os.path.join(ROOT, "examples/torch/fashion_mnist.py"),
                         "--epochs", "1", "--train-limit", "6000", "--test-limit", "1000",
                         "--lr", "0.05", "--batch-size", "32",
-                        "--data-dir", env["HVD_EXAMPLE_CACHE"]],
+                        "--data-dir", env["HVD_EXAMPLE_CACHE"], *extra],
                        env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     acc = [l for l in rank0(p.stdout) if l.startswith("test_accuracy=")]
     assert len(acc) == 1, p.stdout
-    # 3000 samples per rank, one epoch: far better than chance (0.10)
-    assert float(acc[0].split("=")[1]) > 0.5, acc
     assert not any(l.startswith("test_accuracy=") for l in p.stdout.splitlines()
                    if not l.startswith("[0]")), p.stdout
+    return float(acc[0].split("=")[1])
+
+
+@pytest.fixture(scope="module")
+def plain_accuracy(hvdrun, env):
+    return fashion_mnist(hvdrun, env)
+
+
+def test_fashion_mnist_example(plain_accuracy):
+    # 3000 samples per rank, one epoch: far better than chance (0.10)
+    assert plain_accuracy > 0.5
+
+
+def test_fashion_mnist_example_powersgd(hvdrun, env, plain_accuracy):
+    # the issue's bar: PowerSGD at rank 4 within 1 point of float32 in the
+    # same epochs (docs/compression.md)
+    acc = fashion_mnist(hvdrun, env, "--powersgd-rank", "4")
+    assert acc >= plain_accuracy - 0.01, (acc, plain_accuracy)
 
 
 def test_synthetic_benchmark_example(hvdrun, env):

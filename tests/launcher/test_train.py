@@ -83,6 +83,27 @@ def test_compressed_gradients_train(hvdrun, trainer, flag):
 
 
 @needs_data
+def test_powersgd_trains_as_well_as_uncompressed(hvdrun, trainer):
+    # the bar: PowerSGD at rank 4 within 1 point of float32 in the
+    # same epochs (both of the MLP's weights are compressed: the 256 x 784
+    # one sends 4160 of its 200704 values, the 10 x 256 one 1064 of 2560)
+    args = ["--epochs", 2, "--test-limit", 2000, *QUICK]
+    plain = train(hvdrun, trainer, 2, "--compression", "none", *args)
+    assert plain.returncode == 0, plain.stderr
+    psgd = train(hvdrun, trainer, 2, "--compression", "powersgd", "--powersgd-rank", 4, *args)
+    assert psgd.returncode == 0, psgd.stderr
+    assert accuracy_of(psgd) >= accuracy_of(plain) - 0.01, (plain.stdout, psgd.stdout)
+
+
+@needs_data
+def test_topk_trains(hvdrun, trainer):
+    out = train(hvdrun, trainer, 2, "--epochs", 1, "--compression", "topk",
+                "--topk-ratio", 0.05, "--test-limit", 2000, *QUICK)
+    assert out.returncode == 0, out.stderr
+    assert accuracy_of(out) > 0.7
+
+
+@needs_data
 def test_adasum_and_accumulation_train(hvdrun, trainer):
     out = train(hvdrun, trainer, 2, "--epochs", 1, "--use-adasum",
                 "--backward-passes-per-step", 2, *QUICK)
@@ -133,6 +154,9 @@ def test_missing_data_dir(hvdrun, trainer, tmp_path):
     (["--slow-rank", "3"], "--slow-rank '3': expected RANK:MS, e.g. 3:20"),
     (["--slow-rank", "1:-5"], "--slow-rank's milliseconds '-5': expected a number >= 0"),
     (["--test-limit", "0"], "--test-limit '0'"),
+    (["--compression", "zip"], "--compression 'zip': expected none, fp16, bf16, powersgd or topk"),
+    (["--powersgd-rank", "0"], "--powersgd-rank '0'"),
+    (["--topk-ratio", "2"], "--topk-ratio '2': expected a number in (0, 1]"),
 ])
 def test_bad_flags(hvdrun, trainer, args, message):
     out = train(hvdrun, trainer, 1, *args, timeout=60)
@@ -144,5 +168,6 @@ def test_help(trainer):
     out = subprocess.run([trainer, "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0
     for flag in ["--epochs", "--batch-size", "--lr", "--model", "--fp16-allreduce",
-                 "--checkpoint", "--seed", "--test-limit", "--slow-rank"]:
+                 "--checkpoint", "--seed", "--test-limit", "--slow-rank", "--compression",
+                 "--powersgd-rank", "--topk-ratio", "--min-compression-rate"]:
         assert flag in out.stdout

@@ -84,6 +84,9 @@ hvd_add_mpi_test(test_adasum 1 2 3 4)
 # The DistributedOptimizer against single-process training, Adasum
 # against its formula, bitwise-identical parameters after every step.
 hvd_add_mpi_test(nn_dist 1 2 4)
+# PowerSGD and top-k against expected results built from every rank's
+# gradient: full rank is the average, error feedback, bitwise everywhere.
+hvd_add_mpi_test(nn_compress 1 2 4)
 # Broadcast of parameters and optimizer state, metric averaging, rank 0's
 # checkpoint and resume, sampler shards across ranks.
 hvd_add_mpi_test(nn_recipes 1 2 3)

@@ -21,5 +21,7 @@ from hvd.torch.mpi_ops import (  # noqa: F401
     reducescatter, reducescatter_async, rocm_built, shutdown, size, sparse_allreduce_async,
     start_timeline, stop_timeline, synchronize)
 from hvd.torch.optimizer import DistributedOptimizer  # noqa: F401
+from hvd.torch.powersgd import PowerSGD  # noqa: F401
+from hvd.torch.topk import TopK  # noqa: F401
 from hvd.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 from hvd.torch import elastic  # noqa: F401,E402  (hvd.elastic.run, TorchState, ...)

@@ -159,6 +159,10 @@ class _DistributedMixin:
                 return sparse_allreduce_async(tensor, name=name, op=self.op,
                                               process_set=self.process_set), None
             tensor = tensor.to_dense()
+        lossy = getattr(self._compression, "reduce_async", None)  # PowerSGD, TopK
+        handle = lossy(tensor, name, self.process_set) if lossy else None
+        if handle is not None:
+            return handle, None
         compressed, ctx = self._compression.compress(tensor)
         pre, post = self._scale_factors()
         handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre,
@@ -206,6 +210,9 @@ class _DistributedMixin:
             return
         if size() > 1:
             self._start_missing()
+        for handle, _ in self._handles.values():
+            if hasattr(handle, "advance"):  # PowerSGD: every Q's allreduce in flight at once
+                handle.advance()
         for key, (handle, ctx) in self._handles.items():
             if isinstance(key, tuple):
                 outputs = synchronize(handle)
@@ -213,7 +220,7 @@ class _DistributedMixin:
                     self._allreduce_delay[p] = self.backward_passes_per_step
                     self._set_grad(p, self._compression.decompress(output, pctx))
             else:
-                output = synchronize(handle)
+                output = handle.wait() if hasattr(handle, "wait") else synchronize(handle)
                 self._allreduce_delay[key] = self.backward_passes_per_step
                 if not (key.grad.is_sparse and not self.sparse_as_dense):
                     # (the sparse path allgathers: it was not compressed)
@@ -404,7 +411,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     (op: Average, Sum or Adasum) before each update.
 
     named_parameters: (name, parameter) pairs, model.named_parameters(),
-    naming the allreduces.  compression: Compression.none or .fp16.
+    naming the allreduces.  compression: Compression.none or .fp16, or
+    PowerSGD(...) / TopK(...) instances (docs/compression.md).
     backward_passes_per_step: backward passes accumulated locally before
     the gradients are reduced.  gradient_predivide_factor: with Average,
     gradients are scaled by 1/f before the sum and by f/size after.
@@ -414,6 +422,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     train together."""
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if hasattr(compression, "reduce_async") and (op != Average or gradient_predivide_factor != 1.0
+                                                 or groups or num_groups):
+        raise ValueError("%s compression averages gradients one by one: it takes op=Average "
+                         "without gradient_predivide_factor or groups"
+                         % type(compression).__name__)
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed "
                       "in v0.23.0.", DeprecationWarning)

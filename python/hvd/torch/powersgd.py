@@ -1,0 +1,135 @@
+"""PowerSGD gradient compression for hvd.DistributedOptimizer.
+
+Vogels et al. 2019, in the steps of torch's PowerSGD communication hook,
+and the same algorithm as libhvd_nn's (docs/compression.md):
+
+    M = grad + error;  P = M Q;  allreduce P (average);  orthogonalise P
+    Q = M^T P;  allreduce Q (average);  grad = P Q^T;  error = M - grad
+
+Q is kept between steps (warm start) and first drawn from a seed shared by
+every rank.  A gradient with fewer than 2 dimensions, or one where
+compression would send more than 1/min_compression_rate of its values,
+goes through the ordinary allreduce.
+
+    opt = hvd.DistributedOptimizer(opt, named_parameters=...,
+                                   compression=hvd.PowerSGD(matrix_approximation_rank=4))
+"""
+import zlib
+
+import torch
+
+from hvd.torch.compression import Compression, NoneCompressor
+from hvd.torch.mpi_ops import Average, allreduce_async_, synchronize
+
+
+_TINY = 1e-30  # columns below this norm count as zero: 1 / norm must fit a float
+
+
+def orthogonalize(p, drop=1e-4):
+    """Gram-Schmidt on p's columns, in place, as torch's _orthogonalize; a
+    column that cancels to less than `drop` of the largest starting norm
+    (a gradient of lower rank than p has columns) is zeroed, not
+    normalised, so rounding noise does not come back as a direction."""
+    largest = float(p.norm(dim=0).max()) if p.numel() else 0.0
+    for i in range(p.shape[1]):
+        col = p[:, i:i + 1]
+        norm = float(col.double().norm())
+        col.mul_(1.0 / norm if norm > drop * largest and norm > _TINY else 0.0)
+        if i + 1 < p.shape[1]:
+            rest = p[:, i + 1:]
+            rest.sub_((col.double() * rest.double()).sum(dim=0).float() * col)
+    return p
+
+
+class _State:
+    def __init__(self, rows, cols, rank, seed):
+        self.generator = torch.Generator().manual_seed(seed)
+        self.q = torch.randn(cols, rank, generator=self.generator)
+        self.error = torch.zeros(rows, cols)
+
+    def renormalize_q(self):
+        """Q's columns to unit norm before they are used: the result does
+        not depend on their scale (P is orthogonalised), and without this Q
+        shrinks with the error until it underflows.  A column that vanished
+        is drawn afresh; Q is the same on every rank, so the generator stays
+        in step everywhere."""
+        norms = self.q.double().norm(dim=0)
+        for i, norm in enumerate(norms.tolist()):
+            if norm > _TINY and norm < float("inf"):
+                self.q[:, i] /= norm
+            else:
+                self.q[:, i] = torch.randn(self.q.shape[0], generator=self.generator)
+
+
+class _Handle:
+    """One gradient's reduction in flight: P's allreduce, then Q's."""
+
+    def __init__(self, tensor, state, m, p, name, process_set):
+        self.tensor, self.state, self.m, self.p = tensor, state, m, p
+        self.name, self.process_set = name, process_set
+        self.handle = allreduce_async_(p, name=name + ".powersgd.p", op=Average,
+                                       process_set=process_set)
+        self.q_handle = None
+
+    def advance(self):
+        """Waits for P, orthogonalises it and starts Q's allreduce (the
+        optimizer does this for every gradient before waiting for any Q)."""
+        if self.q_handle is not None:
+            return
+        synchronize(self.handle)
+        orthogonalize(self.p)
+        torch.matmul(self.m.t(), self.p, out=self.state.q)
+        self.q_handle = allreduce_async_(self.state.q, name=self.name + ".powersgd.q",
+                                         op=Average, process_set=self.process_set)
+
+    def wait(self):
+        """The averaged approximation, shaped and typed as the gradient."""
+        self.advance()
+        synchronize(self.q_handle)
+        approx = torch.matmul(self.p, self.state.q.t())
+        self.state.error = self.m - approx
+        return approx.view(self.tensor.shape).to(self.tensor.dtype)
+
+
+class PowerSGD(NoneCompressor):
+    """PowerSGD compression (a DistributedOptimizer `compression=` value).
+
+    matrix_approximation_rank: r; min_compression_rate: compress a gradient
+    only if (rows + cols) r * rate < rows * cols (torch's default 2);
+    seed: Q's first values, the same on every rank."""
+
+    def __init__(self, matrix_approximation_rank=1, min_compression_rate=2.0, seed=0):
+        if int(matrix_approximation_rank) < 1:
+            raise ValueError("PowerSGD: matrix_approximation_rank %r; expected >= 1"
+                             % (matrix_approximation_rank,))
+        if not min_compression_rate >= 0:
+            raise ValueError("PowerSGD: min_compression_rate %r; expected >= 0"
+                             % (min_compression_rate,))
+        self.rank = int(matrix_approximation_rank)
+        self.min_compression_rate = float(min_compression_rate)
+        self.seed = int(seed)
+        self._states = {}
+
+    def reduce_async(self, tensor, name, process_set):
+        """Starts the reduction of `tensor` (named as on every rank), or
+        returns None when it goes uncompressed."""
+        if tensor.dim() < 2 or not tensor.dtype.is_floating_point:
+            return None
+        rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
+        r = min(rows, cols, self.rank)
+        if (rows + cols) * r * self.min_compression_rate >= rows * cols:
+            return None
+        state = self._states.get(name)
+        if state is None:
+            # every rank derives the same seed from the run's seed and the name
+            state = _State(rows, cols, r, self.seed * 1000003 + zlib.crc32(name.encode()))
+            self._states[name] = state
+        m = tensor.detach().reshape(rows, cols).float() + state.error
+        state.renormalize_q()
+        p = torch.matmul(m, state.q)
+        return _Handle(tensor, state, m, p, name, process_set)
+
+
+# hvd.Compression.powersgd(...) too, beside Compression.none and .fp16 (set here
+# so that compression.py, imported by mpi_ops, needs no import of this file)
+Compression.powersgd = PowerSGD
