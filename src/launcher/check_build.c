@@ -4,11 +4,12 @@
  * horovodrun --check-build lists the frameworks, controllers and tensor
  * operations a Horovod build has, each "[X]" or "[ ]"; scripts and people
  * read that layout, so hvdrun prints the same lines in the same order.
- * Where hvd has no counterpart the answer is a plain no: TensorFlow,
- * MXNet, NCCL, DDL and CCL.  Gloo is marked: hvd's own controller (the
+ * Where hvd has no counterpart the answer is a plain no: MXNet, NCCL,
+ * DDL and CCL.  Keras (hvd.keras over Keras 3), which horovodrun does not
+ * list, follows the frameworks it has.  Gloo is marked: hvd's own controller (the
  * rendezvous and the coordinator-free negotiation) and its TCP and
  * shared-memory collectives stand where Gloo stands, configured by the
- * same HOROVOD_GLOO_* variables.  PyTorch and MPI come from the build's
+ * same HOROVOD_GLOO_* variables.  TensorFlow, PyTorch, Keras and MPI come from the build's
  * generated hvd_build_config.h.
  */
 #include "check_build.h"
@@ -22,9 +23,10 @@ static void line(FILE *out, int have, const char *what) {
 
 void check_build_print(FILE *out) {
   fprintf(out, "hvd v%s:\n\nAvailable Frameworks:\n", HVD_VERSION_STRING);
-  line(out, 0, "TensorFlow");
+  line(out, HVD_BUILT_TENSORFLOW, "TensorFlow");
   line(out, HVD_BUILT_TORCH, "PyTorch");
   line(out, 0, "MXNet");
+  line(out, HVD_BUILT_KERAS, "Keras");
   fprintf(out, "\nAvailable Controllers:\n");
   line(out, HVD_BUILT_MPI, "MPI");
   line(out, 1, "Gloo");

@@ -725,21 +725,33 @@ def built_with(build_dir, option):
     return False
 
 
+def keras_found(build_dir):
+    """Whether CMake found Keras in the venv (its generated header)."""
+    with open(os.path.join(build_dir, "generated", "hvd_build_config.h")) as f:
+        return "#define HVD_BUILT_KERAS 1" in f.read()
+
+
 @pytest.mark.parametrize("flag", ["--check-build", "-cb"])
 def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
     """horovodrun --check-build's lines, in its order: PyTorch when hvd._C
-    was built here, MPI when the build has it, Gloo (hvd's own controller
-    and operations) always, nothing else; no job is started."""
+    was built here, TensorFlow and Keras when hvd.tensorflow's op library
+    was (Keras after horovodrun's three), MPI when the build has it, Gloo
+    (hvd's own controller and operations) always, nothing else; no job is
+    started."""
     torch = any(n.startswith("_C") for n in os.listdir(os.path.join(build_dir, "python", "hvd"))) \
         if os.path.isdir(os.path.join(build_dir, "python", "hvd")) else False
     mpi = built_with(build_dir, "HVD_WITH_MPI")
+    tf = os.path.isdir(os.path.join(build_dir, "python", "hvd", "tensorflow")) and any(
+        n.startswith("_hvd_tf_ops") for n in os.listdir(os.path.join(build_dir, "python", "hvd",
+                                                                   "tensorflow")))
 
     def mark(have):
         return "[X]" if have else "[ ]"
 
     want = ["hvd v%s:" % version(hvdrun), "",
             "Available Frameworks:",
-            "    [ ] TensorFlow", "    %s PyTorch" % mark(torch), "    [ ] MXNet", "",
+            "    %s TensorFlow" % mark(tf), "    %s PyTorch" % mark(torch), "    [ ] MXNet",
+            "    %s Keras" % mark(tf and keras_found(build_dir)), "",
             "Available Controllers:",
             "    %s MPI" % mark(mpi), "    [X] Gloo", "",
             "Available Tensor Operations:",
