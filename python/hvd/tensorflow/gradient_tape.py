@@ -42,6 +42,11 @@ def _make_allreduce_grads_fn(name, compression, sparse_as_dense, op, predivide, 
     return run
 
 
+def _key(var):
+    """A hashable identity of a tf.Variable or a Keras 3 Variable (no ref())."""
+    return var.ref() if hasattr(var, "ref") else id(var)
+
+
 class DistributedGradientTape:
     """Wraps a tf.GradientTape: gradient() returns the allreduced gradients.
 
@@ -76,14 +81,13 @@ class DistributedGradientTape:
 
     def register_local_source(self, source):
         """A variable whose gradient stays local (PartialDistributedGradientTape)."""
-        self._local_sources.add(source.ref())
+        self._local_sources.add(_key(source))
 
     def gradient(self, target, sources, output_gradients=None, use_generic_names=False):
         grads = self._tape.gradient(target, sources, output_gradients)
         flat = tf.nest.flatten(sources)
         flat_grads = tf.nest.flatten(grads, expand_composites=False)
-        shared = [i for i, s in enumerate(flat)
-                  if not (hasattr(s, "ref") and s.ref() in self._local_sources)]
+        shared = [i for i, s in enumerate(flat) if _key(s) not in self._local_sources]
         if size() > 1 or self._process_set.process_set_id != 0:
             reduced = self._allreduce_grads([flat_grads[i] for i in shared])
             for i, r in zip(shared, reduced):
