@@ -70,18 +70,20 @@ EXPORT int hvd_tf_set_capi(const void *table) {
 
 typedef enum {
   K_ALLREDUCE, K_GROUPED_ALLREDUCE, K_ALLGATHER, K_BROADCAST, K_ALLTOALL, K_REDUCESCATTER,
-  K_JOIN, K_BARRIER, K_SIZE, K_LOCAL_SIZE, K_RANK, K_LOCAL_RANK, K_PROCESS_SET_INCLUDED
+  K_GROUPED_ALLGATHER, K_GROUPED_REDUCESCATTER, K_JOIN, K_BARRIER, K_SIZE, K_LOCAL_SIZE, K_RANK, K_LOCAL_RANK, K_PROCESS_SET_INCLUDED
 } kind;
 
 static const char *const op_names[] = {
   "HorovodAllreduce", "HorovodGroupedAllreduce", "HorovodAllgather", "HorovodBroadcast",
-  "HorovodAlltoall", "HorovodReducescatter", "HorovodJoin", "HorovodBarrier", "HorovodSize",
+  "HorovodAlltoall", "HorovodReducescatter", "HorovodGroupedAllgather",
+  "HorovodGroupedReducescatter", "HorovodJoin", "HorovodBarrier", "HorovodSize",
   "HorovodLocalSize", "HorovodRank", "HorovodLocalRank", "HorovodProcessSetIncluded",
 };
 
 /* The words hvd's generated names use for each collective. */
 static const char *const kind_words[] = {
   "allreduce", "grouped_allreduce", "allgather", "broadcast", "alltoall", "reducescatter",
+  "grouped_allgather", "grouped_reducescatter",
 };
 
 /* A kernel: one per node (graph) or per attribute set (eager). */
@@ -258,6 +260,8 @@ CREATE(create_allgather, K_ALLGATHER)
 CREATE(create_broadcast, K_BROADCAST)
 CREATE(create_alltoall, K_ALLTOALL)
 CREATE(create_reducescatter, K_REDUCESCATTER)
+CREATE(create_grouped_allgather, K_GROUPED_ALLGATHER)
+CREATE(create_grouped_reducescatter, K_GROUPED_REDUCESCATTER)
 CREATE(create_join, K_JOIN)
 CREATE(create_barrier, K_BARRIER)
 CREATE(create_size, K_SIZE)
@@ -277,17 +281,17 @@ typedef struct {
   const kernel *kn;
   TF_OpKernelContext *ctx;
   void *done;         /* hvd_tf_keep_done()'s copy of TensorFlow's done */
-  int n;              /* tensors (a grouped allreduce has several) */
+  int n;              /* inputs (alltoall's splits included) */
+  int tensors;        /* the tensors collected (several in a grouped op) */
   TF_Tensor **in, **out;
   hvd_dtype dtype;
-  size_t row;         /* elements per row (first dimension) of in[0] */
-  void *recv;         /* allgather/alltoall: hvd's malloc()ed result */
-  size_t *counts;     /* per rank of the set: received counts */
+  void **recvs;       /* per tensor: allgather/alltoall: hvd's malloc()ed result;
+                       * reducescatter: the padded output, or NULL (in place) */
+  size_t *counts;     /* allgather/alltoall: received elements, per tensor per rank */
   size_t *sendcounts; /* alltoall */
-  void *scratch;      /* reducescatter: the padded input, or the padded output */
+  void **scratch;     /* reducescatter, per tensor: the padded input or NULL */
   int64_t shape[HVD_MAX_DIMS];
   int ndims;
-  int64_t dim0;       /* reducescatter: the input's rows before padding */
   int set_size, set_rank;
   char name_buf[NAME_MAX_LEN];
 } call;
@@ -299,6 +303,7 @@ static call *call_new(const kernel *kn, TF_OpKernelContext *ctx, void *done, int
   cl->ctx = ctx;
   cl->done = done;
   cl->n = n;
+  cl->tensors = kn->k == K_ALLTOALL ? 1 : n;
   cl->in = calloc((size_t)n, sizeof *cl->in);
   cl->out = calloc((size_t)n, sizeof *cl->out);
   if (!cl->in || !cl->out) {
@@ -318,9 +323,13 @@ static void call_end(call *cl, int status, const char *msg) {
     if (cl->in[i]) TF_DeleteTensor(cl->in[i]);
     if (cl->out[i]) TF_DeleteTensor(cl->out[i]);
   }
+  for (int i = 0; i < cl->tensors; i++) {
+    if (cl->recvs) free(cl->recvs[i]);
+    if (cl->scratch) free(cl->scratch[i]);
+  }
   free(cl->in);
   free(cl->out);
-  free(cl->recv);
+  free(cl->recvs);
   free(cl->counts);
   free(cl->sendcounts);
   free(cl->scratch);
@@ -479,29 +488,54 @@ static void run_broadcast(call *cl) {
 
 /* ---- allgather and alltoall: outputs sized when the engine answers ---- */
 
+/* Elements per row (the first dimension) of t; a scalar is one row of one. */
+static size_t row_size(const TF_Tensor *t) {
+  size_t row = 1;
+  for (int d = 1; d < TF_NumDims(t); d++) row *= (size_t)TF_Dim(t, d);
+  return row;
+}
+
+/* Allocates output i: `rows` rows of in[i]'s other dimensions. */
+static int alloc_rows(call *cl, int i, int64_t rows, void **data) {
+  int64_t dims[HVD_MAX_DIMS];
+  int nd = TF_NumDims(cl->in[i]) > 0 ? TF_NumDims(cl->in[i]) : 1;
+  dims[0] = rows;
+  for (int d = 1; d < nd && d < HVD_MAX_DIMS; d++) dims[d] = TF_Dim(cl->in[i], d);
+  return alloc_output(cl, i, dims, nd, data);
+}
+
 /* The rows of counts[] elements: 0, or a rank sent a part of a row. */
-static int rows_of(call *cl, const size_t *counts, int64_t *total, char *msg, size_t cap) {
+static int rows_of(call *cl, size_t row, const size_t *counts, int64_t *total, char *msg,
+                   size_t cap) {
   *total = 0;
   for (int r = 0; r < cl->set_size; r++) {
-    if (cl->row == 0 ? counts[r] != 0 : counts[r] % cl->row != 0) {
+    if (row == 0 ? counts[r] != 0 : counts[r] % row != 0) {
       snprintf(msg, cap, "%s '%s': rank %d sent %zu elements, not whole rows of %zu "
                "(the tensors' dimensions after the first differ between ranks)",
                kind_words[cl->kn->k], cl->kn->name[0] ? cl->kn->name : "(eager)", r,
-               counts[r], cl->row);
+               counts[r], row);
       return -1;
     }
-    *total += cl->row ? (int64_t)(counts[r] / cl->row) : 0;
+    *total += row ? (int64_t)(counts[r] / row) : 0;
   }
   return 0;
 }
 
-/* The output: the received rows, with in[0]'s other dimensions. */
-static int gathered_output(call *cl, int64_t rows, void **data) {
-  int64_t dims[HVD_MAX_DIMS];
-  int nd = cl->ndims > 0 ? cl->ndims : 1;
-  dims[0] = rows;
-  for (int d = 1; d < nd; d++) dims[d] = cl->shape[d];
-  return alloc_output(cl, 0, dims, nd, data);
+/* alltoall's second output: the rows received from each rank. */
+static int received_splits(call *cl, size_t row) {
+  int64_t n = cl->set_size;
+  TF_Status *st = TF_NewStatus();
+  TF_Tensor *splits = TF_AllocateOutput(cl->ctx, 1, TF_INT32, &n, 1, (size_t)n * 4, st);
+  int ok = TF_GetCode(st) == TF_OK;
+  TF_DeleteStatus(st);
+  if (!ok) {
+    call_end(cl, HVD_E_NOMEM, "allocating received_splits");
+    return -1;
+  }
+  int32_t *s = TF_TensorData(splits);
+  for (int r = 0; r < cl->set_size; r++) s[r] = row ? (int32_t)(cl->counts[r] / row) : 0;
+  TF_DeleteTensor(splits);
+  return 0;
 }
 
 static void on_gathered(hvd_handle h, int status, void *arg) {
@@ -511,99 +545,100 @@ static void on_gathered(hvd_handle h, int status, void *arg) {
     call_end(cl, status, capi->last_error());
     return;
   }
-  char msg[700];
-  int64_t rows;
-  if (rows_of(cl, cl->counts, &rows, msg, sizeof msg) < 0) {
-    call_end(cl, HVD_E_MISMATCH, msg);
-    return;
-  }
-  void *out;
-  if (gathered_output(cl, rows, &out) < 0) return;
-  size_t bytes = (size_t)rows * cl->row * capi->dtype_size(cl->dtype);
-  if (bytes) memcpy(out, cl->recv, bytes);
-  if (cl->kn->k == K_ALLTOALL) {
-    int64_t n = cl->set_size;
-    TF_Status *st = TF_NewStatus();
-    TF_Tensor *splits = TF_AllocateOutput(cl->ctx, 1, TF_INT32, &n, 1, (size_t)n * 4, st);
-    int ok = TF_GetCode(st) == TF_OK;
-    TF_DeleteStatus(st);
-    if (!ok) {
-      call_end(cl, HVD_E_NOMEM, "allocating received_splits");
+  size_t esize = capi->dtype_size(cl->dtype);
+  for (int i = 0; i < cl->tensors; i++) {
+    char msg[700];
+    int64_t rows;
+    size_t row = row_size(cl->in[i]);
+    if (rows_of(cl, row, cl->counts + (size_t)i * cl->set_size, &rows, msg, sizeof msg) < 0) {
+      call_end(cl, HVD_E_MISMATCH, msg);
       return;
     }
-    int32_t *s = TF_TensorData(splits);
-    for (int r = 0; r < cl->set_size; r++) s[r] = cl->row ? (int32_t)(cl->counts[r] / cl->row) : 0;
-    TF_DeleteTensor(splits);
+    void *out;
+    if (alloc_rows(cl, i, rows, &out) < 0) return;
+    if (rows) memcpy(out, cl->recvs[i], (size_t)rows * row * esize);
   }
+  if (cl->kn->k == K_ALLTOALL && received_splits(cl, row_size(cl->in[0])) < 0) return;
   call_end(cl, 0, NULL);
 }
 
-/* Shape of in[0] with a scalar taken as one row. */
-static size_t rows_input(call *cl) {
-  size_t count = input_shape(cl, 0);
-  if (cl->ndims == 0) {
-    cl->ndims = 1;
-    cl->shape[0] = 1;
-  }
-  cl->row = 1;
-  for (int d = 1; d < cl->ndims; d++) cl->row *= (size_t)cl->shape[d];
-  return count;
+/* Allocates what the engine fills: results and counts of every tensor. */
+static int gather_arrays(call *cl) {
+  cl->recvs = calloc((size_t)cl->tensors, sizeof *cl->recvs);
+  cl->counts = calloc((size_t)cl->tensors * (size_t)cl->set_size, sizeof *cl->counts);
+  if (cl->recvs && cl->counts) return 0;
+  call_end(cl, HVD_E_NOMEM, "out of memory");
+  return -1;
 }
 
 static void run_allgather(call *cl) {
-  size_t count = rows_input(cl);
-  if (!(cl->counts = calloc((size_t)cl->set_size, sizeof *cl->counts))) {
-    call_end(cl, HVD_E_NOMEM, "out of memory");
-    return;
-  }
+  if (gather_arrays(cl) < 0) return;
   hvd_opts o = opts_for(cl, on_gathered, 0);
-  hvd_handle h = capi->allgather_async(TF_TensorData(cl->in[0]), count, cl->dtype, &cl->recv,
-                                       cl->counts, NAME(cl), &o);
+  hvd_handle h;
+  if (cl->kn->k == K_ALLGATHER) {
+    h = capi->allgather_async(TF_TensorData(cl->in[0]), (size_t)TF_TensorElementCount(cl->in[0]),
+                              cl->dtype, &cl->recvs[0], cl->counts, NAME(cl), &o);
+  } else {
+    const void **sends = calloc((size_t)cl->tensors, sizeof *sends);
+    size_t *counts = calloc((size_t)cl->tensors, sizeof *counts);
+    h = HVD_E_NOMEM;
+    if (sends && counts) {
+      for (int i = 0; i < cl->tensors; i++) {
+        sends[i] = TF_TensorData(cl->in[i]);
+        counts[i] = (size_t)TF_TensorElementCount(cl->in[i]);
+      }
+      h = capi->grouped_allgather_async(sends, counts, cl->tensors, cl->dtype, cl->recvs,
+                                        cl->counts, NAME(cl), &o);
+    }
+    free(sends);
+    free(counts);
+    if (h == HVD_E_NOMEM && (!sends || !counts)) {
+      call_end(cl, h, "out of memory");
+      return;
+    }
+  }
   if (h < 0) end_refused(cl, h);
 }
 
-/* alltoall(tensor, splits): splits[r] rows to rank r; empty splits: equal parts. */
-static void run_alltoall(call *cl) {
-  rows_input(cl);
+/* Checks alltoall's splits (rows to each rank; none: equal parts) and
+ * turns them into element counts; -1 when the op failed (ended). */
+static int alltoall_counts(call *cl, size_t row) {
   int n = cl->set_size;
-  TF_Tensor *splits = cl->in[1];
-  int64_t ns = TF_TensorElementCount(splits);
-  const int32_t *s = TF_TensorData(splits);
-  char msg[300];
-  cl->counts = calloc((size_t)n, sizeof *cl->counts);
-  cl->sendcounts = calloc((size_t)n, sizeof *cl->sendcounts);
-  if (!cl->counts || !cl->sendcounts) {
-    call_end(cl, HVD_E_NOMEM, "out of memory");
-    return;
-  }
-  int64_t rows = cl->shape[0], sum = 0;
-  if (ns == 0 && rows % n != 0) {
+  int64_t ns = TF_TensorElementCount(cl->in[1]);
+  const int32_t *s = TF_TensorData(cl->in[1]);
+  int64_t rows = TF_NumDims(cl->in[0]) > 0 ? TF_Dim(cl->in[0], 0) : 1, sum = 0;
+  char msg[300] = "";
+  if (ns == 0 && rows % n != 0)
     snprintf(msg, sizeof msg, "alltoall: the first dimension (%lld) must be divisible by the "
              "number of processes (%d) when splits is not given", (long long)rows, n);
-    call_end(cl, HVD_E_INVALID, msg);
-    return;
-  }
-  if (ns != 0 && ns != n) {
+  else if (ns != 0 && ns != n)
     snprintf(msg, sizeof msg, "alltoall: splits has %lld entries, expected %d (one per "
              "process)", (long long)ns, n);
-    call_end(cl, HVD_E_INVALID, msg);
-    return;
-  }
-  for (int r = 0; r < n; r++) {
+  for (int r = 0; !msg[0] && r < n; r++) {
     int64_t k = ns ? s[r] : rows / n;
     if (k < 0) sum = -1;
     if (sum >= 0) sum += k;
-    cl->sendcounts[r] = (size_t)(k < 0 ? 0 : k) * cl->row;
+    cl->sendcounts[r] = (size_t)(k < 0 ? 0 : k) * row;
   }
-  if (sum != rows) {
+  if (!msg[0] && sum != rows)
     snprintf(msg, sizeof msg, "alltoall: splits must be non-negative and sum to the first "
              "dimension (%lld)", (long long)rows);
-    call_end(cl, HVD_E_INVALID, msg);
+  if (!msg[0]) return 0;
+  call_end(cl, HVD_E_INVALID, msg);
+  return -1;
+}
+
+/* alltoall(tensor, splits): splits[r] rows to rank r. */
+static void run_alltoall(call *cl) {
+  if (gather_arrays(cl) < 0) return;
+  if (!(cl->sendcounts = calloc((size_t)cl->set_size, sizeof *cl->sendcounts))) {
+    call_end(cl, HVD_E_NOMEM, "out of memory");
     return;
   }
+  if (alltoall_counts(cl, row_size(cl->in[0])) < 0) return;
   hvd_opts o = opts_for(cl, on_gathered, 0);
   hvd_handle h = capi->alltoall_async(TF_TensorData(cl->in[0]), cl->sendcounts, cl->dtype,
-                                      &cl->recv, cl->counts, NAME(cl), &o);
+                                      &cl->recvs[0], cl->counts, NAME(cl), &o);
   if (h < 0) end_refused(cl, h);
 }
 
@@ -618,52 +653,76 @@ static int64_t rows_for(int64_t dim0, int n, int r) { return dim0 / n + (r < dim
 static void on_scattered(hvd_handle h, int status, void *arg) {
   (void)h;
   call *cl = arg;
-  if (status == 0 && cl->recv) {
-    size_t bytes = (size_t)rows_for(cl->dim0, cl->set_size, cl->set_rank) * cl->row *
-                   capi->dtype_size(cl->dtype);
-    if (bytes) memcpy(TF_TensorData(cl->out[0]), cl->recv, bytes);
+  for (int i = 0; status == 0 && i < cl->tensors; i++) {
+    if (!cl->recvs[i]) continue; /* received in place */
+    size_t bytes = (size_t)rows_for(TF_Dim(cl->in[i], 0), cl->set_size, cl->set_rank) *
+                   row_size(cl->in[i]) * capi->dtype_size(cl->dtype);
+    if (bytes) memcpy(TF_TensorData(cl->out[i]), cl->recvs[i], bytes);
   }
   call_end(cl, status, status < 0 ? capi->last_error() : NULL);
 }
 
-static void run_reducescatter(call *cl) {
-  input_shape(cl, 0);
-  if (cl->ndims == 0) {
+/* Tensor i's send and receive buffers (padded when its dim0 is uneven)
+ * and element count; -1 when the op failed (ended). */
+static int scatter_buffers(call *cl, int i, const void **send, void **recv, size_t *count) {
+  TF_Tensor *t = cl->in[i];
+  if (TF_NumDims(t) == 0) {
     call_end(cl, HVD_E_INVALID, "reducescatter: a scalar (zero-dimensional tensor) cannot be "
              "scattered");
-    return;
+    return -1;
   }
-  rows_input(cl);
   int n = cl->set_size;
-  int64_t dim0 = cl->shape[0], block = (dim0 + n - 1) / n;
-  size_t esize = capi->dtype_size(cl->dtype), rowb = cl->row * esize;
-  int64_t dims[HVD_MAX_DIMS];
-  memcpy(dims, cl->shape, sizeof dims);
-  dims[0] = rows_for(dim0, n, cl->set_rank);
-  void *out;
-  if (alloc_output(cl, 0, dims, cl->ndims, &out) < 0) return;
-  const char *send = TF_TensorData(cl->in[0]);
-  void *recv = out;
-  if (dim0 % n != 0) { /* pad: rank r's rows at block r */
-    cl->scratch = calloc((size_t)(n * block) * cl->row + 1, esize);
-    cl->recv = malloc((size_t)block * rowb + 1);
-    if (!cl->scratch || !cl->recv) {
-      call_end(cl, HVD_E_NOMEM, "out of memory");
-      return;
-    }
-    for (int r = 0, at = 0; r < n; at += (int)rows_for(dim0, n, r), r++)
-      memcpy((char *)cl->scratch + (size_t)(r * block) * rowb, send + (size_t)at * rowb,
-             (size_t)rows_for(dim0, n, r) * rowb);
-    send = cl->scratch;
-    recv = cl->recv;
+  int64_t dim0 = TF_Dim(t, 0), block = (dim0 + n - 1) / n;
+  size_t row = row_size(t), rowb = row * capi->dtype_size(cl->dtype);
+  if (alloc_rows(cl, i, rows_for(dim0, n, cl->set_rank), recv) < 0) return -1;
+  *send = TF_TensorData(t);
+  *count = (size_t)(n * block) * row;
+  if (dim0 % n == 0) return 0;
+  cl->scratch[i] = calloc((size_t)(n * block) * rowb + 1, 1);
+  cl->recvs[i] = malloc((size_t)block * rowb + 1);
+  if (!cl->scratch[i] || !cl->recvs[i]) {
+    call_end(cl, HVD_E_NOMEM, "out of memory");
+    return -1;
   }
-  /* The negotiated shape: the padded one, the same on every rank. */
-  cl->dim0 = dim0;
-  cl->shape[0] = n * block;
-  hvd_opts o = opts_for(cl, on_scattered, 1);
-  hvd_handle h = capi->reducescatter_async(send, recv, (size_t)(n * block) * cl->row, cl->dtype,
-                                           (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
+  for (int r = 0, at = 0; r < n; at += (int)rows_for(dim0, n, r), r++) /* rank r's at block r */
+    memcpy((char *)cl->scratch[i] + (size_t)(r * block) * rowb, (const char *)*send +
+           (size_t)at * rowb, (size_t)rows_for(dim0, n, r) * rowb);
+  *send = cl->scratch[i];
+  *recv = cl->recvs[i];
+  return 0;
+}
+
+static void run_reducescatter(call *cl) {
+  int k = cl->tensors;
+  const void **sends = calloc((size_t)k, sizeof *sends);
+  void **recvs = calloc((size_t)k, sizeof *recvs);
+  size_t *counts = calloc((size_t)k, sizeof *counts);
+  cl->recvs = calloc((size_t)k, sizeof *cl->recvs);
+  cl->scratch = calloc((size_t)k, sizeof *cl->scratch);
+  hvd_handle h = 0;
+  if (!sends || !recvs || !counts || !cl->recvs || !cl->scratch) {
+    call_end(cl, HVD_E_NOMEM, "out of memory");
+    goto free_arrays;
+  }
+  for (int i = 0; i < k; i++)
+    if (scatter_buffers(cl, i, &sends[i], &recvs[i], &counts[i]) < 0) goto free_arrays;
+  if (cl->kn->k == K_REDUCESCATTER) {
+    /* The negotiated shape: the padded one, the same on every rank. */
+    input_shape(cl, 0);
+    cl->shape[0] = (int64_t)(counts[0] / row_size(cl->in[0]));
+    hvd_opts o = opts_for(cl, on_scattered, 1);
+    h = capi->reducescatter_async(sends[0], recvs[0], counts[0], cl->dtype,
+                                  (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
+  } else {
+    hvd_opts o = opts_for(cl, on_scattered, 0);
+    h = capi->grouped_reducescatter_async(sends, recvs, counts, k, cl->dtype,
+                                          (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
+  }
   if (h < 0) end_refused(cl, h);
+free_arrays:
+  free(sends);
+  free(recvs);
+  free(counts);
 }
 
 /* ---- the asynchronous compute ---- */
@@ -674,7 +733,7 @@ static void compute_async(void *k, TF_OpKernelContext *ctx, TF_AsyncOpKernelDone
     TF_RunAsyncOpKernelDoneCallback(done);
     return;
   }
-  int n = kn->k == K_GROUPED_ALLREDUCE ? TF_NumInputs(ctx) : kn->k == K_ALLTOALL ? 2 : 1;
+  int n = TF_NumInputs(ctx);
   void *kept = hvd_tf_keep_done(done);
   call *cl = kept ? call_new(kn, ctx, kept, n) : NULL;
   if (!cl) {
@@ -691,10 +750,12 @@ static void compute_async(void *k, TF_OpKernelContext *ctx, TF_AsyncOpKernelDone
   switch (kn->k) {
     case K_ALLREDUCE: run_allreduce(cl); break;
     case K_GROUPED_ALLREDUCE: run_grouped_allreduce(cl); break;
-    case K_ALLGATHER: run_allgather(cl); break;
+    case K_ALLGATHER:
+    case K_GROUPED_ALLGATHER: run_allgather(cl); break;
     case K_BROADCAST: run_broadcast(cl); break;
     case K_ALLTOALL: run_alltoall(cl); break;
-    case K_REDUCESCATTER: run_reducescatter(cl); break;
+    case K_REDUCESCATTER:
+    case K_GROUPED_REDUCESCATTER: run_reducescatter(cl); break;
     default: call_end(cl, HVD_E_INVALID, "not a collective"); break;
   }
 }
@@ -787,6 +848,12 @@ static const char *const alltoall_spec[] = {
 static const char *const reducescatter_spec[] = {
   "attr:T: " TYPES, "attr:reduce_op: int", SCALE_ATTRS, COMMON_ATTRS,
   "in:tensor: T", "out:output: T", NULL};
+static const char *const grouped_allgather_spec[] = {
+  "attr:T: " TYPES, COMMON_ATTRS, "attr:num_tensors: int >= 1", "in:tensors: num_tensors*T",
+  "out:outputs: num_tensors*T", NULL};
+static const char *const grouped_reducescatter_spec[] = {
+  "attr:T: " TYPES, "attr:reduce_op: int", SCALE_ATTRS, COMMON_ATTRS,
+  "attr:num_tensors: int >= 1", "in:tensors: num_tensors*T", "out:outputs: num_tensors*T", NULL};
 static const char *const join_spec[] = {"out:output: int32", NULL};
 static const char *const barrier_spec[] = {"attr:process_set_id: int = 0", NULL};
 static const char *const query_spec[] = {"out:output: int32", NULL};
@@ -800,6 +867,9 @@ static const op_def defs[] = {
   {K_BROADCAST, broadcast_spec, same_shape, create_broadcast, 1},
   {K_ALLTOALL, alltoall_spec, unknown_shape, create_alltoall, 1},
   {K_REDUCESCATTER, reducescatter_spec, unknown_shape, create_reducescatter, 1},
+  {K_GROUPED_ALLGATHER, grouped_allgather_spec, unknown_shape, create_grouped_allgather, 1},
+  {K_GROUPED_REDUCESCATTER, grouped_reducescatter_spec, unknown_shape,
+   create_grouped_reducescatter, 1},
   {K_JOIN, join_spec, scalar_shape, create_join, 0},
   {K_BARRIER, barrier_spec, NULL, create_barrier, 0},
   {K_SIZE, query_spec, scalar_shape, create_size, 0},

@@ -129,6 +129,37 @@ def test_reducescatter_horovods_split(mode, dim0):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_grouped_allgather_and_reducescatter(mode):
+    n, me = hvd.size(), hvd.rank()
+    a = [rank_input((r + 1, 2), np.int64, r, 9) for r in range(n)]
+    b = [rank_input((2,), np.int64, r, 10) for r in range(n)]
+    ga, gb = run(mode, lambda x, y: hvd.grouped_allgather([x, y]),
+                 tensor(a[me], tf.float32), tensor(b[me], tf.float32))
+    np.testing.assert_array_equal(ga.numpy(), np.concatenate(a))
+    np.testing.assert_array_equal(gb.numpy(), np.concatenate(b))
+    c, d = inputs((5, 2), 11), inputs((2 * n,), 12)
+    rc, rd = run(mode, lambda x, y: hvd.grouped_reducescatter([x, y], op=hvd.Sum),
+                 tensor(c[me], tf.int32), tensor(d[me], tf.int32))
+    rows = [5 // n + (1 if r < 5 % n else 0) for r in range(n)]
+    start = sum(rows[:me])
+    np.testing.assert_array_equal(rc.numpy(), np.sum(c, axis=0)[start:start + rows[me]])
+    np.testing.assert_array_equal(rd.numpy(), np.sum(d, axis=0)[2 * me:2 * me + 2])
+
+
+def test_grouped_gradients():
+    n, me = hvd.size(), hvd.rank()
+    x = tf.Variable(tf.ones([me + 1]))
+    y = tf.Variable(tf.ones([2 * n]))
+    with tf.GradientTape() as tape:
+        gx, = hvd.grouped_allgather([x])
+        ry, = hvd.grouped_reducescatter([y], op=hvd.Sum)
+        loss = tf.reduce_sum(gx * 2.0) + tf.reduce_sum(ry * float(me + 1))
+    dx, dy = tape.gradient(loss, [x, y])
+    np.testing.assert_array_equal(dx.numpy(), [2.0 * n] * (me + 1))
+    np.testing.assert_array_equal(dy.numpy(), np.repeat(np.arange(1, n + 1) * n, 2))
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_queries_join_and_barrier(mode):
     def fn():
         return hvd.size_op(), hvd.rank_op(), hvd.local_size_op(), hvd.local_rank_op(), \

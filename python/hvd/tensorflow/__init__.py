@@ -13,8 +13,8 @@ from hvd.tensorflow.functions import (allgather_object, broadcast_object,  # noq
                                       broadcast_object_fn, broadcast_variables)
 from hvd.tensorflow.mpi_ops import (  # noqa: F401
     Adasum, Average, Max, Min, Product, ProcessSet, Sum, _allreduce, _grouped_allreduce,
-    _reducescatter, _set_id, add_process_set, allgather, alltoall, barrier, broadcast, ccl_built,
-    cross_rank, cross_size, cuda_built, ddl_built, global_process_set, gloo_built, gloo_enabled,
+    _grouped_reducescatter, _reducescatter, _set_id, add_process_set, allgather, alltoall, barrier, broadcast, ccl_built,
+    cross_rank, cross_size, cuda_built, ddl_built, grouped_allgather, global_process_set, gloo_built, gloo_enabled,
     init, is_homogeneous, is_initialized, join, local_rank, local_rank_op, local_size,
     local_size_op, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
     process_set_included_op, rank, rank_op, remove_process_set, rocm_built, shutdown, size,
@@ -95,6 +95,21 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
                          process_set=process_set, prescale_factor=prescale_factor,
                          postscale_factor=postscale_factor)
     return compression.decompress(out, ctx)
+
+
+def grouped_reducescatter(tensors, device_dense="", compression=Compression.none, op=Average,
+                          process_set=global_process_set, ignore_name_scope=False,
+                          prescale_factor=1.0, postscale_factor=1.0, name=None):
+    """reducescatter() of a list of tensors of one dtype, negotiated and
+    run as one unit."""
+    if op not in (Average, Sum, Min, Max, Product):
+        raise ValueError("grouped_reducescatter: op must be Average, Sum, Min, Max or Product")
+    pairs = [compression.compress(t) for t in tensors]
+    outs = _grouped_reducescatter([t for t, _ in pairs], name=name, op=op,
+                                  ignore_name_scope=ignore_name_scope, process_set=process_set,
+                                  prescale_factor=prescale_factor,
+                                  postscale_factor=postscale_factor)
+    return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, pairs)]
 
 
 from hvd.tensorflow.gradient_tape import (DistributedGradientTape,  # noqa: F401,E402

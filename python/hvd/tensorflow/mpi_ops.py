@@ -189,6 +189,44 @@ def _rank_in(ps):
     return rank() if ps.process_set_id == 0 else _C.process_set_rank(ps.process_set_id)
 
 
+def _group_name(kind, tensors, name):
+    if name is None and not _executing_eagerly():
+        name = "HorovodGrouped%s_%s_%d" % (kind, _normalize_name(tensors[0].name), len(tensors))
+    return name
+
+
+def grouped_allgather(tensors, name=None, ignore_name_scope=False,
+                      process_set=global_process_set):
+    """allgather() of a list of tensors of one dtype, negotiated and run as
+    one unit."""
+    tensors = list(tensors)
+    outs = MPI_LIB.horovod_grouped_allgather(
+        tensors, name=_group_name("Allgather", tensors, name),
+        ignore_name_scope=ignore_name_scope, process_set_id=_set_id(process_set))
+    return [_with_rows(o, t) for o, t in zip(outs, tensors)]
+
+
+def _my_rows(op, grads, reduced, ps, ignore):
+    """This rank's rows of each reduced gradient: the allgather gradient's split."""
+    n = size_op(process_set_id=ps.process_set_id)
+    out = []
+    for x, g in zip(op.inputs, reduced):
+        d = tf.reshape(tf.shape(x)[0] if x.shape.rank != 0 else tf.constant(1), [1])
+        d = tf.reshape(allgather(d, ignore_name_scope=ignore, process_set=ps), [n])
+        out.append(tf.reshape(tf.split(g, num_or_size_splits=d, axis=0)[_rank_in(ps)],
+                              tf.shape(x)))
+    return out
+
+
+@tf.RegisterGradient("HorovodGroupedAllgather")
+def _grouped_allgather_grad(op, *grads):
+    """Horovod's: a grouped allreduce (Sum) of the gradients, this rank's rows."""
+    ps = _temp_process_set(op.get_attr("process_set_id"))
+    ignore = op.get_attr("ignore_name_scope")
+    reduced = _grouped_allreduce(list(grads), ignore_name_scope=ignore, process_set=ps)
+    return _my_rows(op, grads, reduced, ps, ignore)
+
+
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
               process_set=global_process_set):
     """root_rank's tensor (root_rank numbers the job's ranks, as Horovod's)."""
@@ -261,6 +299,31 @@ def _reducescatter_grad(op, grad):
     if scale != 1.0:
         grad *= scale
     return allgather(grad, ignore_name_scope=op.get_attr("ignore_name_scope"), process_set=ps)
+
+
+def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
+                           process_set=global_process_set, prescale_factor=1.0,
+                           postscale_factor=1.0):
+    tensors = list(tensors)
+    outs = MPI_LIB.horovod_grouped_reducescatter(
+        tensors, name=_group_name("Reducescatter", tensors, name), reduce_op=op,
+        ignore_name_scope=ignore_name_scope, process_set_id=_set_id(process_set),
+        prescale_factor=prescale_factor, postscale_factor=postscale_factor)
+    return [_with_rows(o, t) for o, t in zip(outs, tensors)]
+
+
+@tf.RegisterGradient("HorovodGroupedReducescatter")
+def _grouped_reducescatter_grad(op, *grads):
+    """Horovod's: the grouped allgather of the gradients, scaled as reducescatter's."""
+    ps = _temp_process_set(op.get_attr("process_set_id"))
+    scale = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
+    if op.get_attr("reduce_op") == Sum:
+        n = tf.cast(size_op(process_set_id=ps.process_set_id), grads[0].dtype)
+        grads = [g * n for g in grads]
+    if scale != 1.0:
+        grads = [g * scale for g in grads]
+    return grouped_allgather(list(grads), ignore_name_scope=op.get_attr("ignore_name_scope"),
+                             process_set=ps)
 
 
 def join():
