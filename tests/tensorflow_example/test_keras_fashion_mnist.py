@@ -1,4 +1,4 @@
-"""examples/tensorflow/keras_fashion_mnist.py, Horovod's Keras recipe, reaches
+"""examples/tensorflow: keras_fashion_mnist.py, Horovod's Keras recipe, reaches
 Fashion-MNIST's usual accuracy at np 2 in two epochs on a subset, and np 1
 with the same global batch (and so the same learning rate) lands close.
 Run once by ctest (not in every rank): it starts the jobs itself."""
@@ -33,3 +33,15 @@ def test_recipe_at_np2_and_np1_with_the_same_global_batch():
     assert two >= 0.80, two
     assert one >= 0.80, one
     assert abs(two - one) <= 0.04, (two, one)
+
+
+def test_synthetic_benchmark_runs_and_reports_the_total():
+    """examples/tensorflow/synthetic_benchmark.py (DistributedGradientTape,
+    broadcast_variables inside tf.function) at np 2, a few batches."""
+    cmd = [os.path.join(BUILD, "hvdrun"), "-np", "2", sys.executable,
+           os.path.join(ROOT, "examples", "tensorflow", "synthetic_benchmark.py"),
+           "--batch-size", "4", "--num-iters", "2", "--num-batches-per-iter", "1",
+           "--num-warmup-batches", "1"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert re.search(r"Total img/sec on 2 CPU\(s\): [0-9.]+ \+-[0-9.]+", p.stdout), p.stdout
