@@ -159,3 +159,31 @@ def test_sparse_gradients_as_dense_and_as_slices():
             for i in (r % 6, (r + 1) % 6):
                 want[i] += 1.0 / n
         np.testing.assert_allclose(dense, want, rtol=1e-6)
+
+
+def test_backward_passes_per_step_aggregates_before_the_allreduce():
+    """Two passes per step, averaged: each apply pair equals one SGD step
+    on the mean of the two passes' gradients averaged over the ranks; the
+    first pass changes nothing."""
+    n, me = hvd.size(), hvd.rank()
+    x, y = data(n)
+    m = model(21)
+    start = [w.copy() for w in m.get_weights()]
+    opt = hvdk.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=2,
+                                    average_aggregated_gradients=True)
+    xs, ys = shard(x, n, me), shard(y, n, me)
+    passes = [(xs[k * B:(k + 1) * B], ys[k * B:(k + 1) * B]) for k in range(2)]
+    every = hvd.allgather_object([local_grads(m, a, b) for a, b in passes])
+
+    @tf.function
+    def apply_pass(a, b):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(m(a) - b))
+        opt.apply(tape.gradient(loss, m.trainable_variables), m.trainable_variables)
+    apply_pass(*passes[0])
+    for got, want in zip(m.get_weights(), start):
+        np.testing.assert_array_equal(got, want)
+    apply_pass(*passes[1])
+    for i, (got, w0) in enumerate(zip(m.get_weights(), start)):
+        g = np.mean([np.mean([e[k][i] for k in range(2)], axis=0) for e in every], axis=0)
+        np.testing.assert_allclose(got, w0 - 0.1 * g, rtol=1e-5, atol=1e-6)

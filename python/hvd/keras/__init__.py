@@ -24,22 +24,60 @@ from hvd.keras import callbacks  # noqa: F401,E402
 class _DistributedMixin:
     """Placed before the Keras optimizer's class: apply() allreduces."""
 
-    _hvd_settings = None  # class attribute: (compression, sparse_as_dense, op, predivide, set)
+    # Class attributes: (compression, sparse_as_dense, op, predivide, set)
+    # and (backward_passes_per_step, average_aggregated_gradients).
+    _hvd_settings = None
+    _hvd_aggregation = (1, False)
 
-    def apply(self, grads, trainable_variables=None):
+    def _hvd_reduce(self, grads):
         if not hasattr(self, "_hvd_allreduce"):
             self._hvd_allreduce = _make_allreduce_grads_fn("DistributedOptimizer",
                                                            *self._hvd_settings)
-        grads = list(grads)
         if _hvd.size() > 1 or self._hvd_settings[-1].process_set_id != 0:
             grads = self._hvd_allreduce(grads)
-        return super().apply(grads, trainable_variables)
+        return grads
+
+    def apply(self, grads, trainable_variables=None):
+        grads = list(grads)
+        if self._hvd_aggregation[0] == 1:
+            return super().apply(self._hvd_reduce(grads), trainable_variables)
+        return self._hvd_aggregate(grads, trainable_variables)
+
+    def _hvd_aggregate(self, grads, variables):
+        """Horovod's backward_passes_per_step: sums the gradients locally
+        and allreduces and applies them every N-th call (the counter is the
+        same on every rank, so all take the branch together)."""
+        passes, average = self._hvd_aggregation
+        if variables is None:
+            variables = self._trainable_variables
+        if not self.built:
+            self.build(variables)
+        if not hasattr(self, "_hvd_sums"):
+            with tf.init_scope():
+                self._hvd_sums = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False)
+                                  for v in variables]
+                self._hvd_passes = tf.Variable(0, dtype=tf.int64, trainable=False)
+        for total, g in zip(self._hvd_sums, grads):
+            total.assign_add(tf.convert_to_tensor(g))
+        self._hvd_passes.assign_add(1)
+        base_apply = super().apply
+
+        def flush():
+            sums = [t.read_value() for t in self._hvd_sums]
+            if average:
+                sums = [t / passes for t in sums]
+            base_apply(self._hvd_reduce(sums), variables)
+            for t in self._hvd_sums:
+                t.assign(tf.zeros_like(t))
+            return tf.constant(True)
+        return tf.cond(self._hvd_passes % passes == 0, flush, lambda: tf.constant(False))
 
 
-def _distributed_class(base, settings):
+def _distributed_class(base, settings, aggregation=(1, False)):
     """A subclass of base that allreduces; named and placed as base, so a
     saved model records the plain optimizer (load_model wraps it again)."""
-    cls = type(base.__name__, (_DistributedMixin, base), {"_hvd_settings": settings})
+    cls = type(base.__name__, (_DistributedMixin, base),
+               {"_hvd_settings": settings, "_hvd_aggregation": aggregation})
     cls.__module__ = base.__module__
     return cls
 
@@ -52,13 +90,11 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     """A copy of the Keras optimizer (from its config) whose apply()
     averages the gradients over process_set first.
 
-    backward_passes_per_step > 1 is not supported yet (Keras 3 has its own
-    gradient_accumulation_steps, which accumulates before apply() and so
-    before the allreduce: pass it to the optimizer instead)."""
-    if backward_passes_per_step != 1:
-        raise NotImplementedError(
-            "hvd.keras: backward_passes_per_step > 1 is not supported yet; give the Keras 3 "
-            "optimizer gradient_accumulation_steps=%d instead" % backward_passes_per_step)
+    backward_passes_per_step: sum the gradients of that many apply() calls
+    locally and allreduce and apply them on the last (divided by the
+    count when average_aggregated_gradients), as Horovod does."""
+    if backward_passes_per_step < 1:
+        raise ValueError("backward_passes_per_step must be >= 1")
     if op == Adasum:
         raise NotImplementedError("hvd.keras: Adasum is not supported")
     if gradient_predivide_factor != 1.0 and op != Average:
@@ -70,7 +106,8 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     config = optimizer.get_config()
     if name is not None:
         config["name"] = name
-    return _distributed_class(base, settings).from_config(config)
+    aggregation = (int(backward_passes_per_step), bool(average_aggregated_gradients))
+    return _distributed_class(base, settings, aggregation).from_config(config)
 
 
 def broadcast_global_variables(root_rank, model=None):

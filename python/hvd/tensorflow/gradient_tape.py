@@ -149,6 +149,9 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                                      process_set=process_set)
     except ImportError:  # pragma: no cover
         pass
+    if backward_passes_per_step != 1:
+        raise NotImplementedError("backward_passes_per_step > 1 needs a Keras optimizer "
+                                  "(hvd.keras.DistributedOptimizer)")
     return _DistributedOptimizer(optimizer, compression, sparse_as_dense, op,
                                  gradient_predivide_factor, process_set, backward_passes_per_step,
                                  average_aggregated_gradients)
