@@ -18,7 +18,7 @@ from hvd.tensorflow import (Adasum, Average, Compression, Max, Min, Product,  # 
                             shutdown, size, start_timeline, stop_timeline)
 import hvd.tensorflow as _hvd
 from hvd.tensorflow.gradient_tape import _make_allreduce_grads_fn
-from hvd.keras import callbacks  # noqa: F401,E402
+from hvd.keras import callbacks, elastic  # noqa: F401,E402
 
 
 class _DistributedMixin:

@@ -114,3 +114,4 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
 
 from hvd.tensorflow.gradient_tape import (DistributedGradientTape,  # noqa: F401,E402
                                           DistributedOptimizer, PartialDistributedGradientTape)
+from hvd.tensorflow import elastic  # noqa: F401,E402  (hvd.elastic.run, TensorFlowKerasState)
