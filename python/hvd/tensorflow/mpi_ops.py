@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from hvd import _C
 from hvd.common import lifecycle as _lifecycle
+from hvd.common import process_sets as _process_sets
 from hvd.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built,  # noqa: F401
                                gloo_enabled, mpi_built, mpi_enabled, mpi_threads_supported,
                                nccl_built, rocm_built)
@@ -89,13 +90,7 @@ def _normalize_name(name):
     return re.sub("[^a-zA-Z0-9_]", "_", name)
 
 
-def _set_id(process_set):
-    if not isinstance(process_set, ProcessSet):
-        raise ValueError("process_set must be a ProcessSet, got %s" % type(process_set).__name__)
-    if process_set.process_set_id is None:
-        raise ValueError("%s is not registered: add it with hvd.add_process_set() or "
-                         "hvd.init(process_sets=[...])" % process_set)
-    return process_set.process_set_id
+_set_id = _process_sets.checked_id
 
 
 def _op_name(kind, tensor, name):
@@ -230,19 +225,10 @@ def _grouped_allgather_grad(op, *grads):
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
               process_set=global_process_set):
     """root_rank's tensor (root_rank numbers the job's ranks, as Horovod's)."""
-    root = _root_in_set(root_rank, process_set)
+    root = _process_sets.rank_in_set(process_set, root_rank)
     return MPI_LIB.horovod_broadcast(tensor, name=_op_name("Broadcast", tensor, name),
                                      root_rank=root, ignore_name_scope=ignore_name_scope,
                                      process_set_id=_set_id(process_set))
-
-
-def _root_in_set(root_rank, process_set):
-    if _set_id(process_set) == 0:
-        return int(root_rank)
-    try:
-        return process_set.ranks.index(int(root_rank))
-    except ValueError:
-        raise ValueError("root_rank %d is not a member of %s" % (root_rank, process_set)) from None
 
 
 @tf.RegisterGradient("HorovodBroadcast")
