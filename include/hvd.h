@@ -208,7 +208,8 @@ typedef int64_t hvd_handle;
 /* Called when an operation completes, on the thread running hvd's cycle:
  * its background thread, or a thread of yours that waits in hvd (hvd_wait,
  * a blocking collective) and drives the cycle itself while the engine is
- * otherwise idle.  status: 0 or the HVD_E_* code.  Keep it short; do not
+ * otherwise idle.  status: 0 or the HVD_E_* code; when it is negative,
+ * hvd_last_error() on the callback's thread says why.  Keep it short; do not
  * call hvd functions that wait from it.  After it returns the handle is
  * released: do not wait on it. */
 typedef void (*hvd_callback)(hvd_handle handle, int status, void *arg);

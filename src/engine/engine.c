@@ -123,6 +123,8 @@ void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg) {
   entry_free(en);
   if (!complete) return;
   if (cb) {
+    /* The callback reads why from hvd_last_error(), as a waiter would. */
+    if (o->status < 0) hvd__err(o->status, "%s", op_msg(o));
     cb(o->id, o->status, o->cb_arg);
     pthread_mutex_lock(&e->lock);
     op_release(e, o);

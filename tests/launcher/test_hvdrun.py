@@ -738,9 +738,11 @@ def built_config(build_dir, name):
 @pytest.mark.parametrize("flag", ["--check-build", "-cb"])
 def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
     """horovodrun --check-build's lines, in its order: PyTorch when hvd._C
-    was built here, MPI when the build has it, Gloo (hvd's own controller
-    and operations) always, nothing else (NCCL and CUDA stay unmarked, built
-    or not, until the engine runs device tensors: docs/gpu.md); no job is
+    was built here, TensorFlow and Keras when hvd.tensorflow's op library
+    was (Keras after horovodrun's three), MPI when the build has it, Gloo
+    (hvd's own controller and operations) always, nothing else (NCCL and
+    CUDA stay unmarked, built or not, until the engine runs device tensors:
+    docs/gpu.md); no job is
     started."""
     torch = any(n.startswith("_C") for n in os.listdir(os.path.join(build_dir, "python", "hvd"))) \
         if os.path.isdir(os.path.join(build_dir, "python", "hvd")) else False
@@ -748,13 +750,17 @@ def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
     built_config(build_dir, "HVD_BUILT_NCCL")  # the build says, whatever it says
     built_config(build_dir, "HVD_BUILT_CUDA")
     nccl = cuda = False
+    tf = os.path.isdir(os.path.join(build_dir, "python", "hvd", "tensorflow")) and any(
+        n.startswith("_hvd_tf_ops") for n in os.listdir(os.path.join(build_dir, "python", "hvd",
+                                                                   "tensorflow")))
 
     def mark(have):
         return "[X]" if have else "[ ]"
 
     want = ["hvd v%s:" % version(hvdrun), "",
             "Available Frameworks:",
-            "    [ ] TensorFlow", "    %s PyTorch" % mark(torch), "    [ ] MXNet", "",
+            "    %s TensorFlow" % mark(tf), "    %s PyTorch" % mark(torch), "    [ ] MXNet",
+            "    %s Keras" % mark(tf and built_config(build_dir, "HVD_BUILT_KERAS")), "",
             "Available Controllers:",
             "    %s MPI" % mark(mpi), "    [X] Gloo", "",
             "Available Tensor Operations:",

@@ -15,6 +15,8 @@ no new one) sends nothing, so recovery does not grow with the model.
 """
 import functools
 
+import numpy as np
+
 from hvd import _C
 from hvd.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
@@ -22,11 +24,13 @@ __all__ = ["State", "ObjectState", "run_fn"]
 
 
 def _allreduce_max(values, name):
-    """Element-wise max over the job of a few int64 values (through
-    hvd.torch; a binding's State overrides State._allreduce_max)."""
-    import torch
-    from hvd.torch.mpi_ops import Max, allreduce
-    return allreduce(torch.tensor(values, dtype=torch.int64), op=Max, name=name).tolist()
+    """Element-wise max over the job of a few int64 values (through hvd._C
+    directly, so that every framework's elastic states share this)."""
+    buf = np.array(values, dtype=np.int64)
+    addr = buf.ctypes.data
+    _C.allreduce_async(addr, addr, buf.size, (buf.size,), _C.INT64, _C.MAX, name, 0, 1.0, 1.0,
+                       buf).wait()
+    return buf.tolist()
 
 
 class State:

@@ -1,10 +1,13 @@
 """Joining and leaving the job, and process-set arithmetic, shared by the
-framework bindings (hvd.jax; hvd.torch keeps its own copy for now).
+framework bindings (hvd.tensorflow, hvd.jax; hvd.torch keeps its own copy
+for now).
 
-init() and shutdown() are Horovod's: init joins the job its launcher
-started (hvdrun, mpirun, srun; alone without one) and registers process
-sets; shutdown runs at exit.  The set_* helpers turn a ProcessSet into
-what the native layer takes, with Horovod's errors.
+init() and shutdown() are horovod.common's (HorovodBasics): init joins the
+job its launcher started (hvdrun, mpirun, srun; alone without one) and
+registers process sets; shutdown runs at exit.  A binding passes hooks to
+run after init and before shutdown (its own per-job state).  The set_*
+helpers turn a ProcessSet into what the native layer takes, with
+Horovod's errors.
 """
 import atexit
 
@@ -12,15 +15,31 @@ from hvd import _C
 from hvd.common import process_sets as _process_sets
 from hvd.common.process_sets import ProcessSet
 
-__all__ = ["init", "shutdown", "set_id", "set_size", "set_rank", "set_rank_of"]
+__all__ = ["init", "shutdown", "on_init", "on_shutdown", "set_id", "set_size", "set_rank",
+           "set_rank_of"]
 
-_atexit_registered = []
+_atexit_registered = False
+_after_init = []
+_before_shutdown = []
+
+
+def on_init(fn):
+    """Runs fn() after every init() (a binding's per-job state)."""
+    _after_init.append(fn)
+
+
+def on_shutdown(fn):
+    """Runs fn() at every shutdown()."""
+    _before_shutdown.append(fn)
 
 
 def init(comm=None, process_sets=None):
-    """comm: None (the whole job), a list of ranks (a job of their own), or
-    an mpi4py communicator (needs a build with MPI).  process_sets:
-    ProcessSet objects to register now, or "dynamic"/None."""
+    """Joins the job its launcher started: hvdrun, mpirun, srun (a job of one
+    process without any).  comm: None (the whole job), an mpi4py
+    communicator, or a list of the job's ranks that form a job of their
+    own.  process_sets: ProcessSet objects to register now, or
+    "dynamic"/None.  Calling init() again is harmless."""
+    global _atexit_registered
     if comm is None:
         _C.init()
     elif isinstance(comm, (list, tuple, range)):
@@ -32,12 +51,16 @@ def init(comm=None, process_sets=None):
                          "not %r" % type(comm).__name__)
     if not _atexit_registered:
         atexit.register(shutdown)
-        _atexit_registered.append(True)
+        _atexit_registered = True
     _process_sets._setup(process_sets)
+    for fn in _after_init:
+        fn()
 
 
 def shutdown():
     """Leaves the job; init() may be called again afterwards."""
+    for fn in _before_shutdown:
+        fn()
     _C.shutdown()
     _process_sets._teardown()
 

@@ -141,3 +141,24 @@ def _teardown():
         ps._invalidate()
     _registered.clear()
     global_process_set.ranks = []
+
+
+def checked_id(process_set):
+    """process_set's id; ValueError unless it is a registered ProcessSet
+    (every binding's process_set= argument)."""
+    if not isinstance(process_set, ProcessSet):
+        raise ValueError("process_set must be a ProcessSet, got %s" % type(process_set).__name__)
+    if process_set.process_set_id is None:
+        raise ValueError("%s is not registered: add it with hvd.add_process_set() or "
+                         "hvd.init(process_sets=[...])" % process_set)
+    return process_set.process_set_id
+
+
+def rank_in_set(process_set, root_rank):
+    """root_rank (job numbering, as Horovod's) as a rank within the set."""
+    if checked_id(process_set) == 0:
+        return int(root_rank)
+    try:
+        return process_set.ranks.index(int(root_rank))
+    except ValueError:
+        raise ValueError("root_rank %d is not a member of %s" % (root_rank, process_set)) from None

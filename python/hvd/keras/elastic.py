@@ -1,0 +1,72 @@
+"""Elastic training with Keras 3, as horovod.tensorflow.keras.elastic:
+KerasState and the callbacks that keep it current during model.fit.
+
+    state = hvd.elastic.KerasState(model, batch=0, epoch=0)
+    callbacks = [hvd.elastic.CommitStateCallback(state),
+                 hvd.elastic.UpdateBatchStateCallback(state),
+                 hvd.elastic.UpdateEpochStateCallback(state)]
+
+    @hvd.elastic.run
+    def train(state):
+        model.fit(..., initial_epoch=state.epoch, callbacks=callbacks)
+"""
+import keras
+
+from hvd.tensorflow.elastic import ObjectState, TensorFlowKerasState, run  # noqa: F401
+
+__all__ = ["run", "KerasState", "CommitStateCallback", "UpdateBatchStateCallback",
+           "UpdateEpochStateCallback"]
+
+
+class KerasState(TensorFlowKerasState):
+    """A Keras model and its optimizer, and plain objects."""
+
+    def __init__(self, model, optimizer=None, **kwargs):
+        super().__init__(model, optimizer=optimizer, **kwargs)
+
+
+class CommitStateCallback(keras.callbacks.Callback):
+    """Commits the state every batches_per_commit batches and at the end of
+    every epoch."""
+
+    def __init__(self, state, batches_per_commit=1):
+        super().__init__()
+        self.state = state
+        self.batches_per_commit = batches_per_commit
+        self.batches_remaining = batches_per_commit
+
+    def on_batch_end(self, batch, logs=None):
+        self.batches_remaining -= 1
+        if self.batches_remaining == 0:
+            self.state.commit()
+            self.batches_remaining = self.batches_per_commit
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.state.commit()
+        self.batches_remaining = self.batches_per_commit
+
+
+class UpdateBatchStateCallback(keras.callbacks.Callback):
+    """Keeps state.batch at the next batch to run (0 at an epoch's end)."""
+
+    def __init__(self, state):
+        super().__init__()
+        self.state = state
+
+    def on_batch_end(self, batch, logs=None):
+        self.state.batch = batch + 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.state.batch = 0
+
+
+class UpdateEpochStateCallback(keras.callbacks.Callback):
+    """Keeps state.epoch at the next epoch to run (pass it as fit's
+    initial_epoch)."""
+
+    def __init__(self, state):
+        super().__init__()
+        self.state = state
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.state.epoch = epoch + 1
