@@ -14,10 +14,14 @@ import pytest
 ray = pytest.importorskip("ray")  # the venv has it; ctest runs this only there
 from hvd.ray import RayExecutor  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runner"))
+import fn_checks  # noqa: E402
+
 # The actors cannot import this file: its functions travel by value (Ray
 # pickles with its own copy of cloudpickle).
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+for _m in (sys.modules[__name__], fn_checks):
+    cloudpickle.register_pickle_by_value(_m)
+    ray.cloudpickle.register_pickle_by_value(_m)
 
 NCPUS = 4
 
@@ -33,35 +37,13 @@ def local_ray(tmp_path_factory):
         ray.shutdown()
 
 
-def _collectives(scale):
-    import torch
-    import hvd.torch as ht
-
-    ht.init()
-    r, n = ht.rank(), ht.size()
-    summed = ht.allreduce(torch.tensor([r * scale, r + 1.0], dtype=torch.float64),
-                          op=ht.Sum, name="sum").tolist()
-    gathered = ht.allgather(torch.tensor([[r]]), name="gather").flatten().tolist()
-    root = ht.broadcast(torch.tensor([r + 10]), root_rank=n - 1, name="bcast").tolist()
-    out = dict(rank=r, size=n, local_rank=ht.local_rank(), summed=summed, gathered=gathered,
-               root=root, env=os.environ.get("HVD_TEST_VALUE"))
-    ht.shutdown()
-    return out
-
-
-def _expected(r, n, scale, env):
-    return dict(rank=r, size=n, local_rank=r, summed=[scale * sum(range(n)),
-                                                      float(sum(range(1, n + 1)))],
-                gathered=list(range(n)), root=[n - 1 + 10], env=env)
-
-
 def test_run_collectives_by_rank_twice(local_ray):
     ex = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=NCPUS)
     ex.start(extra_env_vars={"HVD_TEST_VALUE": "x"})
     try:
         for scale in (2.0, 3.0):  # a second round on the same actors
-            assert ex.run(_collectives, args=(scale,)) == [
-                _expected(r, NCPUS, scale, "x") for r in range(NCPUS)]
+            assert ex.run(fn_checks.collectives, args=(scale,)) == fn_checks.expected(
+                NCPUS, scale, "x")
     finally:
         ex.shutdown()
 
@@ -98,14 +80,6 @@ def test_executable_run_remote_and_hosts(local_ray):
         ex.shutdown()
 
 
-def _pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return False
-
-
 def _fail_on(rank, how):
     import signal
 
@@ -132,9 +106,9 @@ def test_failing_rank_ends_the_job(local_ray, how):
     assert "hvd.ray: raised by rank 1 of 3" in "".join(info.value.__notes__)
     assert ex.workers == []
     deadline = time.monotonic() + 60
-    while any(_pid_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(fn_checks.pid_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert [p for p in pids if _pid_alive(p)] == []
+    assert [p for p in pids if fn_checks.pid_alive(p)] == []
     with pytest.raises(RuntimeError, match="start\\(\\) first"):
         ex.run(len)
 

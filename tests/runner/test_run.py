@@ -14,38 +14,18 @@ import cloudpickle
 import pytest
 
 import hvd
+import fn_checks
 
 # The ranks cannot import this file: its functions travel by value, as a
 # notebook's do.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-def _collectives(scale):
-    """Rank r contributes [r * scale, r + 1]: sums and gathers every rank
-    can compute alone."""
-    import torch
-    import hvd.torch as ht
-
-    ht.init()
-    r, n = ht.rank(), ht.size()
-    x = torch.tensor([r * scale, r + 1.0], dtype=torch.float64)
-    summed = ht.allreduce(x, op=ht.Sum, name="sum").tolist()
-    gathered = ht.allgather(torch.tensor([[r]]), name="gather").flatten().tolist()
-    root = ht.broadcast(torch.tensor([r + 10]), root_rank=n - 1, name="bcast").tolist()
-    ht.shutdown()
-    return dict(rank=r, size=n, summed=summed, gathered=gathered, root=root,
-                env=os.environ.get("HVD_TEST_VALUE"), local_rank=os.environ["HOROVOD_LOCAL_RANK"])
+for _m in (sys.modules[__name__], fn_checks):
+    cloudpickle.register_pickle_by_value(_m)
 
 
 @pytest.mark.parametrize("np", [1, 2, 4])
 def test_values_by_rank_with_collectives_and_env(np):
-    out = hvd.run(_collectives, args=(3.0,), np=np, env={"HVD_TEST_VALUE": "v%d" % np})
-    assert len(out) == np
-    for r, got in enumerate(out):
-        assert got == dict(rank=r, size=np,
-                           summed=[3.0 * sum(range(np)), float(sum(range(1, np + 1)))],
-                           gathered=list(range(np)), root=[np - 1 + 10],
-                           env="v%d" % np, local_rank=str(r))
+    out = hvd.run(fn_checks.collectives, args=(3.0,), np=np, env={"HVD_TEST_VALUE": "v%d" % np})
+    assert out == fn_checks.expected(np, 3.0, "v%d" % np)
 
 
 def test_kwargs_and_closures_travel():

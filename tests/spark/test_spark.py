@@ -15,11 +15,14 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")  # the venv has it; ctest runs this only there
 import hvd.spark  # noqa: E402
-from hvd.runner import rendezvous  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runner"))
+import fn_checks  # noqa: E402
 
 # The tasks cannot import this file: its functions travel by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-pyspark.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+for _m in (sys.modules[__name__], fn_checks):
+    cloudpickle.register_pickle_by_value(_m)
+    pyspark.cloudpickle.register_pickle_by_value(_m)
 
 NSLOTS = 4
 
@@ -43,22 +46,6 @@ def spark(tmp_path_factory):
         session.stop()
 
 
-def _collectives(scale):
-    import torch
-    import hvd.torch as ht
-
-    ht.init()
-    r, n = ht.rank(), ht.size()
-    summed = ht.allreduce(torch.tensor([r * scale, r + 1.0], dtype=torch.float64),
-                          op=ht.Sum, name="sum").tolist()
-    gathered = ht.allgather(torch.tensor([[r]]), name="gather").flatten().tolist()
-    root = ht.broadcast(torch.tensor([r + 10]), root_rank=n - 1, name="bcast").tolist()
-    out = dict(rank=r, size=n, local_rank=ht.local_rank(), summed=summed, gathered=gathered,
-               root=root, env=os.environ.get("HVD_TEST_VALUE"))
-    ht.shutdown()
-    return out
-
-
 ROUNDS = []  # every Rendezvous the file's runs made: their secrets
 
 
@@ -78,20 +65,10 @@ def record_rounds():
 
 def test_run_collectives_by_rank(spark):
     n = NSLOTS
-    got = hvd.spark.run(_collectives, args=(2.0,), num_proc=n, env={"HVD_TEST_VALUE": "s"})
-    assert got == [dict(rank=r, size=n, local_rank=r, summed=[2.0 * sum(range(n)),
-                                                              float(sum(range(1, n + 1)))],
-                        gathered=list(range(n)), root=[n - 1 + 10], env="s")
-                   for r in range(n)]
+    got = hvd.spark.run(fn_checks.collectives, args=(2.0,), num_proc=n,
+                        env={"HVD_TEST_VALUE": "s"})
+    assert got == fn_checks.expected(n, 2.0, "s")
     assert hvd.spark.run(lambda: os.environ["HOROVOD_RANK"], num_proc=2) == ["0", "1"]
-
-
-def _pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 def _fail_on(rank, how, pid_dir):
@@ -124,9 +101,9 @@ def test_failing_rank_ends_the_job(spark, tmp_path, how):
     pids = [int(open(p).read()) for p in glob.glob(str(tmp_path / "*"))]
     assert len(pids) == 3
     deadline = time.monotonic() + 60
-    while any(_pid_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(fn_checks.pid_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert [p for p in pids if _pid_alive(p)] == []
+    assert [p for p in pids if fn_checks.pid_alive(p)] == []
 
 
 def test_run_elastic_says_not_yet():
