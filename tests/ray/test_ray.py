@@ -118,3 +118,19 @@ def test_argument_errors():
         RayExecutor(None, num_workers=2, min_workers=1)
     with pytest.raises(ValueError, match="num_workers or num_hosts"):
         RayExecutor(None)
+
+
+def test_fashion_mnist_example_on_ray(local_ray, tmp_path):
+    """What examples/torch/fashion_mnist_ray.py runs: the plain example's
+    main() on 2 actors, to its usual accuracy (> 0.5 on this subset)."""
+    example, argv = fn_checks.fashion_mnist_example(str(tmp_path))
+    if example is None:
+        pytest.skip("no Fashion-MNIST in %s" % fn_checks.FASHION)
+    ray.cloudpickle.register_pickle_by_value(example)
+    ex = RayExecutor(RayExecutor.create_settings(timeout_s=120), num_workers=2)
+    ex.start(extra_env_vars={"OMP_NUM_THREADS": "1"})
+    try:
+        accuracy = ex.run(example.main, args=(argv,))
+    finally:
+        ex.shutdown()
+    assert accuracy[0] == accuracy[1] and accuracy[0] > 0.5, accuracy

@@ -37,3 +37,26 @@ def pid_alive(pid):
             return f.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                        "torch")
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def fashion_mnist_example(data_dir):
+    """examples/torch/fashion_mnist.py as a module (its main() is what the
+    Spark and Ray versions run on their ranks) and the quick arguments the
+    plain example's test uses, or None without Debian's data set."""
+    import importlib
+    import sys
+
+    if not os.path.exists(os.path.join(FASHION, "train-images-idx3-ubyte.gz")):
+        return None, None
+    sys.path.insert(0, os.path.abspath(EXAMPLES))
+    try:
+        example = importlib.import_module("fashion_mnist")
+    finally:
+        sys.path.pop(0)
+    return example, ["--epochs", "1", "--train-limit", "6000", "--test-limit", "1000",
+                     "--lr", "0.05", "--batch-size", "32", "--data-dir", data_dir]
