@@ -88,7 +88,7 @@ def main():
             times[name].append(fn())
     base = statistics.median(times["hvdrun (ssh)"])
     print("start-up to the first collective, %d hosts x 1 rank, median of %d, load %s"
-          % (len(hosts), a.repeat, " ".join(os.getloadavg().__repr__()[1:-1].split(", "))))
+          % (len(hosts), a.repeat, " ".join("%.2f" % x for x in os.getloadavg())))
     for name, t in times.items():
         m = statistics.median(t)
         print("%-24s %7.2f s  x%.2f of hvdrun  (%s)" % (name, m, m / base,
