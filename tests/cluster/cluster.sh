@@ -896,7 +896,7 @@ readonly RAY_PYTHON_DEFAULT=/root/.cache/hvd/venv/bin/python
 ray_procs() {
   local pid h cmd
   host_procs | while read -r pid h; do
-    cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2> /dev/null) || continue
+    cmd=$({ tr '\0' ' ' < "/proc/$pid/cmdline"; } 2> /dev/null) || continue
     case $cmd in
       ray::* | *"/ray/"* | *" -m ray."* | *"$STATE/ray"*) printf '%s\n' "$pid" ;;
     esac
