@@ -16,7 +16,8 @@ function's hvd.init() meets there.  Ranks on one node talk through shared
 memory, nodes over TCP, as under hvdrun.
 
 A failing rank makes run()/execute() raise its exception (a note names the
-rank and node) after every actor of the executor is killed: the others may
+rank and node; an actor that died wins over its peers' "rank R lost")
+after every actor of the executor is killed: the others may
 be inside a collective with it, and nothing of a failed job is left; call
 start() again to go on.  Elastic training on Ray (min_workers/max_workers,
 ElasticRayExecutor) is not there yet: it raises NotImplementedError.
@@ -179,17 +180,40 @@ class RayExecutor:
             try:
                 ray.get(done[0])
             except BaseException as exc:
-                rank = refs.index(done[0])
-                host = self.hosts[rank] if rank < len(self.hosts) else "?"
-                self.shutdown()
-                note = "hvd.ray: raised by rank %d of %d on node %s" % (rank, len(refs), host)
-                if hasattr(exc, "add_note"):
-                    exc.add_note(note)
-                exc.hvd_rank, exc.hvd_host = rank, host
-                raise
+                self._fail(refs, [(refs.index(done[0]), exc)] + self._failures(refs, pending))
         values = ray.get(refs)
         self._stop_rounds(self.settings.timeout_s)
         return values
+
+    @staticmethod
+    def _failures(refs, pending, wait_s=5.0):
+        """The other ranks' failures within wait_s: when an actor dies, its
+        peers' collectives fail too ("rank R lost"), often first."""
+        import ray
+
+        done, _ = ray.wait(pending, num_returns=len(pending), timeout=wait_s)
+        out = []
+        for ref in done:
+            try:
+                ray.get(ref)
+            except BaseException as exc:
+                out.append((refs.index(ref), exc))
+        return out
+
+    def _fail(self, refs, failures):
+        """Kills the actors and raises the cause: a dead actor's error
+        before its peers' reports of losing it, else the first."""
+        import ray
+
+        dead = [f for f in failures if isinstance(f[1], ray.exceptions.RayActorError)]
+        rank, exc = (dead or failures)[0]
+        host = self.hosts[rank] if rank < len(self.hosts) else "?"
+        self.shutdown()
+        note = "hvd.ray: raised by rank %d of %d on node %s" % (rank, len(refs), host)
+        if hasattr(exc, "add_note"):
+            exc.add_note(note)
+        exc.hvd_rank, exc.hvd_host = rank, host
+        raise exc
 
     def run(self, fn, args=None, kwargs=None, callbacks=None):
         """fn(*args, **kwargs) on every rank; the values by rank."""
