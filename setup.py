@@ -63,7 +63,11 @@ setup(
     description="Distributed data-parallel training in C, with horovod.torch's API",
     python_requires=">=3.9",
     package_dir={"": "python"},
-    packages=["hvd", "hvd.common", "hvd.torch", "hvd.torch.elastic"],
+    packages=["hvd", "hvd.common", "hvd.torch", "hvd.torch.elastic", "hvd.runner", "hvd.ray",
+              "hvd.spark"],
+    # hvd.run, hvd.ray and hvd.spark move functions and results with cloudpickle.
+    extras_require={"run": ["cloudpickle"], "ray": ["cloudpickle", "ray"],
+                    "spark": ["cloudpickle", "pyspark"]},
     ext_modules=[Extension("hvd._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     entry_points={"console_scripts": ["%s = hvd._launch:%s" % (p, p.replace("-", "_"))

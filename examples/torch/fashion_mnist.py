@@ -10,6 +10,8 @@ files) through torchvision's FashionMNIST class, which wants
 ROOT/FashionMNIST/raw/<uncompressed files>: the files are unpacked once into
 --data-dir (default ~/.cache/hvd-examples, or $HVD_EXAMPLE_CACHE); nothing is
 downloaded.  Rank 0 prints the final line `test_accuracy=0.NNNN`.
+fashion_mnist_spark.py and fashion_mnist_ray.py run main() as the ranks
+of hvd.spark.run and hvd.ray.RayExecutor.
 """
 import argparse
 import gzip
@@ -108,8 +110,10 @@ def metric_average(val, name):
     return avg_tensor.item()
 
 
-def main():
-    args = parser.parse_args()
+def main(argv=None):
+    """Trains and tests; returns the test accuracy (the same on every rank).
+    argv: the command line's arguments (hvd.spark and hvd.ray versions pass them)."""
+    args = parser.parse_args(argv)
 
     # Horovod: initialize library.
     hvd.init()
@@ -213,6 +217,7 @@ def main():
     if hvd.rank() == 0:
         print("test_accuracy=%.4f" % accuracy, flush=True)
     hvd.shutdown()
+    return accuracy
 
 
 if __name__ == "__main__":

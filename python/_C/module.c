@@ -201,7 +201,7 @@ static int add_constants(PyObject *m) {
   return 0;
 }
 
-/* Adds ops.c's functions (a module def holds one table: this file's). */
+/* Adds ops.c's and rdzv.c's functions (a module def holds one table: this file's). */
 static int add_functions(PyObject *m, PyMethodDef *defs) {
   PyObject *name = PyModule_GetNameObject(m);
   if (!name) return -1;
@@ -226,7 +226,7 @@ PyMODINIT_FUNC PyInit__C(void) {
       PyExc_RuntimeError, NULL);
   if (!pyhvd_internal_error || pyhvd_wait_init() < 0 || PyType_Ready(&pyhvd_handle_type) < 0 ||
       add_constants(m) < 0 ||
-      add_functions(m, pyhvd_op_methods) < 0 ||
+      add_functions(m, pyhvd_op_methods) < 0 || add_functions(m, pyhvd_rdzv_methods) < 0 ||
       PyModule_AddObjectRef(m, "HorovodInternalError", pyhvd_internal_error) < 0 ||
       PyModule_AddObjectRef(m, "Handle", (PyObject *)&pyhvd_handle_type) < 0 ||
       pyhvd_add_capi(m) < 0) {

@@ -101,5 +101,6 @@ int pyhvd_abandon_call(pyhvd_call *call, hvd_handle h, void (*release)(void *), 
 /* ---- the module's functions (ops.c) ---- */
 
 extern PyMethodDef pyhvd_op_methods[];
+extern PyMethodDef pyhvd_rdzv_methods[]; /* rdzv.c */
 
 #endif

@@ -12,6 +12,8 @@
 #   cluster.sh link HOST down|up           cut or restore a host's link
 #   cluster.sh slurm up [--cpus N]         munged, slurmctld on h0, slurmd on every host
 #   cluster.sh slurm down                  stops them (`down` does too)
+#   cluster.sh ray up [--cpus N] [--python PY]  a Ray head on h0, a Ray node on every other host
+#   cluster.sh ray down                    stops every Ray process on the hosts (`down` does too)
 #
 # Host hI (I in 0..K-1) is the network namespace hvdc-hI.  Its eth0 is one end
 # of a veth pair whose other end, hvdc-vI, is a port of the bridge hvdc-br; it
@@ -40,6 +42,16 @@
 # own TmpFS under the state directory (PMIx puts its files there).  Nodes
 # have CPUs=N (default 4) whatever the machine has, so a job may put more
 # ranks on a node than it has cores.
+#
+# `ray up` makes the hosts a Ray cluster: `ray start --head` on h0 (GCS on
+# port 6390 of h0's address, state and logs under the state directory) and
+# `ray start --address` on every other host, each node with its host's
+# address and --cpus CPUs (default 2), with the ray of --python (default
+# the project's venv).  A driver runs on a host: `ray.init(address=
+# "<h0's address>:6390")` (`cluster.sh ray address` prints it).  Ray's
+# token authentication and usage reporting are off.  `ray down` stops the
+# Ray processes of the hosts (those in a host's network namespace whose
+# command line is Ray's), never another Ray on the machine.
 #
 # HVD_CLUSTER_ID=N (0..63, default 0) selects one of several clusters that
 # may be up at once (say, two test runs side by side): N > 0 uses state
@@ -91,6 +103,7 @@ usage: cluster.sh up K [--rate RATE] [--burst SIZE] [--ssh-port PORT]
        cluster.sh pids [HOST]
        cluster.sh link HOST down|up
        cluster.sh slurm up [--cpus N] | slurm down
+       cluster.sh ray up [--cpus N] [--python PY] | ray down | ray address
 HOST is hI or I.  Hosts h0..hK-1 have 10.231.N.(I+1) and fdc1:7a1:N::(I+1)
 (fdc1:7a1::(I+1) for N = 0), N being $HVD_CLUSTER_ID (default 0).
 EOF
@@ -873,6 +886,106 @@ cmd_slurm() {
   esac
 }
 
+# --------------------------------------------------------------------- Ray
+
+readonly RAY_PORT=6390
+readonly RAY_PYTHON_DEFAULT=/root/.cache/hvd/venv/bin/python
+
+# The Ray processes of the hosts: in a host's namespace, and Ray's by their
+# command line (its daemons, its workers "ray::...", ray start itself).
+ray_procs() {
+  local pid h cmd
+  host_procs | while read -r pid h; do
+    cmd=$({ tr '\0' ' ' < "/proc/$pid/cmdline"; } 2> /dev/null) || continue
+    case $cmd in
+      ray::* | *"/ray/"* | *" -m ray."* | *"$STATE/ray"*) printf '%s\n' "$pid" ;;
+    esac
+  done
+}
+
+ray_stop() {
+  local tries
+  local -a pids
+  mapfile -t pids < <(ray_procs)
+  if ((${#pids[@]})); then
+    kill -TERM "${pids[@]}" 2> /dev/null || true
+    for ((tries = 0; tries < 30; tries++)); do
+      [[ -n $(ray_procs) ]] || break
+      sleep 0.1
+    done
+    for ((tries = 0; tries < 20; tries++)); do
+      mapfile -t pids < <(ray_procs)
+      ((${#pids[@]})) || break
+      kill -KILL "${pids[@]}" 2> /dev/null || true
+      sleep 0.05
+    done
+  fi
+  rm -rf "$STATE/ray"
+}
+
+ray_up_failed() {
+  local rc=$1
+  trap - EXIT INT TERM
+  ((rc != 0)) || rc=1
+  say "ray up failed while $STEP (exit $rc); stopping it (logs were in $STATE/ray)"
+  tail -n 5 "$STATE"/ray/start-*.log >&2 2> /dev/null || true
+  ray_stop > /dev/null 2>&1 || true
+  exit "$rc"
+}
+
+cmd_ray_up() {
+  local cpus=2 py=$RAY_PYTHON_DEFAULT k i d=$STATE/ray t0 ray
+  while (($#)); do
+    case $1 in
+      --cpus) (($# >= 2)) || die "ray up: --cpus needs a value"; cpus=$2; shift 2 ;;
+      --python) (($# >= 2)) || die "ray up: --python needs a value"; py=$2; shift 2 ;;
+      *) die "ray up: unknown option '$1'" ;;
+    esac
+  done
+  [[ $cpus =~ ^[1-9][0-9]*$ ]] || die "ray up: bad --cpus '$cpus'"
+  require_root
+  require_root_netns
+  require_up
+  ray=$(dirname "$py")/ray
+  [[ -x $ray ]] || die "ray up: no $ray (scripts/venv.sh installs ray; --python names another)"
+  if [[ -e $d ]]; then die "ray up: Ray is already up; run 'cluster.sh ray down' first"; fi
+  k=$(setting hosts)
+  t0=$(date +%s%N)
+  trap 'ray_up_failed $?' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  mkdir -p "$d/tmp"
+  STEP="starting the head on h0"
+  ( on_host 0 env RAY_AUTH_MODE=disabled RAY_USAGE_STATS_ENABLED=0 "$ray" start --head --node-ip-address="$(addr4 0)" --port="$RAY_PORT" \
+      --num-cpus="$cpus" --temp-dir="$d/tmp" --include-dashboard=false \
+      --disable-usage-stats ) < /dev/null > "$d/start-h0.log" 2>&1
+  for ((i = 1; i < k; i++)); do
+    STEP="starting the node on h$i"
+    ( on_host "$i" env RAY_AUTH_MODE=disabled RAY_USAGE_STATS_ENABLED=0 "$ray" start --address="$(addr4 0):$RAY_PORT" \
+        --node-ip-address="$(addr4 "$i")" --num-cpus="$cpus" --disable-usage-stats ) \
+      < /dev/null > "$d/start-h$i.log" 2>&1
+  done
+  touch "$d/ready"
+  trap - EXIT INT TERM
+  printf 'cluster.sh: ray up: head on h0 (%s:%s), nodes on h0..h%s, %s CPUs each, %s ms\n' \
+    "$(addr4 0)" "$RAY_PORT" "$((k - 1))" "$cpus" "$((($(date +%s%N) - t0) / 1000000))"
+}
+
+cmd_ray() {
+  local sub=${1:-}
+  (($#)) && shift
+  case $sub in
+    up) cmd_ray_up "$@" ;;
+    down)
+      require_root
+      require_root_netns
+      ray_stop
+      echo "cluster.sh: ray down" ;;
+    address) require_up; printf '%s:%s\n' "$(addr4 0)" "$RAY_PORT" ;;
+    *) usage ;;
+  esac
+}
+
 main() {
   local cmd=${1:-}
   (($#)) && shift
@@ -886,6 +999,7 @@ main() {
     pids) cmd_pids "$@" ;;
     link) cmd_link "$@" ;;
     slurm) cmd_slurm "$@" ;;
+    ray) cmd_ray "$@" ;;
     __enter) enter_host "$@" ;;
     *) usage ;;
   esac

@@ -1,0 +1,166 @@
+"""hvd.spark: hvd jobs whose ranks are Spark tasks, as horovod.spark's.
+
+    results = hvd.spark.run(train_fn, args=(...), num_proc=8)   # values by rank
+
+run() submits one barrier stage of num_proc tasks (Spark's scheduler
+places them; a barrier stage starts all of them at once or none).  Each
+task numbers itself from the stage's task list (ranks of one host
+adjacent, hosts in the order Spark lists them), takes hvdrun's variables
+and calls fn; its hvd.init() meets at the rendezvous this driver serves
+(the server hvdrun runs, hvd._C.rdzv_host).  Ranks on one host talk
+through shared memory, hosts over TCP.
+
+The round's secret and the key of the channel errors come back on travel
+inside the task's closure, which Spark ships as bytes and never logs or
+shows: not in Spark's configuration, environment or job description.
+
+A rank that raises makes run() raise its exception (a note names the rank
+and host) at once: the stage is cancelled, so no task is left running.  A
+task that dies without a word (its Python worker killed) fails the stage;
+run() does not retry it (a retried task could not join the finished
+round) and raises a RuntimeError saying so.  run_elastic is not there yet.
+"""
+import os
+import socket
+import threading
+import uuid
+
+from hvd.runner import channel
+from hvd.runner.rendezvous import Rendezvous, rank_env
+from hvd.runner.results import Collector
+
+__all__ = ["run", "run_elastic"]
+
+
+def _driver_addr(sc):
+    host = sc.getConf().get("spark.driver.host") or socket.gethostname()
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return "127.0.0.1"
+
+
+def _placement(infos, partition):
+    """(rank, per-rank env) of task `partition` of a stage whose tasks run
+    at infos[i].address ("host:port"), ranks of a host adjacent."""
+    hosts = [i.address.rsplit(":", 1)[0] for i in infos]
+    order = list(dict.fromkeys(hosts))
+    ranked = sorted(range(len(hosts)), key=lambda p: (order.index(hosts[p]), p))
+    rank = ranked.index(partition)
+    return rank, rank_env([hosts[p] for p in ranked])[rank]
+
+
+def _task_fn(fn, args, kwargs, job_env, port, key, addrs):
+    """The function each barrier task runs (Spark pickles it whole)."""
+
+    def task(_):
+        from pyspark import BarrierTaskContext
+
+        from hvd.runner import channel as ch
+        from hvd.runner.task import call
+
+        ctx = BarrierTaskContext.get()
+        if ctx.attemptNumber() > 0:
+            raise RuntimeError("hvd.spark.run: a task of this job failed before and Spark "
+                               "retried the stage; run() does not retry (use run_elastic)")
+        rank, place = _placement(ctx.getTaskInfos(), ctx.partitionId())
+        os.environ.update(job_env)
+        os.environ.update(place)
+        sent = []
+
+        def send(message):
+            if message[0] == "err":
+                ch.request(addrs, port, key, message)
+            sent.append(message)
+
+        import cloudpickle
+
+        call(cloudpickle.dumps((fn, args, kwargs)), rank, send)
+        kind, _, _, value = sent[0]
+        if kind == "err":
+            raise RuntimeError("hvd.spark.run: rank %d failed: %s: %s" % (rank, value[1],
+                                                                          value[2]))
+        yield rank, value
+
+    return task
+
+
+def _job_env(rdzv, env, start_timeout, nics):
+    e = {str(k): str(v) for k, v in (env or {}).items()}
+    e.update(rdzv.env())
+    e["HOROVOD_START_TIMEOUT"] = str(int(start_timeout))
+    if nics:
+        e["HOROVOD_GLOO_IFACE"] = nics if isinstance(nics, str) else ",".join(sorted(nics))
+    return e
+
+
+def run(fn, args=(), kwargs={}, num_proc=None, start_timeout=None, env=None, stdout=None,
+        stderr=None, verbose=1, nics=None, prefix_output_with_timestamp=False):
+    """Runs fn(*args, **kwargs) as num_proc Spark tasks (default: the
+    context's default parallelism) that form one hvd job; returns the
+    values by rank.  start_timeout (HOROVOD_START_TIMEOUT, 600 s as in
+    Horovod) bounds both Spark's wait for slots and hvd.init()'s.  The
+    ranks' output goes where Spark puts the tasks' (the executors' logs);
+    stdout, stderr and prefix_output_with_timestamp are accepted for
+    Horovod's signature and change nothing."""
+    import cloudpickle
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None:
+        raise RuntimeError("hvd.spark.run: no active SparkContext; create a SparkSession first")
+    num_proc = int(num_proc or sc.defaultParallelism)
+    if start_timeout is None:
+        start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", "600"))
+    addr = _driver_addr(sc)
+    key = channel.new_key()
+    collector = Collector(b"")
+    server = collector.serve(key, timeout=float(start_timeout))
+    rdzv = Rendezvous(num_proc, addr)
+    group = "hvd.spark.run-" + uuid.uuid4().hex
+    task = _task_fn(fn, tuple(args), dict(kwargs or {}), _job_env(rdzv, env, start_timeout, nics),
+                    server.port, key, [addr] + channel.local_addresses())
+    if verbose >= 2:
+        print("hvd.spark.run: %d tasks, rendezvous at %s:%d" % (num_proc, addr, rdzv.port))
+    outcome = {}
+
+    def collect():
+        sc.setJobGroup(group, "hvd.spark.run: %d ranks" % num_proc, interruptOnCancel=True)
+        try:
+            rdd = sc.parallelize(range(num_proc), num_proc).barrier().mapPartitions(task)
+            outcome["values"] = rdd.collect()
+        except BaseException as e:  # noqa: B902 (handed to the caller's thread)
+            outcome["error"] = e
+
+    worker = threading.Thread(target=collect, name=group, daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+            if collector.errors:  # a rank raised: stop the rest at once
+                sc.cancelJobGroup(group)
+                worker.join()
+    finally:
+        rdzv.stop(0)
+        server.close()
+    collector.raise_first_error(num_proc)
+    if "error" in outcome:
+        raise RuntimeError("hvd.spark.run: the Spark job failed: %s"
+                           % _spark_summary(outcome["error"])) from outcome["error"]
+    values = dict(outcome["values"])
+    return [cloudpickle.loads(values[r]) for r in range(num_proc)]
+
+
+def _spark_summary(error):
+    """The first lines of what Spark said, without its JVM stack."""
+    text = str(error)
+    lines = [line for line in text.splitlines() if line.strip()
+             and not line.lstrip().startswith("at ")]
+    return "\n".join(lines[:6])
+
+
+def run_elastic(*args, **kwargs):
+    """Not there yet: hvd.spark.run_elastic (Spark tasks that come and go
+    while the job trains) needs hvd's elastic driver in this process."""
+    raise NotImplementedError("hvd.spark.run_elastic is not there yet; hvd.spark.run runs a "
+                              "fixed number of tasks, hvd.run(..., min_np=...) is elastic")
