@@ -16,7 +16,6 @@ import sys
 # entry once its page has been merged.
 PENDING = {
     "docs/pytorch-versions.md",
-    "docs/launch-from-python.md",
 }
 
 FENCE = re.compile(r"^\s*(```|~~~)")
