@@ -25,6 +25,9 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = ["hvdrun", "hvd-bench", "hvd-report"]
+# CMake target: (package directory under hvd/, library file).
+FRAMEWORK_LIBS = {"hvd_tf_ops": ("tensorflow", "_hvd_tf_ops.so"),
+                  "hvd_jax": ("jax", "_hvd_jax.so")}
 
 
 def version():
@@ -42,9 +45,13 @@ class CMakeBuild(build_ext):
         if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
             subprocess.run(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
                             "-DHVD_BUILD_TESTS=OFF", "-DHVD_SANITIZE=",
-                            "-DPython3_EXECUTABLE=" + sys.executable], check=True)
+                            "-DPython3_EXECUTABLE=" + sys.executable,
+                            "-DHVD_VENV_PYTHON=" + sys.executable], check=True)
+        # The TensorFlow op library and JAX's FFI library are built when
+        # this Python has TensorFlow / JAX (CMake asks HVD_VENV_PYTHON).
+        libs = [t for t in FRAMEWORK_LIBS if t in cmake_targets(build)]
         subprocess.run(["cmake", "--build", build, "-j", str(os.cpu_count() or 1), "--target",
-                        "hvd_python"] + PROGRAMS, check=True)
+                        "hvd_python"] + libs + PROGRAMS, check=True)
         built = glob.glob(os.path.join(build, "python", "hvd", "_C*.so"))
         if len(built) != 1:
             raise RuntimeError("CMake built no single hvd._C in %s: %s" % (build, built))
@@ -55,6 +62,19 @@ class CMakeBuild(build_ext):
         os.makedirs(bindir, exist_ok=True)
         for name in PROGRAMS:
             shutil.copy2(os.path.join(build, name), os.path.join(bindir, name))
+        for target_name in libs:
+            package, lib = FRAMEWORK_LIBS[target_name]
+            os.makedirs(os.path.join(os.path.dirname(target), package), exist_ok=True)
+            shutil.copyfile(os.path.join(build, "python", "hvd", package, lib),
+                            os.path.join(os.path.dirname(target), package, lib))
+
+
+def cmake_targets(build):
+    """The targets CMake configured in `build`."""
+    out = subprocess.run(["cmake", "--build", build, "--target", "help"], check=True,
+                         capture_output=True, text=True).stdout
+    return {line.split()[1].split(":")[0] for line in out.splitlines()
+            if line.startswith("... ")}
 
 
 setup(
@@ -64,7 +84,7 @@ setup(
     python_requires=">=3.9",
     package_dir={"": "python"},
     packages=["hvd", "hvd.common", "hvd.torch", "hvd.torch.elastic", "hvd.runner", "hvd.ray",
-              "hvd.spark"],
+              "hvd.spark", "hvd.tensorflow", "hvd.tensorflow.keras", "hvd.keras", "hvd.jax"],
     # hvd.run, hvd.ray and hvd.spark move functions and results with cloudpickle.
     extras_require={"run": ["cloudpickle"], "ray": ["cloudpickle", "ray"],
                     "spark": ["cloudpickle", "pyspark"]},
