@@ -13,7 +13,6 @@ import atexit
 
 from hvd import _C
 from hvd.common import process_sets as _process_sets
-from hvd.common.process_sets import ProcessSet
 
 __all__ = ["init", "shutdown", "on_init", "on_shutdown", "set_id", "set_size", "set_rank",
            "set_rank_of"]
@@ -65,14 +64,10 @@ def shutdown():
     _process_sets._teardown()
 
 
-def set_id(process_set):
-    """The registered id of process_set (ValueError if it is none)."""
-    if not isinstance(process_set, ProcessSet):
-        raise ValueError("process_set must be a ProcessSet, got %s" % type(process_set).__name__)
-    if process_set.process_set_id is None:
-        raise ValueError("%s is not registered: add it with hvd.add_process_set() or "
-                         "hvd.init(process_sets=[...])" % process_set)
-    return process_set.process_set_id
+# The process-set helpers live with the sets (process_sets.py); the
+# bindings reach them under these names.
+set_id = _process_sets.checked_id
+set_rank_of = _process_sets.rank_in_set
 
 
 def set_size(process_set):
@@ -81,13 +76,3 @@ def set_size(process_set):
 
 def set_rank(process_set):
     return _C.rank() if set_id(process_set) == 0 else process_set.rank()
-
-
-def set_rank_of(process_set, root_rank):
-    """root_rank (job numbering, as Horovod's) as a rank of the set."""
-    if set_id(process_set) == 0:
-        return int(root_rank)
-    try:
-        return process_set.ranks.index(int(root_rank))
-    except ValueError:
-        raise ValueError("root_rank %d is not a member of %s" % (root_rank, process_set)) from None
