@@ -291,11 +291,13 @@ HVD_EXTERN int hvd_poll(hvd_handle h);
 HVD_EXTERN int hvd_wait(hvd_handle h);
 
 /* Horovod's join: this rank has no more data.  Until every rank has
- * joined, the other ranks' collectives go on with this rank taking part:
- * it contributes zeros to allreduce and reducescatter; an allgather,
- * alltoall or a broadcast from a joined root fails on every rank taking
- * part (HVD_E_INVALID naming the joined ranks), as in Horovod.  Returns, on
- * every rank once all have joined, the rank that joined last. */
+ * joined, the other ranks' allreduces (and barriers) go on with this rank
+ * taking part: it contributes zeros.  A broadcast, allgather, alltoall or
+ * reducescatter while a rank of its set has joined fails on every rank that
+ * called it (HVD_E_INVALID naming the joined ranks, and Horovod's words:
+ * "Broadcast is not supported with Join at this time"), as in Horovod; the
+ * job goes on.  Returns, on every rank once all have joined, the rank that
+ * joined last. */
 HVD_EXTERN int hvd_join(void);
 
 /* ---- Timeline ------------------------------------------------------------

@@ -144,12 +144,24 @@ static int missing_set(const pending *p) { return p->req.process_set != 0; }
 
 static int submitted_by(const pending *p, int r) { return !p->submitted || p->submitted[r]; }
 
-/* A joined rank can stand in (zeros, a scratch buffer) for these kinds;
- * for the others (an allgather needs its data, Horovod fails them too)
- * it makes the tensor fail rather than wait for it forever. */
+/* A joined rank can stand in (zeros) for these kinds, as in Horovod; the
+ * others (broadcast, allgather, alltoall, reducescatter: Horovod refuses
+ * them after a join, "... is not supported with Join at this time") fail
+ * on every rank that submitted them rather than wait for the joined rank
+ * forever, and the job goes on. */
 static int joinable(int type) {
-  return type == HVD_REQ_ALLREDUCE || type == HVD_REQ_REDUCESCATTER ||
-         type == HVD_REQ_BROADCAST || type == HVD_REQ_BARRIER;
+  return type == HVD_REQ_ALLREDUCE || type == HVD_REQ_BARRIER;
+}
+
+/* Horovod's name for the kind in its join error ("Broadcast", ...). */
+static const char *horovod_kind(int type) {
+  switch (type) {
+    case HVD_REQ_BROADCAST: return "Broadcast";
+    case HVD_REQ_ALLGATHER: return "Allgather";
+    case HVD_REQ_ALLTOALL: return "Alltoall";
+    case HVD_REQ_REDUCESCATTER: return "Reducescatter";
+    default: return hvd__req_type_name(type);
+  }
 }
 
 /* Ranks of the set that neither submitted p nor joined (a joined rank
@@ -277,13 +289,9 @@ static void check_joined(hvd_engine *e, const pending *p, const pset *s, char *w
   } else if (k && !joinable(p->req.type)) {
     char list[256];
     format_ranks(list, sizeof list, ranks, k);
-    snprintf(why, cap, "%s '%s': ranks %s joined (hvd_join), and a joined rank cannot take part "
-             "in an %s", hvd__req_type_name(p->req.type), p->req.name, list,
-             hvd__req_type_name(p->req.type));
-  } else if (k && p->req.type == HVD_REQ_BROADCAST && e->joined[member(s, p->req.root)] &&
-             !submitted_by(p, member(s, p->req.root))) {
-    snprintf(why, cap, "broadcast '%s': root rank %d has joined", p->req.name,
-             member(s, p->req.root));
+    snprintf(why, cap, "%s '%s': ranks %s joined (hvd_join), and a joined rank cannot take "
+             "part: %s is not supported with Join at this time", hvd__req_type_name(p->req.type),
+             p->req.name, list, horovod_kind(p->req.type));
   }
   free(ranks);
 }
