@@ -61,7 +61,9 @@ typedef enum { HVD_UINT8, HVD_INT8, HVD_UINT16, HVD_INT16, HVD_INT32, HVD_INT64,
  *   HVD_PRODUCT  integers wrap around on overflow.
  *   HVD_ADASUM   Adasum (Maleki et al. 2020), as Horovod: pairs of ranks
  *                combine a + b - (a.b/2|a|^2) a - (a.b/2|b|^2) b,
- *                recursively.  float32 and float64 only, allreduce only,
+ *                recursively.  float16, float32 and float64 only (dot
+ *                products in double; float16 combined in float and
+ *                rounded once), allreduce only,
  *                over a power-of-two number of ranks (else
  *                HVD_E_UNSUPPORTED).  Tensors are never fused.
  * On HVD_BOOL, SUM and MAX are logical or, MIN and PRODUCT logical and. */

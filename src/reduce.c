@@ -249,10 +249,10 @@ int hvd__reduce_check(hvd_dtype dtype, hvd_op op) {
   if (!hvd__op_valid((int)op))
     return hvd__err(HVD_E_INVALID, "unknown op %d", (int)op);
   if (op == HVD_ADASUM) /* not an element-wise kernel: coll/adasum.c */
-    return dtype == HVD_FLOAT32 || dtype == HVD_FLOAT64
+    return dtype == HVD_FLOAT16 || dtype == HVD_FLOAT32 || dtype == HVD_FLOAT64
                ? HVD_OK
-               : hvd__err(HVD_E_UNSUPPORTED, "op adasum on %s: Adasum reduces float32 and "
-                          "float64 tensors only", hvd_dtype_name(dtype));
+               : hvd__err(HVD_E_UNSUPPORTED, "op adasum on %s: Adasum reduces float16, "
+                          "float32 and float64 tensors only", hvd_dtype_name(dtype));
   if (!kernels[dtype][op])
     return hvd__err(HVD_E_UNSUPPORTED, "op %s is not supported for dtype %s",
                     hvd_op_name(op), hvd_dtype_name(dtype));

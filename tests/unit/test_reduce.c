@@ -493,8 +493,8 @@ static void test_check(void **state) {
       if (dt == HVD_BOOL && ops[o] == HVD_AVERAGE) continue;
       assert_int_equal(hvd__reduce_check((hvd_dtype)dt, ops[o]), HVD_OK);
     }
-    /* Adasum takes float32 and float64 (coll/adasum.c), nothing else. */
-    if (dt == HVD_FLOAT32 || dt == HVD_FLOAT64)
+    /* Adasum takes float16, float32 and float64 (coll/adasum.c), nothing else. */
+    if (dt == HVD_FLOAT16 || dt == HVD_FLOAT32 || dt == HVD_FLOAT64)
       assert_int_equal(hvd__reduce_check((hvd_dtype)dt, HVD_ADASUM), HVD_OK);
     else
       expect_error((hvd_dtype)dt, HVD_ADASUM, HVD_E_UNSUPPORTED, "Adasum",
