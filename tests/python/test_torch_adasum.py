@@ -38,28 +38,27 @@ def check(dtype, wants, outs):
         assert ok, "off by %g (eps %g)" % (ratio, np.finfo(dtype).eps)
 
 
+def columns(dtype, seed, extra, make):
+    """make(rng, n, size) for Horovod's four lengths, rounded to dtype."""
+    size = hvd.size()
+    rng = np.random.default_rng(seed)
+    return [make(rng, n, size).astype(dtype).astype(np.float64)
+            for n in (size * 20 - extra, size * 2 + 1, size + 2, 4096)]
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
 def test_orthogonal_vectors_add(dtype):
-    size = hvd.size()
-    rng = np.random.default_rng(2)
-    qs = []
-    for n in (size * 20 - 17, size * 2 + 1, size + 2, 4096):
-        q, _ = np.linalg.qr(rng.normal(0, 1, (n, size)))
-        qs.append(q.astype(dtype).astype(np.float64))
+    qs = columns(dtype, 2, 17, lambda rng, n, size: np.linalg.qr(rng.normal(0, 1, (n, size)))[0])
     outs = reduce_columns(qs, dtype, "orthogonal")
     check(dtype, [q.sum(axis=1) for q in qs], outs)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
 def test_parallel_vectors_average(dtype):
-    size = hvd.size()
-    rng = np.random.default_rng(3)
-    qs = []
-    for n in (size * 20 - 13, size * 2 + 1, size + 2, 4096):
-        a, r = rng.normal(0, 1, (n, 1)), rng.normal(0, 1, (size, 1))
-        qs.append(np.dot(a, r.T).astype(dtype).astype(np.float64))
+    qs = columns(dtype, 3, 13, lambda rng, n, size: np.dot(rng.normal(0, 1, (n, 1)),
+                                                           rng.normal(0, 1, (size, 1)).T))
     outs = reduce_columns(qs, dtype, "parallel")
-    check(dtype, [q.sum(axis=1) / size for q in qs], outs)
+    check(dtype, [q.sum(axis=1) / hvd.size() for q in qs], outs)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
