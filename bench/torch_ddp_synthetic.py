@@ -30,6 +30,8 @@ parser.add_argument("--num-warmup-batches", type=int, default=10)
 parser.add_argument("--num-batches-per-iter", type=int, default=10)
 parser.add_argument("--num-iters", type=int, default=10)
 parser.add_argument("--num-threads", type=int, default=1)
+parser.add_argument("--fp16-allreduce", action="store_true", default=False,
+                    help="compress gradients to float16 on the wire (DDP's fp16_compress_hook)")
 
 
 def own_address():
@@ -61,6 +63,9 @@ def main():
                             world_size=size)
 
     model = torch.nn.parallel.DistributedDataParallel(getattr(models, args.model)())
+    if args.fp16_allreduce:  # DDP's counterpart of hvd.Compression.fp16
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     optimizer = optim.SGD(model.parameters(), lr=0.01 * size)
     data = torch.randn(args.batch_size, 3, 224, 224)
     target = torch.LongTensor(args.batch_size).random_() % 1000

@@ -65,7 +65,9 @@ typedef enum { HVD_UINT8, HVD_INT8, HVD_UINT16, HVD_INT16, HVD_INT32, HVD_INT64,
  *   HVD_PRODUCT  integers wrap around on overflow.
  *   HVD_ADASUM   Adasum (Maleki et al. 2020), as Horovod: pairs of ranks
  *                combine a + b - (a.b/2|a|^2) a - (a.b/2|b|^2) b,
- *                recursively.  float32 and float64 only, allreduce only,
+ *                recursively.  float16, float32 and float64 only (dot
+ *                products in double; float16 combined in float and
+ *                rounded once), allreduce only,
  *                over a power-of-two number of ranks (else
  *                HVD_E_UNSUPPORTED).  Tensors are never fused.
  * On HVD_BOOL, SUM and MAX are logical or, MIN and PRODUCT logical and. */
@@ -309,11 +311,13 @@ HVD_EXTERN int hvd_poll(hvd_handle h);
 HVD_EXTERN int hvd_wait(hvd_handle h);
 
 /* Horovod's join: this rank has no more data.  Until every rank has
- * joined, the other ranks' collectives go on with this rank taking part:
- * it contributes zeros to allreduce and reducescatter; an allgather,
- * alltoall or a broadcast from a joined root fails on every rank taking
- * part (HVD_E_INVALID naming the joined ranks), as in Horovod.  Returns, on
- * every rank once all have joined, the rank that joined last. */
+ * joined, the other ranks' allreduces (and barriers) go on with this rank
+ * taking part: it contributes zeros.  A broadcast, allgather, alltoall or
+ * reducescatter while a rank of its set has joined fails on every rank that
+ * called it (HVD_E_INVALID naming the joined ranks, and Horovod's words:
+ * "Broadcast is not supported with Join at this time"), as in Horovod; the
+ * job goes on.  Returns, on every rank once all have joined, the rank that
+ * joined last. */
 HVD_EXTERN int hvd_join(void);
 
 /* ---- Timeline ------------------------------------------------------------

@@ -165,25 +165,29 @@ DIVIDE(bf16_div, uint16_t, float, float, load_bf16, store_bf16)
 DIVIDE(f32_div, float, float, float, LOAD_RAW, STORE_RAW)
 DIVIDE(f64_div, double, double, double, LOAD_RAW, STORE_RAW)
 
-/* Scale factors (Horovod's prescale/postscale): the product is computed in
- * double and converted once to the element type by TO: floating types
- * round, integers go toward zero as Horovod's C++ cast does, but saturate
- * at their range where that cast would be undefined. */
-#define SCALE(name, S, T, LOAD, STORE, TO)                                \
-  STEP void name##_step(unsigned char *buf, size_t n, double f) {         \
+/* Scale factors (Horovod's prescale/postscale), with Horovod's arithmetic
+ * bit for bit (its ScaleBuffer on the CPU): the factor is first converted to
+ * the compute type F, the product is taken in F and converted once to the
+ * element type by TO.  float32, float16 and bfloat16 compute in float (so a
+ * float32 tensor scaled by f equals torch's t * torch.tensor(f).float()),
+ * float64 in double, integers in double and back toward zero as Horovod's
+ * C++ cast does, but saturating at their range where that cast would be
+ * undefined. */
+#define SCALE(name, S, T, F, LOAD, STORE, TO)                             \
+  STEP void name##_step(unsigned char *buf, size_t n, F f) {              \
     T a[BLOCK_OF(S)];                                                     \
     LOAD(a, buf, n);                                                      \
-    for (size_t i = 0; i < n; i++) a[i] = TO((double)a[i] * f);           \
+    for (size_t i = 0; i < n; i++) a[i] = TO((F)a[i] * f);                \
     STORE(buf, a, n);                                                     \
   }                                                                       \
-  static void name(unsigned char *buf, size_t count, double f) {          \
+  static void name(unsigned char *buf, size_t count, double factor) {     \
     const size_t n = BLOCK_OF(S), bytes = n * sizeof(S);                  \
+    const F f = (F)factor;                                                \
     for (; count >= n; count -= n, buf += bytes) name##_step(buf, n, f);  \
     if (count > 0) name##_step(buf, count, f);                            \
   }
 
-#define TO_FLOAT(v) ((float)(v))
-#define TO_DOUBLE(v) (v)
+#define AS_IS(v) (v)
 /* Toward zero, saturating; (double)HI may round up (INT64_MAX becomes
  * 2^63), which the >= then catches. */
 #define SATURATE(name, T, LO, HI)                                         \
@@ -197,16 +201,16 @@ SATURATE(to_i16, int16_t, INT16_MIN, INT16_MAX)
 SATURATE(to_i32, int32_t, INT32_MIN, INT32_MAX)
 SATURATE(to_i64, int64_t, INT64_MIN, INT64_MAX)
 
-SCALE(f16_scale, uint16_t, float, load_f16, store_f16, TO_FLOAT)
-SCALE(bf16_scale, uint16_t, float, load_bf16, store_bf16, TO_FLOAT)
-SCALE(f32_scale, float, float, LOAD_RAW, STORE_RAW, TO_FLOAT)
-SCALE(f64_scale, double, double, LOAD_RAW, STORE_RAW, TO_DOUBLE)
-SCALE(u8_scale, uint8_t, uint8_t, LOAD_RAW, STORE_RAW, to_u8)
-SCALE(i8_scale, int8_t, int8_t, LOAD_RAW, STORE_RAW, to_i8)
-SCALE(u16_scale, uint16_t, uint16_t, LOAD_RAW, STORE_RAW, to_u16)
-SCALE(i16_scale, int16_t, int16_t, LOAD_RAW, STORE_RAW, to_i16)
-SCALE(i32_scale, int32_t, int32_t, LOAD_RAW, STORE_RAW, to_i32)
-SCALE(i64_scale, int64_t, int64_t, LOAD_RAW, STORE_RAW, to_i64)
+SCALE(f16_scale, uint16_t, float, float, load_f16, store_f16, AS_IS)
+SCALE(bf16_scale, uint16_t, float, float, load_bf16, store_bf16, AS_IS)
+SCALE(f32_scale, float, float, float, LOAD_RAW, STORE_RAW, AS_IS)
+SCALE(f64_scale, double, double, double, LOAD_RAW, STORE_RAW, AS_IS)
+SCALE(u8_scale, uint8_t, uint8_t, double, LOAD_RAW, STORE_RAW, to_u8)
+SCALE(i8_scale, int8_t, int8_t, double, LOAD_RAW, STORE_RAW, to_i8)
+SCALE(u16_scale, uint16_t, uint16_t, double, LOAD_RAW, STORE_RAW, to_u16)
+SCALE(i16_scale, int16_t, int16_t, double, LOAD_RAW, STORE_RAW, to_i16)
+SCALE(i32_scale, int32_t, int32_t, double, LOAD_RAW, STORE_RAW, to_i32)
+SCALE(i64_scale, int64_t, int64_t, double, LOAD_RAW, STORE_RAW, to_i64)
 
 /* AVERAGE sums here; hvd__reduce_average() divides at the end. */
 #define ROW(sum, min, max, product)                                         \
@@ -245,10 +249,10 @@ int hvd__reduce_check(hvd_dtype dtype, hvd_op op) {
   if (!hvd__op_valid((int)op))
     return hvd__err(HVD_E_INVALID, "unknown op %d", (int)op);
   if (op == HVD_ADASUM) /* not an element-wise kernel: coll/adasum.c */
-    return dtype == HVD_FLOAT32 || dtype == HVD_FLOAT64
+    return dtype == HVD_FLOAT16 || dtype == HVD_FLOAT32 || dtype == HVD_FLOAT64
                ? HVD_OK
-               : hvd__err(HVD_E_UNSUPPORTED, "op adasum on %s: Adasum reduces float32 and "
-                          "float64 tensors only", hvd_dtype_name(dtype));
+               : hvd__err(HVD_E_UNSUPPORTED, "op adasum on %s: Adasum reduces float16, "
+                          "float32 and float64 tensors only", hvd_dtype_name(dtype));
   if (!kernels[dtype][op])
     return hvd__err(HVD_E_UNSUPPORTED, "op %s is not supported for dtype %s",
                     hvd_op_name(op), hvd_dtype_name(dtype));

@@ -58,7 +58,9 @@ void hvd__reduce_average(void *buf, size_t count, hvd_dtype dtype, int divisor);
  * otherwise, HVD_E_INVALID for inf/NaN). */
 int hvd__scale_check(hvd_dtype dtype, double factor);
 
-/* buf[i] *= factor, computed in double and rounded once to the dtype. */
+/* buf[i] *= factor with Horovod's arithmetic: float32, float16 and bfloat16
+ * in float with the factor rounded to float first, float64 in double,
+ * integers in double and back toward zero (saturating). */
 void hvd__reduce_scale(void *buf, size_t count, hvd_dtype dtype, double factor);
 
 /* IEEE binary16 <-> binary32 and bfloat16 <-> binary32, round to nearest

@@ -209,8 +209,9 @@ int hvd__negotiate_agreed(hvd_engine *e, uint32_t id);
 /* Steps 2-4: the responses to run, in order. */
 int hvd__negotiate_plan(hvd_engine *e, response **out, int *nout);
 /* The flags of every rank's message: shutdown, joins, stall failures.
- * *shutdown set when the engine must stop. */
-void hvd__negotiate_flags(hvd_engine *e, const hvd_msg *msgs, int *shutdown);
+ * *shutdown set when the engine must stop; returns 1 when the stall
+ * inspector made every rank give up (nothing else runs this cycle). */
+int hvd__negotiate_flags(hvd_engine *e, const hvd_msg *msgs, int *shutdown);
 int hvd__negotiate(hvd_engine *e, hvd_msg *msgs, response **out, int *nout, int *shutdown);
 void hvd__pending_free(pending *p);
 void hvd__responses_free(response *rs, int n);

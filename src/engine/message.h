@@ -3,7 +3,10 @@
  *
  * Every cycle each rank's engine sends what changed since the last one:
  *   flags      HVD_MSG_SHUTDOWN (this rank is shutting down),
- *              HVD_MSG_JOINED (this rank called hvd_join)
+ *              HVD_MSG_JOINED (this rank called hvd_join),
+ *              HVD_MSG_JOIN_STALLED (rank 0 only: the ranks in hvd_join
+ *              waited past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; every
+ *              rank gives up in this cycle)
  *   cache bits one bit per response-cache entry this rank has newly
  *              enqueued with exactly the cached parameters: the cheap path
  *              for tensors seen before (Horovod's response cache)
@@ -39,7 +42,12 @@
 
 #include "request.h"
 
-enum { HVD_MSG_SHUTDOWN = 1u << 0, HVD_MSG_JOINED = 1u << 1, HVD_MSG_SETTINGS = 1u << 2 };
+enum {
+  HVD_MSG_SHUTDOWN = 1u << 0,
+  HVD_MSG_JOINED = 1u << 1,
+  HVD_MSG_SETTINGS = 1u << 2,
+  HVD_MSG_JOIN_STALLED = 1u << 3
+};
 
 /* The autotuner's settings (HVD_MSG_SETTINGS). */
 typedef struct {

@@ -157,12 +157,24 @@ static int missing_set(const pending *p) { return p->req.process_set != 0; }
 
 static int submitted_by(const pending *p, int r) { return !p->submitted || p->submitted[r]; }
 
-/* A joined rank can stand in (zeros, a scratch buffer) for these kinds;
- * for the others (an allgather needs its data, Horovod fails them too)
- * it makes the tensor fail rather than wait for it forever. */
+/* A joined rank can stand in (zeros) for these kinds, as in Horovod; the
+ * others (broadcast, allgather, alltoall, reducescatter: Horovod refuses
+ * them after a join, "... is not supported with Join at this time") fail
+ * on every rank that submitted them rather than wait for the joined rank
+ * forever, and the job goes on. */
 static int joinable(int type) {
-  return type == HVD_REQ_ALLREDUCE || type == HVD_REQ_REDUCESCATTER ||
-         type == HVD_REQ_BROADCAST || type == HVD_REQ_BARRIER;
+  return type == HVD_REQ_ALLREDUCE || type == HVD_REQ_BARRIER;
+}
+
+/* Horovod's name for the kind in its join error ("Broadcast", ...). */
+static const char *horovod_kind(int type) {
+  switch (type) {
+    case HVD_REQ_BROADCAST: return "Broadcast";
+    case HVD_REQ_ALLGATHER: return "Allgather";
+    case HVD_REQ_ALLTOALL: return "Alltoall";
+    case HVD_REQ_REDUCESCATTER: return "Reducescatter";
+    default: return hvd__req_type_name(type);
+  }
 }
 
 /* Ranks of the set that neither submitted p nor joined (a joined rank
@@ -292,13 +304,9 @@ static void check_joined(hvd_engine *e, const pending *p, const pset *s, char *w
   } else if (k && !joinable(p->req.type)) {
     char list[256];
     format_ranks(list, sizeof list, ranks, k);
-    snprintf(why, cap, "%s '%s': ranks %s joined (hvd_join), and a joined rank cannot take part "
-             "in an %s", hvd__req_type_name(p->req.type), p->req.name, list,
-             hvd__req_type_name(p->req.type));
-  } else if (k && p->req.type == HVD_REQ_BROADCAST && e->joined[member(s, p->req.root)] &&
-             !submitted_by(p, member(s, p->req.root))) {
-    snprintf(why, cap, "broadcast '%s': root rank %d has joined", p->req.name,
-             member(s, p->req.root));
+    snprintf(why, cap, "%s '%s': ranks %s joined (hvd_join), and a joined rank cannot take "
+             "part: %s is not supported with Join at this time", hvd__req_type_name(p->req.type),
+             p->req.name, list, horovod_kind(p->req.type));
   }
   free(ranks);
 }
@@ -553,9 +561,32 @@ static void apply_joins(hvd_engine *e, const hvd_msg *msgs) {
   hvd__engine_join_done(e, last);
 }
 
-/* Rank 0's stall inspector asked every rank to give up on some tensors. */
-static void stall_shutdown(hvd_engine *e, const hvd_msg *m0) {
-  char msg[1024];
+/* What each rank waits on, for a job whose ranks fell out of step: "rank
+ * 0: 'a', 'b'; rank 1: in hvd_join(); rank 2: nothing" -- the tensors it
+ * submitted that still miss some rank (the same text on every rank: the
+ * table is).  Appended to out at *len. */
+static void waits_by_rank(hvd_engine *e, char *out, size_t cap, size_t *len, int *scratch) {
+  if (*len >= cap) return;
+  *len += (size_t)snprintf(out + *len, cap - *len, " waiting, by rank:");
+  for (int q = 0; q < e->size && *len < cap; q++) {
+    int k = 0;
+    *len += (size_t)snprintf(out + *len, cap - *len, "%s rank %d:", q ? ";" : "", q);
+    for (pending *p = e->pending_head; p && *len < cap; p = p->next) {
+      if (!p->submitted || !p->submitted[q] || !missing_ranks(e, p, set_of(e, p), scratch))
+        continue;
+      *len += (size_t)snprintf(out + *len, cap - *len, "%s '%s'", k++ ? "," : "", p->req.name);
+    }
+    if (*len < cap && e->joined[q])
+      *len += (size_t)snprintf(out + *len, cap - *len, "%s in hvd_join()", k++ ? "," : "");
+    if (*len < cap && !k) *len += (size_t)snprintf(out + *len, cap - *len, " nothing");
+  }
+  if (*len >= cap) *len = cap - 1;
+}
+
+/* Rank 0's stall inspector asked every rank to give up on some tensors, or
+ * on the wait in hvd_join (join_stalled). */
+static void stall_shutdown(hvd_engine *e, const hvd_msg *m0, int join_stalled) {
+  char msg[2048];
   size_t len = (size_t)snprintf(msg, sizeof msg,
                                 "stall shutdown (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS on rank 0):");
   int *missing = malloc((size_t)e->size * sizeof *missing);
@@ -568,11 +599,15 @@ static void stall_shutdown(hvd_engine *e, const hvd_msg *m0) {
     len += (size_t)snprintf(msg + len, sizeof msg - len, " tensor '%s' was not submitted by ranks %s;",
                             m0->fails[i], ranks);
   }
+  if (join_stalled && len < sizeof msg)
+    len += (size_t)snprintf(msg + len, sizeof msg - len, " ranks waited in hvd_join() for "
+                            "ranks that never joined;");
+  if (missing && len < sizeof msg) waits_by_rank(e, msg, sizeof msg, &len, missing);
   free(missing);
   hvd__engine_break(e, HVD_E_TIMEOUT, msg);
 }
 
-void hvd__negotiate_flags(hvd_engine *e, const hvd_msg *msgs, int *shutdown) {
+int hvd__negotiate_flags(hvd_engine *e, const hvd_msg *msgs, int *shutdown) {
   for (int q = 0; q < e->size; q++)
     if ((msgs[q].flags & HVD_MSG_SHUTDOWN) && !*shutdown) {
       *shutdown = 1;
@@ -580,43 +615,48 @@ void hvd__negotiate_flags(hvd_engine *e, const hvd_msg *msgs, int *shutdown) {
       snprintf(e->why, sizeof e->why, "rank %d called hvd_shutdown()", q);
       pthread_mutex_unlock(&e->lock);
     }
-  if (msgs[0].nfail > 0) {
-    stall_shutdown(e, &msgs[0]);
-    *shutdown = 1;
-    return;
-  }
   apply_joins(e, msgs);
+  /* the join may have completed in this very cycle */
+  int join_stalled = (msgs[0].flags & HVD_MSG_JOIN_STALLED) && e->njoined > 0;
+  if (msgs[0].nfail == 0 && !join_stalled) return 0;
+  stall_shutdown(e, &msgs[0], join_stalled);
+  *shutdown = 1;
+  return 1;
 }
 
 int hvd__negotiate(hvd_engine *e, hvd_msg *msgs, response **out, int *nout, int *shutdown) {
   *out = NULL, *nout = 0;
   for (int q = 0; q < e->size; q++) HVD__CHECK(hvd__negotiate_apply(e, q, &msgs[q]));
-  hvd__negotiate_flags(e, msgs, shutdown);
-  if (msgs[0].nfail > 0) return 0;
+  if (hvd__negotiate_flags(e, msgs, shutdown)) return 0;
   HVD__CHECK(hvd__tuning_apply(e, msgs)); /* before planning: every rank fuses alike */
   return hvd__negotiate_plan(e, out, nout);
 }
 
 /* ---- the stall inspector (rank 0) ---- */
 
-/* Ranks that joined wait in hvd_join for the others: say who is missing. */
-static void inspect_join(hvd_engine *e, uint64_t now, uint64_t check_ms, int *ranks) {
-  if (!e->join_since_ms || now - e->join_since_ms < check_ms ||
-      now - e->join_warned_ms < check_ms)
-    return;
-  char joined[256], missing[256];
+/* Ranks that joined wait in hvd_join for the others: say who is missing
+ * and what each rank waits on; past the shutdown time, ask every rank to
+ * give up. */
+static void inspect_join(hvd_engine *e, hvd_msg *mine, uint64_t now, uint64_t check_ms,
+                         uint64_t shut_ms, int *ranks) {
+  if (!e->join_since_ms || now - e->join_since_ms < check_ms) return;
+  if (shut_ms > 0 && now - e->join_since_ms >= shut_ms) mine->flags |= HVD_MSG_JOIN_STALLED;
+  if (now - e->join_warned_ms < check_ms) return;
+  char joined[256], missing[256], waits[1024] = "";
   int nj = 0, nm = 0;
+  size_t len = 0;
   for (int q = 0; q < e->size; q++)
     if (e->joined[q]) ranks[nj++] = q;
   format_ranks(joined, sizeof joined, ranks, nj);
   for (int q = 0; q < e->size; q++)
     if (!e->joined[q]) ranks[nm++] = q;
   format_ranks(missing, sizeof missing, ranks, nm);
+  waits_by_rank(e, waits, sizeof waits, &len, ranks);
   e->join_warned_ms = now;
   hvd__log(HVD_LOG_WARNING,
            "Stall: ranks %s called hvd_join() and have waited more than %ld s "
-           "(HOROVOD_STALL_CHECK_TIME_SECONDS) for the others; missing ranks: %s", joined,
-           e->stall_check_s, missing);
+           "(HOROVOD_STALL_CHECK_TIME_SECONDS) for the others; missing ranks: %s;%s", joined,
+           e->stall_check_s, missing, waits);
 }
 
 /* Asks every rank, through rank 0's next message, to give up on p. */
@@ -634,11 +674,11 @@ void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine) {
   if (now - e->inspected_ms < INSPECT_EVERY_MS) return;
   e->inspected_ms = now;
   int *missing = malloc((size_t)e->size * sizeof *missing);
-  char warn[2048];
+  char warn[3072];
   size_t len = 0;
   warn[0] = '\0';
   if (!missing) return;
-  inspect_join(e, now, check_ms, missing);
+  inspect_join(e, mine, now, check_ms, shut_ms, missing);
   for (pending *p = e->pending_head; p; p = p->next) {
     e->visits++;
     int n = missing_ranks(e, p, set_of(e, p), missing);
@@ -652,11 +692,15 @@ void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine) {
     len += (size_t)snprintf(warn + len, sizeof warn - len, "%s'%s' missing ranks: %s",
                             len ? "; " : "", p->req.name, ranks);
   }
+  if (len && len + 1 < sizeof warn) {
+    warn[len++] = ';', warn[len] = '\0';
+    waits_by_rank(e, warn, sizeof warn, &len, missing);
+  }
   free(missing);
   if (len)
     hvd__log(HVD_LOG_WARNING,
              "Stall: one or more tensors were submitted by some ranks and have waited more "
              "than %ld s (HOROVOD_STALL_CHECK_TIME_SECONDS) for the others, which may mean "
-             "the ranks submit different tensors or only some of them reach this step: %s",
+             "the ranks submit different tensors or only some of them reach this step: %s.",
              e->stall_check_s, warn);
 }

@@ -125,3 +125,63 @@ def test_join_waiting_for_others_is_reported(hvdrun, test_program, np):
     missing = set(range(1, np))
     assert any(missing <= ranks_named(l.split("missing")[-1]) for l in warnings), warnings
     assert elapsed < 30, elapsed
+
+
+OUT_OF_STEP = os.path.join(os.path.dirname(__file__), "out_of_step.py")
+
+
+def run_out_of_step(build_dir, hvdrun, np, mode):
+    """tests/launcher/out_of_step.py under hvdrun with Debian's python3."""
+    if os.environ.get("HVD_SANITIZE"):
+        pytest.skip("sanitizer builds cannot load into python")
+    if not os.path.isdir(os.path.join(build_dir, "python", "hvd")):
+        pytest.skip("hvd._C is not built")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
+    env.update(PYTHONPATH=os.path.join(build_dir, "python"), HOROVOD_GLOO_TIMEOUT_SECONDS="30",
+               HOROVOD_STALL_CHECK_TIME_SECONDS="1", HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="3")
+    return subprocess.run([hvdrun, "-np", str(np), "/usr/bin/python3", OUT_OF_STEP, mode],
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=LIMIT)
+
+
+def waits_named(text, waits):
+    """Whether text's "waiting, by rank:" part says, for each rank, what it waits on."""
+    part = text.split("waiting, by rank:", 1)
+    return len(part) == 2 and all(re.search(r"\brank %d: %s(;|\.|$)" % (r, re.escape(w)), part[1])
+                                  for r, w in waits.items())
+
+
+@pytest.mark.parametrize("np", [2, 3])
+def test_out_of_step_ranks_are_named_with_their_tensors(build_dir, hvdrun, np):
+    """Rank 0 waits in 'scale.check', the others in 'next.test': within the
+    stall-check time rank 0 warns naming, for each rank, the tensor it
+    waits on; at the shutdown time every rank's wait fails with that
+    message and the job ends."""
+    p = run_out_of_step(build_dir, hvdrun, np, "scale")
+    waits = {r: "'scale.check'" if r == 0 else "'next.test'" for r in range(np)}
+    warnings = [l for l in stall_warnings(p.stderr, 0) if "waiting, by rank" in l]
+    assert warnings and waits_named(warnings[0], waits), p.stdout + p.stderr
+    assert p.returncode != 0, p.stdout + p.stderr
+    for r in range(np):
+        errors = [l for l in lines(p.stdout, r, "stdout") if l.startswith("rank %d: ERROR" % r)]
+        assert errors, "rank %d did not fail:\n%s%s" % (r, p.stdout, p.stderr)
+        assert "HorovodInternalError" in errors[0] and "stall shutdown" in errors[0], errors
+        assert waits_named(errors[0], waits), errors[0]
+
+
+def test_rank_waiting_in_join_for_a_rank_that_never_joins(build_dir, hvdrun):
+    """Rank 0 waits in join(); rank 1 went on without joining: the warning
+    says rank 0 is in hvd_join() and rank 1 waits on nothing, and at the
+    shutdown time rank 0's join() fails with that message; the job ends
+    without waiting for rank 1's 20 s."""
+    p = run_out_of_step(build_dir, hvdrun, 2, "join")
+    waits = {0: "in hvd_join()", 1: "nothing"}
+    warnings = [l for l in stall_warnings(p.stderr, 0) if "hvd_join" in l]
+    assert warnings and waits_named(warnings[0], waits), p.stdout + p.stderr
+    assert p.returncode != 0, p.stdout + p.stderr
+    errors = [l for l in lines(p.stdout, 0, "stdout") if l.startswith("rank 0: ERROR")]
+    assert errors and "stall shutdown" in errors[0] and "hvd_join()" in errors[0], \
+        p.stdout + p.stderr
+    assert waits_named(errors[0], waits), errors[0]
+    # hvdrun ended the job when rank 0 failed: rank 1 never woke up
+    assert not [l for l in lines(p.stdout, 1, "stdout") if l.startswith("rank 1:")], p.stdout

@@ -98,18 +98,40 @@ JOB = ("import torch, hvd.torch as hvd\n"
        "print('sum', t.tolist(), hvd.__file__)\n")
 
 
+def make_venv(kind, venv):
+    """A venv for `pip install .`: "debian" sees Debian's site-packages
+    (PyTorch 1.13); "pypi-torch" does not (--system-site-packages off) and
+    finds PyPI's PyTorch 2.x, setuptools and wheel in the project's venv
+    (HVD_VENV_PYTHON, scripts/venv.sh) through a .pth file, as if pip had
+    installed them there, without downloading them again."""
+    if kind == "debian":
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)],
+                       check=True, capture_output=True, timeout=120)
+        return "1."
+    project = os.environ.get("HVD_VENV_PYTHON")
+    if not project:
+        pytest.skip("no project venv (configure with -DHVD_VENV_PYTHON=...; scripts/test.sh does)")
+    theirs = subprocess.run([project, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                            check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True,
+                   capture_output=True, timeout=120)
+    mine = next(venv.glob("lib/python3*/site-packages"))
+    (mine / "project_venv.pth").write_text(theirs + "\n")
+    return "2."
+
+
 @pytest.mark.skipif(bool(os.environ.get("HVD_SANITIZE")),
                     reason="the sanitizer build's test run; pip builds a release extension anyway")
-def test_pip_install_into_a_venv(tmp_path):
-    """python3 -m pip install --no-build-isolation . into a venv made with
-    --system-site-packages, offline, from scratch (setup.py runs CMake):
-    hvd.torch imports from anywhere without PYTHONPATH, the venv's own
+@pytest.mark.parametrize("kind", ["debian", "pypi-torch"])
+def test_pip_install_into_a_venv(tmp_path, kind):
+    """python3 -m pip install --no-build-isolation . into a venv, offline,
+    from scratch (setup.py runs CMake), with Debian's PyTorch 1.13 or PyPI's
+    2.x: hvd.torch imports from anywhere without PYTHONPATH, the venv's own
     hvdrun runs a 2-rank job, hvd-report and hvd-bench are there, and pip
     uninstall takes it all away."""
     src, venv = tmp_path / "src", tmp_path / "venv"
     copy_source(src)
-    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True, capture_output=True, timeout=120)
+    torch_major = make_venv(kind, venv)
     py, bindir = str(venv / "bin" / "python"), venv / "bin"
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "HVD_CMAKE_BUILD_DIR") and not k.startswith("HOROVOD_")}
@@ -117,9 +139,11 @@ def test_pip_install_into_a_venv(tmp_path):
     pip = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", str(src)], env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
-    site = subprocess.run([py, "-c", "import hvd, hvd.torch; print(hvd.__file__)"], env=env,
+    site = subprocess.run([py, "-c", "import hvd, hvd.torch, torch; print(hvd.__file__); "
+                           "print(torch.__version__)"], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert site.returncode == 0 and site.stdout.startswith(str(venv)), site.stdout + site.stderr
+    assert site.stdout.split()[1].startswith(torch_major), site.stdout
     (tmp_path / "job.py").write_text(JOB)
     job = subprocess.run([str(bindir / "hvdrun"), "-np", "2", py, str(tmp_path / "job.py")],
                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)

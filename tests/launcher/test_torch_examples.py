@@ -1,5 +1,7 @@
 """The hvd.torch examples run under hvdrun, quickly (a subset of the data,
-tiny benchmark settings)."""
+tiny benchmark settings), under both PyTorch versions the project tests:
+Debian's python3 (PyTorch 1.13) and the project's venv (PyPI's PyTorch 2.x,
+scripts/venv.sh; ctest passes its python as HVD_VENV_PYTHON)."""
 import glob
 import os
 import re
@@ -7,22 +9,37 @@ import subprocess
 
 import pytest
 
-PY = "/usr/bin/python3"
+DEBIAN_PY = "/usr/bin/python3"
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FASHION = "/usr/share/datasets/fashion-mnist"
 
 
+@pytest.fixture(scope="module", params=["torch1-debian", "torch2-venv"])
+def PY(request):
+    """The interpreter the examples run under: Debian's, or the venv's
+    (the venv's tests are skipped where HVD_VENV_PYTHON is not set; CMake
+    sets it when the build was configured with HVD_VENV_PYTHON)."""
+    if request.param == "torch1-debian":
+        return DEBIAN_PY
+    venv = os.environ.get("HVD_VENV_PYTHON")
+    if not venv:
+        pytest.skip("no venv python (configure with -DHVD_VENV_PYTHON=..., scripts/test.sh does)")
+    return venv
+
+
 @pytest.fixture(scope="module")
-def env(build_dir, tmp_path_factory):
+def env(build_dir, tmp_path_factory, PY):
     if os.environ.get("HVD_SANITIZE"):
-        pytest.skip("sanitizer builds cannot load into Debian's python3")
+        pytest.skip("sanitizer builds cannot load into python")
     if not glob.glob(os.path.join(build_dir, "python", "hvd", "_C*.so")):
         pytest.skip("hvd's Python extension is not built in %s" % build_dir)
     try:
         subprocess.run([PY, "-c", "import torch, torchvision"], check=True,
                        capture_output=True, timeout=120)
     except (subprocess.CalledProcessError, OSError):
-        pytest.skip("Debian's python3 has no torch/torchvision")
+        if PY == DEBIAN_PY:
+            pytest.skip("Debian's python3 has no torch/torchvision")
+        pytest.fail("the venv's %s has no torch/torchvision" % PY)
     return dict(os.environ, PYTHONPATH=os.path.join(build_dir, "python"),
                 OMP_NUM_THREADS="1", HVD_EXAMPLE_CACHE=str(tmp_path_factory.mktemp("cache")))
 
@@ -31,7 +48,7 @@ def rank0(text):
     return [l[len("[0]<stdout>:"):] for l in text.splitlines() if l.startswith("[0]<stdout>:")]
 
 
-def fashion_mnist(hvdrun, env, *extra):
+def fashion_mnist(hvdrun, env, PY, *extra):
     """Rank 0's test accuracy after one epoch on 6000 images at np 2."""
     if not os.path.exists(os.path.join(FASHION, "train-images-idx3-ubyte.gz")):
         pytest.skip("no Fashion-MNIST in %s" % FASHION)
@@ -49,8 +66,8 @@ def fashion_mnist(hvdrun, env, *extra):
 
 
 @pytest.fixture(scope="module")
-def plain_accuracy(hvdrun, env):
-    return fashion_mnist(hvdrun, env)
+def plain_accuracy(hvdrun, env, PY):
+    return fashion_mnist(hvdrun, env, PY)
 
 
 def test_fashion_mnist_example(plain_accuracy):
@@ -58,14 +75,14 @@ def test_fashion_mnist_example(plain_accuracy):
     assert plain_accuracy > 0.5
 
 
-def test_fashion_mnist_example_powersgd(hvdrun, env, plain_accuracy):
+def test_fashion_mnist_example_powersgd(hvdrun, env, PY, plain_accuracy):
     # the issue's bar: PowerSGD at rank 4 within 1 point of float32 in the
     # same epochs (docs/compression.md)
-    acc = fashion_mnist(hvdrun, env, "--powersgd-rank", "4")
+    acc = fashion_mnist(hvdrun, env, PY, "--powersgd-rank", "4")
     assert acc >= plain_accuracy - 0.01, (acc, plain_accuracy)
 
 
-def test_synthetic_benchmark_example(hvdrun, env):
+def test_synthetic_benchmark_example(hvdrun, env, PY):
     p = subprocess.run([hvdrun, "-np", "2", PY,
                         os.path.join(ROOT, "examples/torch/synthetic_benchmark.py"),
                         "--model", "resnet18", "--batch-size", "2", "--num-iters", "2",
@@ -77,7 +94,7 @@ def test_synthetic_benchmark_example(hvdrun, env):
     assert re.search(r"Total img/sec on 2 CPU\(s\): [0-9.]+ \+-[0-9.]+", out), out
 
 
-def test_elastic_fashion_mnist_example_under_the_driver(hvdrun, env):
+def test_elastic_fashion_mnist_example_under_the_driver(hvdrun, env, PY):
     """Runs under hvdrun's elastic driver (two local "hosts"); worker 1 is
     killed mid-epoch by the test and the other goes on to the end."""
     if not os.path.exists(os.path.join(FASHION, "train-images-idx3-ubyte.gz")):

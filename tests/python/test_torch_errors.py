@@ -148,6 +148,47 @@ def test_allgather_while_a_rank_has_joined():
         assert last == 0
 
 
+JOIN_REFUSED = {
+    "broadcast": ("Broadcast", lambda me: hvd.broadcast(torch.full((4,), float(me)), 1,
+                                                       name="join.refused.broadcast")),
+    "broadcast_": ("Broadcast", lambda me: hvd.broadcast_(torch.full((4,), float(me)), 1,
+                                                         name="join.refused.broadcast_")),
+    "reducescatter": ("Reducescatter", lambda me: hvd.reducescatter(
+        torch.ones(2 * hvd.size(), 3), name="join.refused.reducescatter")),
+    "grouped_reducescatter": ("Reducescatter", lambda me: hvd.grouped_reducescatter(
+        [torch.ones(hvd.size(), 2)], name="join.refused.grouped_reducescatter")),
+    "alltoall": ("Alltoall", lambda me: hvd.alltoall(torch.ones(hvd.size()),
+                                                     name="join.refused.alltoall")),
+}
+
+
+@pytest.mark.parametrize("collective", sorted(JOIN_REFUSED))
+def test_collectives_horovod_refuses_after_a_join(collective):
+    """Horovod's test_horovod_join_broadcast, and its rule for the other
+    collectives it refuses after a join: rank 0 joins at once; the others'
+    broadcast from root 1 (or reducescatter, alltoall) raises RuntimeError
+    (HorovodInternalError) on each of them with Horovod's words; then they
+    join, every rank's join() returns, and the next collectives work."""
+    needs_two()
+    n, me = hvd.size(), hvd.rank()
+    kind, call = JOIN_REFUSED[collective]
+    error = None
+    if me != 0:
+        error = raised(lambda: call(me))
+    last = hvd.join()
+    assert_job_goes_on("after.join." + collective)
+    got = hvd.broadcast(torch.full((2,), float(me)), 1, name="after.join.bcast." + collective)
+    everyone = hvd.allgather_object(last)
+    if me != 0:
+        assert isinstance(error, RuntimeError), "%s succeeded while rank 0 had joined: %r" % (
+            collective, error)
+        assert isinstance(error, HorovodInternalError), error
+        assert "%s is not supported with Join at this time" % kind in str(error), error
+        assert "ranks [0] joined" in str(error), error
+    assert torch.equal(got, torch.full((2,), 1.0))
+    assert everyone == [last] * n and last != 0
+
+
 def test_capability_queries_answer_for_this_build():
     """Under hvdrun (or alone): MPI as built, never enabled; hvd's own
     collectives ("Gloo") run the job."""

@@ -7,8 +7,9 @@
  * in double, and float16/bfloat16 are decoded from their definition and
  * rounded from double (test_half.c checks the same method against
  * _Float16).  Then the corner cases one by one: NaN and inf, wrap-around,
- * rounding of integer averages, bool bytes that are neither 0 nor 1, and
- * the errors of hvd__reduce_check.
+ * rounding of integer averages, bool bytes that are neither 0 nor 1,
+ * Horovod's arithmetic for scale factors, and the errors of
+ * hvd__reduce_check.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -442,6 +443,39 @@ static void test_count_zero(void **state) {
   assert_memory_equal(a, ((unsigned char[]){1, 2, 3, 4}), 4);
 }
 
+/* Scale factors as Horovod computes them: float32 in float with the factor
+ * rounded to float first (which differs from a product taken in double and
+ * rounded once for some elements: asserted, so the check means something),
+ * float64 in double, integers in double and back toward zero. */
+static void test_scale_rounding(void **state) {
+  (void)state;
+  enum { N = 257 };
+  const double f = 0.1;
+  float x[N];
+  double d[N];
+  int32_t k[N];
+  size_t differ_from_double = 0;
+  for (size_t i = 0; i < N; i++) {
+    x[i] = (float)i * 1.37f - 91.0f;
+    d[i] = (double)i * 1.37 - 91.0;
+    k[i] = (int32_t)i - 128;
+  }
+  float want[N];
+  for (size_t i = 0; i < N; i++) {
+    want[i] = x[i] * (float)f;
+    differ_from_double += want[i] != (float)((double)x[i] * f);
+  }
+  hvd__reduce_scale(x, N, HVD_FLOAT32, f);
+  hvd__reduce_scale(d, N, HVD_FLOAT64, f);
+  hvd__reduce_scale(k, N, HVD_INT32, f);
+  assert_true(differ_from_double > 0);
+  assert_memory_equal(x, want, sizeof want);
+  for (size_t i = 0; i < N; i++) {
+    assert_true(d[i] == ((double)i * 1.37 - 91.0) * f);
+    assert_int_equal(k[i], (int32_t)(((double)i - 128) * f));
+  }
+}
+
 /* ---- checks and names ---- */
 
 static void expect_error(hvd_dtype dt, hvd_op op, int code, const char *w1, const char *w2) {
@@ -459,8 +493,8 @@ static void test_check(void **state) {
       if (dt == HVD_BOOL && ops[o] == HVD_AVERAGE) continue;
       assert_int_equal(hvd__reduce_check((hvd_dtype)dt, ops[o]), HVD_OK);
     }
-    /* Adasum takes float32 and float64 (coll/adasum.c), nothing else. */
-    if (dt == HVD_FLOAT32 || dt == HVD_FLOAT64)
+    /* Adasum takes float16, float32 and float64 (coll/adasum.c), nothing else. */
+    if (dt == HVD_FLOAT16 || dt == HVD_FLOAT32 || dt == HVD_FLOAT64)
       assert_int_equal(hvd__reduce_check((hvd_dtype)dt, HVD_ADASUM), HVD_OK);
     else
       expect_error((hvd_dtype)dt, HVD_ADASUM, HVD_E_UNSUPPORTED, "Adasum",
@@ -510,7 +544,7 @@ int main(void) {
       cmocka_unit_test(test_int_wrap),       cmocka_unit_test(test_int_average),
       cmocka_unit_test(test_bool),           cmocka_unit_test(test_unaligned_wide),
       cmocka_unit_test(test_count_zero),     cmocka_unit_test(test_check),
-      cmocka_unit_test(test_names),
+      cmocka_unit_test(test_names),          cmocka_unit_test(test_scale_rounding),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
