@@ -15,7 +15,6 @@ import sys
 # link to one that is not here yet is reported, not failed.  Remove each
 # entry once its page has been merged.
 PENDING = {
-    "docs/pytorch-versions.md",
 }
 
 FENCE = re.compile(r"^\s*(```|~~~)")
