@@ -2,29 +2,9 @@
 horovod.torch's Compression.none / Compression.fp16)."""
 import jax.numpy as jnp
 
+from hvd.common.compression import Compressor, NoneCompressor
+
 __all__ = ["Compression", "Compressor", "NoneCompressor", "FP16Compressor"]
-
-
-class Compressor:
-    """compress(x) -> (what is sent, context); decompress(y, context) -> x's kind."""
-
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
-
-
-class NoneCompressor(Compressor):
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
 
 
 class FP16Compressor(Compressor):

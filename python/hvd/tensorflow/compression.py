@@ -3,27 +3,7 @@ Compression.none and Compression.fp16 (floating tensors travel as
 float16 and come back in their own type)."""
 import tensorflow as tf
 
-
-class Compressor:
-    """compress(tensor) -> (tensor, ctx); decompress(tensor, ctx) -> tensor."""
-
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
-
-
-class NoneCompressor(Compressor):
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+from hvd.common.compression import Compressor, NoneCompressor
 
 
 class FP16Compressor(Compressor):

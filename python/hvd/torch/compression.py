@@ -6,31 +6,7 @@ compress returned).
 """
 import torch
 
-
-class Compressor:
-    """Interface of the compression algorithms."""
-
-    @staticmethod
-    def compress(tensor):
-        """Returns (the tensor to send, a context for decompress)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        """Returns the received tensor restored with compress's context."""
-        raise NotImplementedError
-
-
-class NoneCompressor(Compressor):
-    """Sends tensors as they are."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+from hvd.common.compression import Compressor, NoneCompressor
 
 
 class FP16Compressor(Compressor):

@@ -162,13 +162,9 @@ def _contiguous(tensor, what):
     return tensor if tensor.is_contiguous() else tensor.contiguous()
 
 
-def _set_id(process_set):
-    if not isinstance(process_set, ProcessSet):
-        raise ValueError("process_set must be a ProcessSet, got %s" % type(process_set).__name__)
-    if process_set.process_set_id is None:
-        raise ValueError("%s is not registered: add it with hvd.add_process_set() or "
-                         "hvd.init(process_sets=[...])" % process_set)
-    return process_set.process_set_id
+# The process-set checks every binding shares (hvd.common.process_sets).
+_set_id = _process_sets.checked_id
+_set_rank_of = _process_sets.rank_in_set
 
 
 def _name(name, kind, process_set):
@@ -182,16 +178,6 @@ def _name(name, kind, process_set):
 
 def _set_size(process_set):
     return size() if _set_id(process_set) == 0 else process_set.size()
-
-
-def _set_rank_of(process_set, root_rank):
-    """root_rank (job numbering, as Horovod's) as a rank within the set."""
-    if _set_id(process_set) == 0:
-        return int(root_rank)
-    try:
-        return process_set.ranks.index(int(root_rank))
-    except ValueError:
-        raise ValueError("root_rank %d is not a member of %s" % (root_rank, process_set)) from None
 
 
 def _global_ranks(process_set):
