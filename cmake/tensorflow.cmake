@@ -25,11 +25,9 @@ if(HVD_VENV_PYTHON AND TARGET hvd_python AND NOT HVD_SANITIZE)
     target_link_libraries(hvd_tf_ops PRIVATE ${HVD_TF_LIB}/libtensorflow_framework.so.2 Threads::Threads)
     set_target_properties(hvd_tf_ops PROPERTIES
       PREFIX "" OUTPUT_NAME _hvd_tf_ops C_VISIBILITY_PRESET hidden
-      BUILD_WITH_INSTALL_RPATH ON INSTALL_RPATH ${HVD_TF_LIB}
+      BUILD_RPATH ${HVD_TF_LIB}
       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python/hvd/tensorflow)
     add_dependencies(hvd_tf_ops hvd_python_files)
-    install(TARGETS hvd_tf_ops
-            LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/python3/dist-packages/hvd/tensorflow)
     set(HVD_BUILT_TENSORFLOW 1)
     execute_process(COMMAND ${HVD_VENV_PYTHON} -c "import keras; print(keras.__version__)"
       OUTPUT_QUIET ERROR_QUIET RESULT_VARIABLE HVD_KERAS_RC)
