@@ -81,6 +81,8 @@ def plot(out, steps, best_ms, settled_at, log, per):
         print("plot: %s" % png)
     except (OSError, subprocess.CalledProcessError) as e:
         print("no plot: gnuplot failed (%s)" % e)
+        if os.path.exists(png):  # pngcairo leaves a truncated file behind
+            os.remove(png)
 
 
 if __name__ == "__main__":
