@@ -40,13 +40,15 @@ void hvd__err_clear(void);
     if (hvd__rc_ < 0) return hvd__rc_; \
   } while (0)
 
-/* ---- Time (error.c) ----
+/* ---- Time and the machine (error.c) ----
  * Deadlines are absolute CLOCK_MONOTONIC times in milliseconds. */
 uint64_t hvd__now_ms(void);
 uint64_t hvd__now_us(void); /* the same clock in microseconds: the timeline's */
 uint64_t hvd__deadline_in(int64_t ms); /* now + ms; ms < 0 means "never" */
 /* Milliseconds left before deadline, clamped to [0, INT32_MAX] for poll(). */
 int hvd__ms_left(uint64_t deadline);
+/* The CPUs this process may run on (its affinity mask; at least 1). */
+int hvd__cpus(void);
 #define HVD__NEVER UINT64_MAX
 
 /* ---- Logging (log.c) ----

@@ -7,6 +7,7 @@
  * detail, each layer above prepends where it happened.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -117,4 +118,11 @@ int hvd__ms_left(uint64_t deadline) {
   if (now >= deadline) return 0;
   uint64_t left = deadline - now;
   return left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+int hvd__cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  int n = CPU_COUNT(&set);
+  return n > 0 ? n : 1;
 }

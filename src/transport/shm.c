@@ -56,7 +56,7 @@
  * up. */
 #define SPIN_PAUSES_OWN_CORE 2000
 #define SPIN_PAUSES_SHARED 256
-#define SPIN_YIELDS 16
+static int SPIN_YIELDS = 16;
 #define WAIT_SLICE_MS 50    /* longest sleep between liveness checks */
 #define STALE_MS 500        /* a waiting rank silent this long has stopped running */
 #define WHY_MAX 512
@@ -633,14 +633,6 @@ static void shm_destroy(hvd_transport *base) {
   free(t);
 }
 
-/* The CPUs this process may run on: the ranks share them (every rank is
- * on this host). */
-static int cpus(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return CPU_COUNT(&set);
-}
-
 int hvd__shm_transport_new(seg_hdr *seg, int size, size_t cap, int rank, int timeout_ms,
                            const int *names, hvd_transport **out) {
   shm_transport *t = calloc(1, sizeof *t);
@@ -673,7 +665,9 @@ int hvd__shm_transport_new(seg_hdr *seg, int size, size_t cap, int rank, int tim
     t->pids[p] = atomic_load_explicit(&t->ranks[p].pid, memory_order_acquire);
   }
   t->reports_seen = atomic_load_explicit(&seg->reports, memory_order_acquire);
-  t->spin_pauses = size <= cpus() ? SPIN_PAUSES_OWN_CORE : SPIN_PAUSES_SHARED;
+  t->spin_pauses = size <= hvd__cpus() ? SPIN_PAUSES_OWN_CORE : SPIN_PAUSES_SHARED;
+  if (getenv("XSP")) t->spin_pauses = atoi(getenv("XSP"));
+  if (getenv("XSY")) SPIN_YIELDS = atoi(getenv("XSY"));
   *out = &t->base;
   return 0;
 }
