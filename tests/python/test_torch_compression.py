@@ -201,6 +201,31 @@ def test_state_dict_resumes(make):
         assert torch.equal(a, b)
 
 
+def test_powersgd_sync_state_for_a_joining_worker():
+    # elastic: rank 0 has compressed a step; every other rank is a new
+    # worker with a fresh compressor.  After sync_state, all take rank 0's
+    # Q and step count (so all compress the next step, from the same Q),
+    # and rank 0 keeps its own error
+    make = lambda: hvd.PowerSGD(2, min_compression_rate=0, start_powerSGD_iter=1)
+    c = make()
+    for seed in range(2):
+        handle = c.reduce_async(grad_of(hvd.rank(), seed=seed), "psgd.join", global_process_set)
+        if handle is not None:
+            handle.advance()
+            handle.wait()
+    error = c._states["psgd.join"].error.clone()
+    if hvd.rank() != 0:
+        c = make()
+    c.sync_state(hvd.broadcast_object)
+    assert_same_on_all_ranks(c._states["psgd.join"].q)
+    if hvd.rank() == 0:
+        assert torch.equal(c._states["psgd.join"].error, error)
+    handle = c.reduce_async(grad_of(hvd.rank(), seed=2), "psgd.join", global_process_set)
+    assert all(hvd.allgather_object(handle is not None)), "a rank did not compress"
+    handle.advance()
+    assert_same_on_all_ranks(handle.wait())
+
+
 def small_model():
     torch.manual_seed(1)
     return torch.nn.Sequential(torch.nn.Linear(COLS, ROWS), torch.nn.Tanh(),

@@ -51,14 +51,16 @@ class _State:
         self.error = torch.zeros(rows, cols)
 
     def state_dict(self):
-        return {"q": self.q.clone(), "error": self.error.clone(),
+        return {"q": self.q.clone(),
+                "error": None if self.error is None else self.error.clone(),
                 "generator": self.generator.get_state()}
 
     @classmethod
     def from_state_dict(cls, saved):
         state = cls.__new__(cls)
         state.q = saved["q"].clone().float()
-        state.error = saved["error"].clone().float()
+        error = saved["error"]
+        state.error = None if error is None else error.clone().float()
         state.generator = torch.Generator()
         state.generator.set_state(saved["generator"])
         return state
@@ -147,6 +149,19 @@ class PowerSGD(NoneCompressor):
         self._states = {name: _State.from_state_dict(st)
                         for name, st in saved["tensors"].items()}
 
+    def sync_state(self, broadcast_object):
+        """After a change of membership (hvd.elastic): every rank takes
+        rank 0's Q, generators and step counts, so a worker that joins
+        compresses (or not yet) the same tensors as the others and starts
+        from the same Q; each rank keeps its own error (a new worker's is
+        zero)."""
+        saved = self.state_dict()
+        errors = {name: st.pop("error") for name, st in saved["tensors"].items()}
+        shared = broadcast_object(saved, name="hvd.powersgd.state")
+        for name, st in shared["tensors"].items():
+            st["error"] = errors.get(name)  # None: zeros at its next step
+        self.load_state_dict(shared)
+
     def reduce_async(self, tensor, name, process_set):
         """Starts the reduction of `tensor` (named as on every rank), or
         returns None when it goes uncompressed."""
@@ -165,6 +180,8 @@ class PowerSGD(NoneCompressor):
             # every rank derives the same seed from the run's seed and the name
             state = _State(rows, cols, r, self.seed * 1000003 + zlib.crc32(name.encode()))
             self._states[name] = state
+        if state.error is None or state.error.shape != (rows, cols):
+            state.error = torch.zeros(rows, cols)  # joined an elastic job: none kept yet
         m = tensor.detach().reshape(rows, cols).float() + state.error
         state.renormalize_q()
         p = torch.matmul(m, state.q)
