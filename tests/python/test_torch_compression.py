@@ -197,6 +197,11 @@ def test_state_dict_resumes(make):
     second.load_state_dict(saved)
     resumed = run(second, enumerate(grads[2:], 2))
     assert resumed[0] is not None
+    if isinstance(first, hvd.PowerSGD):  # a state of another rank is refused, by name
+        third = hvd.PowerSGD(2)
+        third.load_state_dict(saved)
+        with pytest.raises(ValueError, match=r"resume: the loaded Q is \(24, 1\); expected \(24, 2\)"):
+            third.reduce_async(grads[2], "resume", global_process_set)
     for a, b in zip(whole[2:], resumed):
         assert torch.equal(a, b)
 

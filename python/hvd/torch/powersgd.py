@@ -7,12 +7,13 @@ and the same algorithm as libhvd_nn's (docs/compression.md):
     Q = M^T P;  allreduce Q (average);  grad = P Q^T;  error = M - grad
 
 Q is kept between steps (warm start) and first drawn from a seed shared by
-every rank.  As torch's hook, the first start_powerSGD_iter reductions of
-each gradient are plain allreduces.  Q, the error and the step counts are
-in state_dict() (and so in DistributedOptimizer.state_dict() and in
-hvd.elastic.TorchState): a restored job resumes where it was.  A gradient with fewer than 2 dimensions, or one where
+every rank.  A gradient with fewer than 2 dimensions, or one where
 compression would send more than 1/min_compression_rate of its values,
-goes through the ordinary allreduce.
+goes through the ordinary allreduce.  As torch's hook, the first
+start_powerSGD_iter reductions of each gradient are plain allreduces.  Q,
+the error and the step counts are in state_dict() (and so in
+DistributedOptimizer.state_dict() and hvd.elastic.TorchState): a restored
+job resumes where it was.
 
     opt = hvd.DistributedOptimizer(opt, named_parameters=...,
                                    compression=hvd.PowerSGD(matrix_approximation_rank=4))
@@ -180,6 +181,10 @@ class PowerSGD(NoneCompressor):
             # every rank derives the same seed from the run's seed and the name
             state = _State(rows, cols, r, self.seed * 1000003 + zlib.crc32(name.encode()))
             self._states[name] = state
+        if state.q.shape != (cols, r):
+            raise ValueError("PowerSGD: %s: the loaded Q is %s; expected %s (a state saved "
+                             "with another matrix_approximation_rank or model?)"
+                             % (name, tuple(state.q.shape), (cols, r)))
         if state.error is None or state.error.shape != (rows, cols):
             state.error = torch.zeros(rows, cols)  # joined an elastic job: none kept yet
         m = tensor.detach().reshape(rows, cols).float() + state.error
