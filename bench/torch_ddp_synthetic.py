@@ -32,6 +32,12 @@ parser.add_argument("--num-iters", type=int, default=10)
 parser.add_argument("--num-threads", type=int, default=1)
 parser.add_argument("--fp16-allreduce", action="store_true", default=False,
                     help="compress gradients to float16 on the wire (DDP's fp16_compress_hook)")
+parser.add_argument("--powersgd-rank", type=int, default=0,
+                    help="torch's PowerSGD hook at this matrix_approximation_rank (0: off)")
+parser.add_argument("--start-powersgd-iter", type=int, default=2,
+                    help="with --powersgd-rank: the hook's start_powerSGD_iter (>= 2)")
+parser.add_argument("--min-compression-rate", type=float, default=2.0,
+                    help="with --powersgd-rank: the hook's min_compression_rate")
 
 
 def own_address():
@@ -62,10 +68,23 @@ def main():
     dist.init_process_group("gloo", init_method="tcp://%s:%d" % (addr, port), rank=rank,
                             world_size=size)
 
-    model = torch.nn.parallel.DistributedDataParallel(getattr(models, args.model)())
+    # torch's PowerSGD hook chains each bucket's P allreduce, Q allreduce and
+    # decompression through futures; over gloo with several buckets in flight
+    # those chains ran in different orders on different ranks (a collective
+    # mismatch: "Received data size doesn't match expected size").  One bucket
+    # (an explicit cap sizes the first bucket too) keeps them in order.
+    buckets = {"bucket_cap_mb": 1024} if args.powersgd_rank else {}
+    model = torch.nn.parallel.DistributedDataParallel(getattr(models, args.model)(), **buckets)
     if args.fp16_allreduce:  # DDP's counterpart of hvd.Compression.fp16
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    if args.powersgd_rank:  # the peer of hvd.PowerSGD, with the same settings
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=args.powersgd_rank,
+            start_powerSGD_iter=args.start_powersgd_iter,
+            min_compression_rate=args.min_compression_rate)
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     optimizer = optim.SGD(model.parameters(), lr=0.01 * size)
     data = torch.randn(args.batch_size, 3, 224, 224)
     target = torch.LongTensor(args.batch_size).random_() % 1000

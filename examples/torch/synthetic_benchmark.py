@@ -23,6 +23,12 @@ parser = argparse.ArgumentParser(description="PyTorch Synthetic Benchmark (hvd)"
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
 parser.add_argument("--fp16-allreduce", action="store_true", default=False,
                     help="use fp16 compression during allreduce")
+parser.add_argument("--powersgd-rank", type=int, default=0,
+                    help="hvd.PowerSGD compression at this rank (0: off)")
+parser.add_argument("--start-powersgd-iter", type=int, default=0,
+                    help="with --powersgd-rank: plain allreduce for this many steps first")
+parser.add_argument("--min-compression-rate", type=float, default=2.0,
+                    help="with --powersgd-rank: compress only weights that gain this much")
 parser.add_argument("--model", type=str, default="resnet50", help="model to benchmark")
 parser.add_argument("--batch-size", type=int, default=32, help="input batch size")
 parser.add_argument("--num-warmup-batches", type=int, default=10,
@@ -52,6 +58,9 @@ def main():
 
     # Horovod: (optional) compression algorithm.
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+    if args.powersgd_rank:  # hvd's addition (docs/compression.md)
+        compression = hvd.PowerSGD(args.powersgd_rank, args.min_compression_rate,
+                                   start_powerSGD_iter=args.start_powersgd_iter)
 
     # Horovod: wrap optimizer with DistributedOptimizer.
     optimizer = hvd.DistributedOptimizer(optimizer,

@@ -288,13 +288,29 @@ class _DistributedMixin:
             raise AssertionError(_ZERO_GRAD_ERROR)
         return super().zero_grad(*args, **kwargs)
 
-    def load_state_dict(self, *args, **kwargs):
+    def state_dict(self, *args, **kwargs):
+        """The wrapped optimizer's, plus the compressor's state (PowerSGD's
+        Q and error) under "hvd.compression" when it has one."""
+        saved = super().state_dict(*args, **kwargs)
+        if hasattr(self._compression, "state_dict"):
+            saved["hvd.compression"] = self._compression.state_dict()
+        return saved
+
+    def load_state_dict(self, state_dict, *args, **kwargs):
+        compression = state_dict.get("hvd.compression")
+        if compression is not None:
+            if not hasattr(self._compression, "load_state_dict"):
+                raise ValueError("DistributedOptimizer.load_state_dict: the state holds "
+                                 "compression state, but this optimizer's compression %r "
+                                 "has none" % (self._compression,))
+            state_dict = {k: v for k, v in state_dict.items() if k != "hvd.compression"}
+            self._compression.load_state_dict(compression)
         self._handles = {}
         self._synchronized = False
         self._should_synchronize = True
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = self.backward_passes_per_step
-        return super().load_state_dict(*args, **kwargs)
+        return super().load_state_dict(state_dict, *args, **kwargs)
 
     def set_backward_passes_per_step(self, passes):
         self.backward_passes_per_step = passes

@@ -75,6 +75,13 @@ class TopK(NoneCompressor):
         self.min_compression_rate = float(min_compression_rate)
         self._errors = {}
 
+    def state_dict(self):
+        """Every gradient's error (what it kept back), copied."""
+        return {"errors": {name: e.clone() for name, e in self._errors.items()}}
+
+    def load_state_dict(self, saved):
+        self._errors = {name: e.clone().float() for name, e in saved["errors"].items()}
+
     def reduce_async(self, tensor, name, process_set):
         """Starts the reduction of `tensor`, or returns None when it goes
         uncompressed."""

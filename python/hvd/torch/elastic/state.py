@@ -49,6 +49,10 @@ class _ModelHandler(_Handler):
 class _OptimizerHandler(_Handler):
     def sync(self):
         broadcast_optimizer_state(self.value, root_rank=0)
+        # hvd.PowerSGD's Q and step counts (a DistributedOptimizer's compressor)
+        compression = getattr(self.value, "_compression", None)
+        if hasattr(compression, "sync_state"):
+            compression.sync_state(broadcast_object)
 
 
 class _SamplerHandler(_Handler):
