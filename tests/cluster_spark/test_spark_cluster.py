@@ -1,0 +1,111 @@
+"""hvd.spark.run on a Spark standalone cluster of the 4 emulated hosts
+(master on h0, a worker with 2 cores on every host, the driver on h0 as
+launchers run inside a host): 4 hosts x 1 and x 2 ranks, numbered host by
+host with the places hvdrun would give (ranks of one executor host share
+memory, hosts talk TCP); at x 2 the core collectives exact across hosts
+(hvd.torch); a task killed mid-job makes run() raise Spark's reason, and
+every rank's process is gone from every host."""
+import json
+import os
+import sys
+import textwrap
+
+DRIVER = textwrap.dedent("""
+    import glob, json, os, signal, socket, sys, tempfile, time
+    sys.path.insert(0, %(runner)r)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    import pyspark, cloudpickle, fn_checks
+    for m in (fn_checks,):
+        cloudpickle.register_pickle_by_value(m)
+        pyspark.cloudpickle.register_pickle_by_value(m)
+    from pyspark.sql import SparkSession
+    import hvd.spark
+
+    spark = (SparkSession.builder.master(%(master)r).appName("hvd-cluster-spark")
+             .config("spark.driver.host", %(addr)r).config("spark.ui.enabled", "false")
+             .config("spark.executor.memory", "1g")
+             .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
+             .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
+             .getOrCreate())
+    sc = spark.sparkContext
+    deadline = time.monotonic() + 180  # every worker's executor, so all 8 slots are there
+    while sc._jsc.sc().getExecutorMemoryStatus().size() < 5 and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+    def place():
+        from hvd import _C
+        _C.init()  # the job forms across the hosts: hvd's view of the place
+        got = [_C.rank(), _C.local_rank(), _C.local_size(), _C.cross_rank(), _C.cross_size()]
+        _C.barrier()
+        _C.shutdown()
+        return got + [socket.gethostname()]
+
+    def die_on(rank, pid_dir):
+        from hvd import _C
+        _C.init()
+        with open(os.path.join(pid_dir, str(_C.rank())), "w") as f:
+            f.write(str(os.getpid()))
+        _C.barrier()  # every pid written before one dies
+        if _C.rank() == rank:
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(300)  # ended by the failed stage, not waited for
+
+    out = {}
+    out["place1"] = hvd.spark.run(place, num_proc=4, start_timeout=120)
+    out["place2"] = hvd.spark.run(place, num_proc=8, start_timeout=120)
+    out["coll"] = hvd.spark.run(fn_checks.collectives, args=(1.5,), num_proc=8,
+                                env={"HVD_TEST_VALUE": "c"}, start_timeout=120)
+    pid_dir = tempfile.mkdtemp(prefix="hvd-spark-kill-")  # /tmp: every host shares it
+    t0 = time.monotonic()
+    try:
+        hvd.spark.run(die_on, args=(5, pid_dir), num_proc=8, start_timeout=120)
+        out["killed"] = "returned"
+    except RuntimeError as e:
+        out["killed"] = str(e)
+    out["killed_after"] = time.monotonic() - t0
+    pids = [int(open(p).read()) for p in glob.glob(os.path.join(pid_dir, "*"))]
+    deadline = time.monotonic() + 60
+    alive = lambda: [p for p in pids if fn_checks.pid_alive(p)]
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    out["pids"], out["alive"] = len(pids), alive()
+    out["after"] = hvd.spark.run(lambda: 1, num_proc=8, start_timeout=120)  # Spark still serves
+    spark.stop()
+    print("RESULT " + json.dumps(out))
+    """)
+
+
+def test_spark_run_across_hosts(spark_cluster, build_dir):
+    cluster = spark_cluster
+    cluster.check()
+    master = cluster.cmd("spark", "address", check=True).stdout.strip()
+    runner = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runner")
+    script = DRIVER % dict(runner=os.path.abspath(runner), master=master, addr=cluster.addr(0))
+    env = dict(os.environ, PYTHONPATH=os.path.join(build_dir, "python"))
+    r = cluster.run("h0", [sys.executable, "-c", script], env=env, capture_output=True,
+                    text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
+    assert line, r.stdout[-3000:] + r.stderr[-3000:]
+    out = json.loads(line[0][len("RESULT "):])
+    for per_host in (1, 2):
+        n = 4 * per_host
+        places = out["place%d" % per_host]
+        hosts = [p[5] for p in places]
+        # Ranks host by host: each host's ranks adjacent, every host used,
+        # local_* counting within an executor host, cross_* across them.
+        assert sorted(set(hosts)) == ["h0", "h1", "h2", "h3"], places
+        assert [hosts[i] for i in range(0, n, per_host)] == list(dict.fromkeys(hosts)), places
+        assert [p[:5] for p in places] == [
+            [r, r % per_host, per_host, r // per_host, 4] for r in range(n)], places
+    n = 8
+    coll = out["coll"]
+    assert [c["rank"] for c in coll] == list(range(n))
+    for c in coll:
+        assert c["size"] == n and c["env"] == "c" and c["local_rank"] == c["rank"] % 2
+        assert c["summed"] == [1.5 * sum(range(n)), float(sum(range(1, n + 1)))]
+        assert c["gathered"] == list(range(n)) and c["root"] == [n - 1 + 10]
+    assert out["killed"].startswith("hvd.spark.run: the Spark job failed: "), out["killed"]
+    assert "barrier" in out["killed"].lower(), out["killed"]
+    assert out["pids"] == n and out["alive"] == [], out
+    assert out["after"] == [1] * n
