@@ -4,9 +4,11 @@ launchers run inside a host): 4 hosts x 1 and x 2 ranks, numbered host by
 host with the places hvdrun would give (ranks of one executor host share
 memory, hosts talk TCP); at x 2 the core collectives exact across hosts
 (hvd.torch); a task killed mid-job makes run() raise Spark's reason, and
-every rank's process is gone from every host."""
+every rank's process is gone from every host; `spark down` stops every
+Spark process of the hosts and nothing outside them."""
 import json
 import os
+import subprocess
 import sys
 import textwrap
 
@@ -109,3 +111,23 @@ def test_spark_run_across_hosts(spark_cluster, build_dir):
     assert "barrier" in out["killed"].lower(), out["killed"]
     assert out["pids"] == n and out["alive"] == [], out
     assert out["after"] == [1] * n
+
+
+def test_spark_down_stops_only_the_hosts_spark(spark_cluster):
+    """`spark down` leaves nothing running on any host, and a process
+    outside the hosts that looks like Spark's (this machine's own Spark,
+    say) keeps running."""
+    cluster = spark_cluster
+    assert cluster.pids(), "the Spark daemons should be running on the hosts"
+    outside = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
+                                "org.apache.spark.deploy.worker.Worker", "-m pyspark.daemon"])
+    try:
+        r = cluster.cmd("spark", "down", check=True)
+        assert "spark down" in r.stdout
+        assert cluster.wait_no_pids(timeout=10.0) == []
+        assert outside.poll() is None, "spark down stopped a process outside the hosts"
+        r = cluster.cmd("spark", "up", "--cores", "0")
+        assert r.returncode != 0 and "bad --cores '0'" in r.stderr, r.stderr
+    finally:
+        outside.kill()
+        outside.wait()
