@@ -4,13 +4,17 @@ launchers run inside a host): 4 hosts x 1 and x 2 ranks, numbered host by
 host with the places hvdrun would give (ranks of one executor host share
 memory, hosts talk TCP); at x 2 the core collectives exact across hosts
 (hvd.torch); a task killed mid-job makes run() raise Spark's reason, and
-every rank's process is gone from every host; `spark down` stops every
+every rank's process is gone from every host; the rounds' secrets are in
+none of the event log, the daemons' logs and the executors' output; `spark down` stops every
 Spark process of the hosts and nothing outside them."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+
+from hvdcluster import STATE
 
 DRIVER = textwrap.dedent("""
     import glob, json, os, signal, socket, sys, tempfile, time
@@ -23,8 +27,19 @@ DRIVER = textwrap.dedent("""
     from pyspark.sql import SparkSession
     import hvd.spark
 
+    secrets = []  # every round's secret, to look for in what Spark wrote
+
+    class Recorded(hvd.spark.Rendezvous):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            secrets.append(self.secret)
+
+    hvd.spark.Rendezvous = Recorded
+    events = tempfile.mkdtemp(prefix="hvd-spark-events-")
     spark = (SparkSession.builder.master(%(master)r).appName("hvd-cluster-spark")
              .config("spark.driver.host", %(addr)r).config("spark.ui.enabled", "false")
+             .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", events)
+             .config("spark.eventLog.compress", "false")
              .config("spark.executor.memory", "1g")
              .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
              .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
@@ -73,6 +88,7 @@ DRIVER = textwrap.dedent("""
     out["pids"], out["alive"] = len(pids), alive()
     out["after"] = hvd.spark.run(lambda: 1, num_proc=8, start_timeout=120)  # Spark still serves
     spark.stop()
+    out["secrets"], out["events"] = secrets, events
     print("RESULT " + json.dumps(out))
     """)
 
@@ -111,6 +127,20 @@ def test_spark_run_across_hosts(spark_cluster, build_dir):
     assert "barrier" in out["killed"].lower(), out["killed"]
     assert out["pids"] == n and out["alive"] == [], out
     assert out["after"] == [1] * n
+    # The rounds' secrets are nowhere in what Spark wrote: the event log
+    # (what its UI shows), the daemons' logs, every executor's output, the
+    # driver's output.
+    secrets = [x.encode() for x in out["secrets"]]
+    assert len(secrets) == 5
+    written = [r.stderr.encode(), r.stdout.replace(line[0], "").encode()]
+    for top in (out["events"], os.path.join(STATE, "spark")):
+        for d, _, files in os.walk(top):
+            for f in files:
+                with open(os.path.join(d, f), "rb") as fh:
+                    written.append(fh.read())
+    assert len(written) > 10  # event log, master's and workers' logs, executors' stderr
+    assert not [x for x in secrets if any(x in w for w in written)]
+    shutil.rmtree(out["events"], ignore_errors=True)
 
 
 def test_spark_down_stops_only_the_hosts_spark(spark_cluster):
