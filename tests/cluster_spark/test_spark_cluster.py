@@ -2,13 +2,15 @@
 (master on h0, a worker with 2 cores on every host, the driver on h0 as
 launchers run inside a host): 4 hosts x 1 and x 2 ranks, numbered host by
 host with the places hvdrun would give (ranks of one executor host share
-memory, hosts talk TCP); at x 2 the core collectives exact across hosts
+memory, as their debug lines in the executors' output say, hosts talk TCP); at x 2 the core collectives exact across hosts
 (hvd.torch); a task killed mid-job makes run() raise Spark's reason, and
 every rank's process is gone from every host; the rounds' secrets are in
 none of the event log, the daemons' logs and the executors' output; `spark down` stops every
 Spark process of the hosts and nothing outside them."""
+import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,8 +70,9 @@ DRIVER = textwrap.dedent("""
         time.sleep(300)  # ended by the failed stage, not waited for
 
     out = {}
-    out["place1"] = hvd.spark.run(place, num_proc=4, start_timeout=120)
-    out["place2"] = hvd.spark.run(place, num_proc=8, start_timeout=120)
+    debug = {"HOROVOD_LOG_LEVEL": "DEBUG"}  # the ranks say which way they talk
+    out["place1"] = hvd.spark.run(place, num_proc=4, start_timeout=120, env=debug)
+    out["place2"] = hvd.spark.run(place, num_proc=8, start_timeout=120, env=debug)
     out["coll"] = hvd.spark.run(fn_checks.collectives, args=(1.5,), num_proc=8,
                                 env={"HVD_TEST_VALUE": "c"}, start_timeout=120)
     pid_dir = tempfile.mkdtemp(prefix="hvd-spark-kill-")  # /tmp: every host shares it
@@ -116,6 +119,16 @@ def test_spark_run_across_hosts(spark_cluster, build_dir):
         assert [hosts[i] for i in range(0, n, per_host)] == list(dict.fromkeys(hosts)), places
         assert [p[:5] for p in places] == [
             [r, r % per_host, per_host, r // per_host, 4] for r in range(n)], places
+    # The ways the ranks talk, from their debug lines in the executors'
+    # stderr: every rank of the 8-rank jobs shares memory with the other
+    # rank of its host (Spark reuses the ranks' Pythons, and hvd reads its
+    # log level once per process, so the later 8-rank runs say so too).
+    shm = []
+    for path in glob.glob(os.path.join(STATE, "spark", "work-worker-h*", "app-*", "*", "stderr")):
+        with open(path, errors="replace") as f:
+            shm += re.findall(r"rank (\d+): shared memory with (\d+) ranks of its host",
+                              f.read())
+    assert sorted({(int(r), int(k)) for r, k in shm}) == [(r, 2) for r in range(8)], shm
     n = 8
     coll = out["coll"]
     assert [c["rank"] for c in coll] == list(range(n))
