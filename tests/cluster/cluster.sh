@@ -14,6 +14,9 @@
 #   cluster.sh slurm down                  stops them (`down` does too)
 #   cluster.sh ray up [--cpus N] [--python PY]  a Ray head on h0, a Ray node on every other host
 #   cluster.sh ray down                    stops every Ray process on the hosts (`down` does too)
+#   cluster.sh spark up [--cores N] [--python PY]  a Spark master on h0, a Spark worker on every host
+#   cluster.sh spark down                  stops every Spark process on the hosts (`down` does too)
+#   cluster.sh spark address               the master's URL, spark://ADDR:7077
 #
 # Host hI (I in 0..K-1) is the network namespace hvdc-hI.  Its eth0 is one end
 # of a veth pair whose other end, hvdc-vI, is a port of the bridge hvdc-br; it
@@ -52,6 +55,21 @@
 # token authentication and usage reporting are off.  `ray down` stops the
 # Ray processes of the hosts (those in a host's network namespace whose
 # command line is Ray's), never another Ray on the machine.
+#
+# `spark up` makes the hosts a Spark standalone cluster with the pyspark
+# of --python (default the project's venv) and Java from PATH (or
+# JAVA_HOME): a master on h0 (port 7077 of h0's address) and one worker
+# per host (h0 included), each with its host's address, --cores cores
+# (default 2) and 2 GiB for executors.  Every daemon's configuration,
+# logs, work and scratch directories are under the state directory (an
+# empty SPARK_CONF_DIR, so no configuration of the machine is read), and
+# the workers' environment, hence the executors', is that of `spark up`
+# (PYTHONPATH naming hvd) with PYSPARK_PYTHON=--python.  A driver runs on
+# a host with master `cluster.sh spark address` and spark.driver.host its
+# host's address.  `spark down` stops the Spark processes of the hosts
+# (in a host's network namespace and Spark's by their command line: the
+# daemons, the executors, the drivers' JVMs, pyspark's Python workers),
+# never another Spark on the machine.
 #
 # HVD_CLUSTER_ID=N (0..63, default 0) selects one of several clusters that
 # may be up at once (say, two test runs side by side): N > 0 uses state
@@ -104,6 +122,7 @@ usage: cluster.sh up K [--rate RATE] [--burst SIZE] [--ssh-port PORT]
        cluster.sh link HOST down|up
        cluster.sh slurm up [--cpus N] | slurm down
        cluster.sh ray up [--cpus N] [--python PY] | ray down | ray address
+       cluster.sh spark up [--cores N] [--python PY] | spark down | spark address
 HOST is hI or I.  Hosts h0..hK-1 have 10.231.N.(I+1) and fdc1:7a1:N::(I+1)
 (fdc1:7a1::(I+1) for N = 0), N being $HVD_CLUSTER_ID (default 0).
 EOF
@@ -599,6 +618,7 @@ cmd_up() {
 teardown() {
   local link ns
   slurm_stop
+  spark_stop
   stop_host_procs
   # Deleting one end of a veth deletes both, at once; a namespace that goes
   # away only frees its end later, asynchronously.
@@ -986,6 +1006,139 @@ cmd_ray() {
   esac
 }
 
+# ------------------------------------------------------------------- Spark
+
+readonly SPARK_PORT=7077
+SPARK_CLASS=
+
+# The Spark processes of the hosts: in a host's namespace, and Spark's by
+# their command line (the JVMs run org.apache.spark classes; pyspark's
+# Python workers run `-m pyspark.daemon` or `-m pyspark.worker`).
+spark_procs() {
+  local pid h cmd
+  host_procs | while read -r pid h; do
+    cmd=$({ tr '\0' ' ' < "/proc/$pid/cmdline"; } 2> /dev/null) || continue
+    case $cmd in
+      *org.apache.spark.* | *" -m pyspark.daemon"* | *" -m pyspark.worker"* | *"$STATE/spark"*)
+        printf '%s\n' "$pid" ;;
+    esac
+  done
+}
+
+spark_stop() {
+  local tries
+  local -a pids
+  mapfile -t pids < <(spark_procs)
+  if ((${#pids[@]})); then
+    kill -TERM "${pids[@]}" 2> /dev/null || true
+    for ((tries = 0; tries < 50; tries++)); do
+      [[ -n $(spark_procs) ]] || break
+      sleep 0.1
+    done
+    for ((tries = 0; tries < 20; tries++)); do
+      mapfile -t pids < <(spark_procs)
+      ((${#pids[@]})) || break
+      kill -KILL "${pids[@]}" 2> /dev/null || true
+      sleep 0.05
+    done
+  fi
+  rm -rf "$STATE/spark"
+}
+
+spark_up_failed() {
+  local rc=$1
+  trap - EXIT INT TERM
+  ((rc != 0)) || rc=1
+  say "spark up failed while $STEP (exit $rc); stopping it (logs were in $STATE/spark)"
+  tail -n 5 "$STATE"/spark/*.log >&2 2> /dev/null || true
+  spark_stop > /dev/null 2>&1 || true
+  exit "$rc"
+}
+
+# spark_daemon I NAME CLASS ARGS...: starts a Spark daemon on host hI,
+# detached, its output in $STATE/spark/NAME.log.
+spark_daemon() {
+  local i=$1 name=$2 d=$STATE/spark
+  shift 2
+  mkdir -p "$d/work-$name" "$d/local-$name"
+  ( export SPARK_WORKER_DIR="$d/work-$name" SPARK_LOCAL_DIRS="$d/local-$name"
+    on_host "$i" setsid "$SPARK_CLASS" "$@" ) < /dev/null > "$d/$name.log" 2>&1 &
+}
+
+# spark_wait NAME TEXT: waits (at most 180 s) for TEXT in NAME's log.
+spark_wait() {
+  local f=$STATE/spark/$1.log tries
+  for ((tries = 0; tries < 1800; tries++)); do
+    grep -q -- "$2" "$f" 2> /dev/null && return 0
+    sleep 0.1
+  done
+  say "spark up: no '$2' in $f after 180 s"
+  return 1
+}
+
+cmd_spark_up() {
+  local cores=2 py=$RAY_PYTHON_DEFAULT k i d=$STATE/spark t0 home master
+  while (($#)); do
+    case $1 in
+      --cores) (($# >= 2)) || die "spark up: --cores needs a value"; cores=$2; shift 2 ;;
+      --python) (($# >= 2)) || die "spark up: --python needs a value"; py=$2; shift 2 ;;
+      *) die "spark up: unknown option '$1'" ;;
+    esac
+  done
+  [[ $cores =~ ^[1-9][0-9]*$ ]] || die "spark up: bad --cores '$cores'"
+  require_root
+  require_root_netns
+  require_up
+  home=$("$py" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))' 2> /dev/null) ||
+    die "spark up: $py has no pyspark (scripts/venv.sh installs it; --python names another)"
+  [[ -x $home/bin/spark-class ]] || die "spark up: no $home/bin/spark-class"
+  command -v java > /dev/null || [[ -x ${JAVA_HOME:-/nonexistent}/bin/java ]] ||
+    die "spark up: no java on PATH and no JAVA_HOME (Spark needs Java 17)"
+  if [[ -e $d ]]; then die "spark up: Spark is already up; run 'cluster.sh spark down' first"; fi
+  k=$(setting hosts)
+  master="spark://$(addr4 0):$SPARK_PORT"
+  t0=$(date +%s%N)
+  trap 'spark_up_failed $?' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  mkdir -p "$d/conf"
+  export SPARK_HOME=$home SPARK_CONF_DIR=$d/conf PYSPARK_PYTHON=$py SPARK_DAEMON_MEMORY=256m
+  SPARK_CLASS=$home/bin/spark-class
+  STEP="starting the master on h0"
+  spark_daemon 0 master org.apache.spark.deploy.master.Master --host "$(addr4 0)" \
+    --port "$SPARK_PORT" --webui-port 8080
+  spark_wait master "ALIVE"
+  for ((i = 0; i < k; i++)); do
+    STEP="starting the worker on h$i"
+    spark_daemon "$i" "worker-h$i" org.apache.spark.deploy.worker.Worker "$master" \
+      --host "$(addr4 "$i")" --cores "$cores" --memory 2g --webui-port 8081 \
+      --work-dir "$d/work-worker-h$i"
+  done
+  for ((i = 0; i < k; i++)); do
+    STEP="waiting for the worker on h$i to register"
+    spark_wait "worker-h$i" "Successfully registered with master"
+  done
+  touch "$d/ready"
+  trap - EXIT INT TERM
+  printf 'cluster.sh: spark up: master on h0 (%s), workers on h0..h%s, %s cores each, %s ms\n' \
+    "$master" "$((k - 1))" "$cores" "$((($(date +%s%N) - t0) / 1000000))"
+}
+
+cmd_spark() {
+  local sub=${1:-}
+  (($#)) && shift
+  case $sub in
+    up) cmd_spark_up "$@" ;;
+    down)
+      require_root
+      require_root_netns
+      spark_stop
+      echo "cluster.sh: spark down" ;;
+    address) require_up; printf 'spark://%s:%s\n' "$(addr4 0)" "$SPARK_PORT" ;;
+    *) usage ;;
+  esac
+}
+
 main() {
   local cmd=${1:-}
   (($#)) && shift
@@ -1000,6 +1153,7 @@ main() {
     link) cmd_link "$@" ;;
     slurm) cmd_slurm "$@" ;;
     ray) cmd_ray "$@" ;;
+    spark) cmd_spark "$@" ;;
     __enter) enter_host "$@" ;;
     *) usage ;;
   esac

@@ -69,6 +69,12 @@ def test_run_collectives_by_rank(spark):
                         env={"HVD_TEST_VALUE": "s"})
     assert got == fn_checks.expected(n, 2.0, "s")
     assert hvd.spark.run(lambda: os.environ["HOROVOD_RANK"], num_proc=2) == ["0", "1"]
+    # Spark reuses the tasks' Pythons: one run's env stays out of the next,
+    # and each run's ranks see their own round's secret.
+    got = hvd.spark.run(lambda: (os.environ.get("HVD_TEST_VALUE"),
+                                 os.environ["_HOROVOD_SECRET_KEY"]), num_proc=n)
+    assert [v for v, _ in got] == [None] * n
+    assert [k for _, k in got] == [ROUNDS[-1].secret] * n
 
 
 def _fail_on(rank, how, pid_dir):

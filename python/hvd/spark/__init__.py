@@ -20,6 +20,7 @@ task that dies without a word (its Python worker killed) fails the stage;
 run() does not retry it (a retried task could not join the finished
 round) and raises a RuntimeError saying so.  run_elastic is not there yet.
 """
+import contextlib
 import os
 import socket
 import threading
@@ -50,6 +51,22 @@ def _placement(infos, partition):
     return rank, rank_env([hosts[p] for p in ranked])[rank]
 
 
+@contextlib.contextmanager
+def _environ(*overlays):
+    """os.environ with the overlays while the rank runs, as it was after:
+    Spark keeps a task's Python for later tasks (spark.python.worker.reuse),
+    and one run's variables (its place, its secret, env) must not reach
+    the next run's ranks."""
+    saved = dict(os.environ)
+    try:
+        for o in overlays:
+            os.environ.update(o)
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def _task_fn(fn, args, kwargs, job_env, port, key, addrs):
     """The function each barrier task runs (Spark pickles it whole)."""
 
@@ -64,8 +81,6 @@ def _task_fn(fn, args, kwargs, job_env, port, key, addrs):
             raise RuntimeError("hvd.spark.run: a task of this job failed before and Spark "
                                "retried the stage; run() does not retry (use run_elastic)")
         rank, place = _placement(ctx.getTaskInfos(), ctx.partitionId())
-        os.environ.update(job_env)
-        os.environ.update(place)
         sent = []
 
         def send(message):
@@ -75,7 +90,8 @@ def _task_fn(fn, args, kwargs, job_env, port, key, addrs):
 
         import cloudpickle
 
-        call(cloudpickle.dumps((fn, args, kwargs)), rank, send)
+        with _environ(job_env, place):
+            call(cloudpickle.dumps((fn, args, kwargs)), rank, send)
         kind, _, _, value = sent[0]
         if kind == "err":
             raise RuntimeError("hvd.spark.run: rank %d failed: %s: %s" % (rank, value[1],
