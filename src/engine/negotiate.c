@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device.h"
 #include "engine_int.h"
 
 /* The stall inspector's walk of the table happens at most this often. */
@@ -336,8 +337,9 @@ static int check_requests(hvd_engine *e, const pending *p, const pset *s, char *
 
 /* 0 if p may run, else the error code and why not (the same text on every
  * rank): HVD_E_MISMATCH when the ranks disagree, HVD_E_INVALID when the
- * call cannot run as made, HVD_E_UNSUPPORTED for device memory (not run
- * yet), HVD_E_NOMEM when this rank could not check. */
+ * call cannot run as made, HVD_E_UNSUPPORTED (or HVD_E_ENV) for device
+ * tensors the device path does not run (device.h), HVD_E_NOMEM when this
+ * rank could not check. */
 static int check(hvd_engine *e, const pending *p, char *why, size_t cap) {
   const pset *s = set_of(e, p);
   why[0] = '\0';
@@ -354,10 +356,8 @@ static int check(hvd_engine *e, const pending *p, char *why, size_t cap) {
   /* Without p->submitted every rank submitted the cached request. */
   int code = p->submitted ? check_requests(e, p, s, why, cap) : 0;
   if (code || !p->req.on_device) return code;
-  snprintf(why, cap, "%s '%s': device memory (hvd_opts.device) is not supported yet: every "
-           "rank agreed on it, but this build runs collectives on host memory only "
-           "(docs/gpu.md)", hvd__req_type_name(p->req.type), p->req.name);
-  return HVD_E_UNSUPPORTED;
+  int everyone = !p->submitted || p->nsubmitted == nmembers(e, s);
+  return hvd__device_check(p->req.type, p->req.op, everyone, p->req.name, why, cap);
 }
 
 /* ---- step 4: planning ---- */

@@ -1,0 +1,178 @@
+/*
+ * device.c -- running tensors in device memory (device.h): staged through
+ * pinned host memory, chunk by chunk, each chunk's host collective run as
+ * soon as its copy arrives while the next chunks are still being copied
+ * (gpu/staging.c), then copied back.
+ *
+ * Every rank of a response first agrees that it has a working copier (one
+ * small allreduce): a rank without a GPU fails every rank's tensor with
+ * its reason instead of leaving the others in a collective it never
+ * joins.  The copier is CUDA's for the device the first device tensor
+ * named (one device per process, as Horovod pins one), or the one a test
+ * set with hvd__device_set_copier.
+ *
+ * Each tensor is staged by itself, also when negotiation fused several
+ * (a device fusion buffer is the next step, docs/gpu.md); chunk k of a
+ * tensor is reduced by hvd's host allreduce of that chunk, so results are
+ * bitwise identical on every rank, and equal to the host path's where
+ * the sums are exact.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../coll/coll.h"
+#include "../reduce.h"
+#include "device.h"
+#include "engine_int.h"
+#include "gpu/staging.h"
+#ifdef HVD_WITH_CUDA
+#include "gpu/cuda/copier_cuda.h"
+#endif
+
+#define CHUNK_BYTES ((size_t)1 << 20)
+#define SLOTS 3
+#define DEADLINE_MS 600000 /* one tensor's staging, copies and collectives */
+
+static hvd__copier test_copier;
+static int test_copier_set;
+
+void hvd__device_set_copier(const hvd__copier *c) {
+  test_copier_set = c != NULL;
+  if (c) test_copier = *c;
+}
+
+/* ---- which device tensors run (negotiation) ---- */
+
+/* The knob that chooses the path for this kind, Horovod's: the allreduce
+ * one first, then the one for every operation. */
+static const char *path_knob(int type, const char **value) {
+  const char *ar = getenv("HOROVOD_GPU_ALLREDUCE");
+  if (type == HVD_REQ_ALLREDUCE && ar && ar[0]) return *value = ar, "HOROVOD_GPU_ALLREDUCE";
+  *value = getenv("HOROVOD_GPU_OPERATIONS");
+  return "HOROVOD_GPU_OPERATIONS";
+}
+
+int hvd__device_check(int type, int reduce_op, int all_submitted, const char *name, char *why,
+                      size_t cap) {
+  const char *kind = hvd__req_type_name(type), *value;
+  const char *knob = path_knob(type, &value);
+  if (value && value[0] && strcasecmp(value, "NCCL") && strcasecmp(value, "MPI") &&
+      strcasecmp(value, "GLOO")) {
+    snprintf(why, cap, "%s '%s': %s='%s' is not NCCL, MPI or GLOO", kind, name, knob, value);
+    return HVD_E_ENV;
+  }
+  if (value && strcasecmp(value, "NCCL") == 0) {
+    snprintf(why, cap, "%s '%s': %s=NCCL: the NCCL path is not supported yet (unset it, or MPI "
+             "or GLOO, for the staged path; docs/gpu.md)", kind, name, knob);
+    return HVD_E_UNSUPPORTED;
+  }
+  const char *missing = NULL;
+  if (type != HVD_REQ_ALLREDUCE && type != HVD_REQ_BROADCAST) missing = kind;
+  else if (reduce_op == HVD_ADASUM && type == HVD_REQ_ALLREDUCE) missing = "Adasum";
+  else if (!all_submitted) missing = "joined ranks standing in";
+  if (!missing) return 0;
+  snprintf(why, cap, "%s '%s': device memory (hvd_opts.device) is not supported yet for %s: "
+           "allreduce and broadcast run staged (docs/gpu.md)", kind, name, missing);
+  return HVD_E_UNSUPPORTED;
+}
+
+/* ---- the copier ---- */
+
+/* This rank's copier for `device`, made at the first device tensor. */
+static int open_copier(hvd_engine *e, int device) {
+  if (e->staging) return 0;
+  if (test_copier_set) {
+    e->copier = test_copier;
+  } else {
+#ifdef HVD_WITH_CUDA
+    HVD__CHECK(hvd__copier_cuda_create(&e->copier, device));
+    e->copier_cuda = 1;
+#else
+    return hvd__err(HVD_E_UNSUPPORTED, "device %d: this libhvd was built without CUDA "
+                    "(HVD_WITH_CUDA)", device);
+#endif
+  }
+  return hvd__staging_create(&e->staging, &e->copier, CHUNK_BYTES, SLOTS);
+}
+
+void hvd__device_close(hvd_engine *e) {
+  hvd__staging_destroy(e->staging);
+  e->staging = NULL;
+#ifdef HVD_WITH_CUDA
+  if (e->copier_cuda) hvd__copier_cuda_destroy(&e->copier);
+#endif
+  e->copier_cuda = 0;
+}
+
+/* Every rank of c has a copier?  The failing rank says why, the others
+ * name it; *fatal is 0 then (every rank knows, nothing was sent), 1 when
+ * the agreement itself failed. */
+static int agree_on_copier(hvd_engine *e, hvd_comm *c, const response *r, int *fatal) {
+  const entry *mine = r->items[0]->mine;
+  int device = mine ? mine->w.device : 0;
+  int rc = open_copier(e, device);
+  char why[512];
+  snprintf(why, sizeof why, "%s", rc < 0 ? hvd_last_error() : "");
+  int32_t failed = rc < 0 ? (int32_t)c->rank + 1 : 0; /* the highest failing rank, plus 1 */
+  *fatal = 1;
+  HVD__CHECK(hvd__allreduce_small(c, &failed, 1, HVD_INT32, HVD_MAX));
+  if (failed == 0) return 0;
+  *fatal = 0;
+  if (rc < 0) return hvd__err(rc, "rank %d has no copier for device memory: %s", c->rank, why);
+  return hvd__err(HVD_E_UNSUPPORTED, "rank %d has no copier for device memory (its log says "
+                  "why)", (int)failed - 1);
+}
+
+/* ---- running ---- */
+
+typedef struct {
+  hvd_comm *c;
+  const hvd_request *req;
+  size_t esize;
+} chunk_job;
+
+/* One chunk of an allreduce, in place in pinned memory: the host path's
+ * prescale, allreduce and postscale. */
+static int allreduce_chunk(void *arg, void *host, size_t offset, size_t bytes) {
+  const chunk_job *j = arg;
+  hvd_dtype dtype = (hvd_dtype)j->req->dtype;
+  hvd_op rop = (hvd_op)j->req->op;
+  size_t n = bytes / j->esize;
+  HVD__UNUSED(offset);
+  hvd__reduce_scale(host, n, dtype, j->req->prescale);
+  int rc = j->c->coll ? j->c->coll->allreduce(j->c, &host, &n, 1, dtype, rop)
+                      : hvd__allreduce(j->c, host, host, n, dtype, rop);
+  if (rc == 0) hvd__reduce_scale(host, n, dtype, j->req->postscale);
+  return rc;
+}
+
+static int broadcast_chunk(void *arg, void *host, size_t offset, size_t bytes) {
+  const chunk_job *j = arg;
+  HVD__UNUSED(offset);
+  return j->c->coll ? j->c->coll->broadcast(j->c, host, bytes, j->req->root)
+                    : hvd__broadcast(j->c, host, bytes, j->req->root);
+}
+
+static int run_item(hvd_engine *e, hvd_comm *c, const pending *p) {
+  const entry *en = p->mine; /* every rank submitted (hvd__device_check) */
+  chunk_job j = {c, &p->req, hvd_dtype_size((hvd_dtype)p->req.dtype)};
+  size_t bytes = p->req.count * j.esize;
+  int bcast = p->req.type == HVD_REQ_BROADCAST;
+  const void *src = bcast ? en->w.recvbuf : en->w.sendbuf;
+  hvd__timeline_begin(e->tl, p->req.name, bcast ? "STAGED_BROADCAST" : "STAGED_ALLREDUCE", NULL);
+  int rc = hvd__staging_run(e->staging, en->w.recvbuf, src, bytes, j.esize,
+                            bcast ? broadcast_chunk : allreduce_chunk, &j,
+                            hvd__now_ms() + DEADLINE_MS);
+  hvd__timeline_end(e->tl, p->req.name);
+  return rc < 0 ? hvd__err_prefix(rc, "%s '%s'", hvd__req_type_name(p->req.type), p->req.name)
+                : 0;
+}
+
+int hvd__device_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
+  HVD__CHECK(agree_on_copier(e, c, r, fatal));
+  *fatal = 1;
+  for (int i = 0; i < r->n; i++) HVD__CHECK(run_item(e, c, r->items[i]));
+  return 0;
+}
