@@ -116,8 +116,11 @@ static int agree_on_copier(hvd_engine *e, hvd_comm *c, const response *r, int *f
   char why[512];
   snprintf(why, sizeof why, "%s", rc < 0 ? hvd_last_error() : "");
   int32_t failed = rc < 0 ? (int32_t)c->rank + 1 : 0; /* the highest failing rank, plus 1 */
+  void *at = &failed;
+  size_t one = 1;
   *fatal = 1;
-  HVD__CHECK(hvd__allreduce_small(c, &failed, 1, HVD_INT32, HVD_MAX));
+  HVD__CHECK(c->coll ? c->coll->allreduce(c, &at, &one, 1, HVD_INT32, HVD_MAX)
+                     : hvd__allreduce_small(c, &failed, 1, HVD_INT32, HVD_MAX));
   if (failed == 0) return 0;
   *fatal = 0;
   if (rc < 0) return hvd__err(rc, "rank %d has no copier for device memory: %s", c->rank, why);

@@ -19,6 +19,10 @@
  *   test_device_staged nocopier              no stand-in: a build without
  *     CUDA, or a machine without a GPU, fails the tensor on every rank
  *     naming the copier's problem, and the job goes on.
+ *   HVD_STAGING_COPIER=cuda hvdrun -np N test_device_staged
+ *     (scripts/gpu-check.sh) the first run on a GPU: no stand-in, the
+ *     engine's CUDA copier, the tensors cudaMalloc()ed on device 0 (every
+ *     rank shares the one GPU), compared after copying them back.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +31,56 @@
 #include "../unit/host_copier.h"
 #include "engine/device.h"
 #include "testing.h"
+#ifdef HVD_WITH_CUDA
+#include "gpu/cuda/cudart.h"
+#endif
 
 static int rank, size, checks, failures;
+
+/* "Device" memory: the stand-in's (host memory), or with
+ * HVD_STAGING_COPIER=cuda CUDA device 0's through the engine's own CUDA
+ * copier (scripts/gpu-check.sh). */
+#ifdef HVD_WITH_CUDA
+static const hvd__cudart *rt;
+#endif
+
+static void *dev_alloc(size_t n) {
+#ifdef HVD_WITH_CUDA
+  void *p = NULL;
+  if (rt) return rt->Malloc(&p, n ? n : 1) == cudaSuccess ? p : NULL;
+#endif
+  return malloc(n ? n : 1);
+}
+
+static void dev_free(void *p) {
+#ifdef HVD_WITH_CUDA
+  if (rt) {
+    rt->Free(p);
+    return;
+  }
+#endif
+  free(p);
+}
+
+static void upload(void *dev, const void *host, size_t n) {
+#ifdef HVD_WITH_CUDA
+  if (rt) {
+    CHECK(rt->Memcpy(dev, host, n, cudaMemcpyHostToDevice) == cudaSuccess, "upload");
+    return;
+  }
+#endif
+  memcpy(dev, host, n);
+}
+
+static void download(void *host, const void *dev, size_t n) {
+#ifdef HVD_WITH_CUDA
+  if (rt) {
+    CHECK(rt->Memcpy(host, dev, n, cudaMemcpyDeviceToHost) == cudaSuccess, "download");
+    return;
+  }
+#endif
+  memcpy(host, dev, n);
+}
 
 static hvd_opts on_device(void) {
   hvd_opts o = HVD_OPTS_INIT;
@@ -50,9 +102,11 @@ static void fill(void *buf, hvd_dtype dtype, size_t count, uint64_t seed) {
 static void allreduce_both(hvd_dtype dtype, hvd_op op, size_t count, int in_place, double pre,
                            double post) {
   size_t bytes = count * 4;
-  char *send = malloc(bytes + 1), *dev = malloc(bytes + 1), *host = malloc(bytes + 1);
+  char *send = malloc(bytes + 1), *got = malloc(bytes + 1), *host = malloc(bytes + 1);
+  char *dsend = dev_alloc(bytes), *dev = dev_alloc(bytes);
   fill(send, dtype, count, count ^ (uint64_t)op);
-  memcpy(dev, send, bytes);
+  upload(dsend, send, bytes);
+  upload(dev, send, bytes);
   memcpy(host, send, bytes);
   hvd_opts o = on_device(), h = HVD_OPTS_INIT;
   o.prescale_factor = h.prescale_factor = pre;
@@ -60,15 +114,17 @@ static void allreduce_both(hvd_dtype dtype, hvd_op op, size_t count, int in_plac
   char name[96];
   snprintf(name, sizeof name, "ar.%s.%s.%zu.%d", hvd_dtype_name(dtype), hvd_op_name(op), count,
            in_place);
-  int rc = hvd_wait(hvd_allreduce_async_opts(in_place ? dev : send, dev, count, dtype, op, name,
+  int rc = hvd_wait(hvd_allreduce_async_opts(in_place ? dev : dsend, dev, count, dtype, op, name,
                                              &o));
+  download(got, dev, bytes);
   CHECK(rc == 0, "%s on device: %s", name, hvd_last_error());
   strcat(name, ".host");
   rc = hvd_wait(hvd_allreduce_async_opts(host, host, count, dtype, op, name, &h));
   CHECK(rc == 0, "%s: %s", name, hvd_last_error());
-  CHECK(memcmp(dev, host, bytes) == 0, "%s: the device path's bits differ from the host path's",
+  CHECK(memcmp(got, host, bytes) == 0, "%s: the device path's bits differ from the host path's",
         name);
-  free(send), free(dev), free(host);
+  free(send), free(got), free(host);
+  dev_free(dsend), dev_free(dev);
 }
 
 static void allreduces(void) {
@@ -85,12 +141,14 @@ static void allreduces(void) {
 /* Several at once: negotiation may fuse them into one response. */
 static void many_at_once(void) {
   enum { N = 6, COUNT = 5000 };
-  static float dev[N][COUNT], host[N][COUNT];
+  static float got[N][COUNT], host[N][COUNT];
+  float *dev[N];
   hvd_handle hs[N];
   hvd_opts o = on_device();
   for (int i = 0; i < N; i++) {
-    fill(dev[i], HVD_FLOAT32, COUNT, (uint64_t)i);
-    memcpy(host[i], dev[i], sizeof dev[i]);
+    fill(host[i], HVD_FLOAT32, COUNT, (uint64_t)i);
+    dev[i] = dev_alloc(sizeof host[i]);
+    upload(dev[i], host[i], sizeof host[i]);
   }
   for (int i = 0; i < N; i++) {
     char name[32];
@@ -100,7 +158,8 @@ static void many_at_once(void) {
   for (int i = 0; i < N; i++) CHECK(hvd_wait(hs[i]) == 0, "many.%d: %s", i, hvd_last_error());
   for (int i = 0; i < N; i++) {
     CALL(hvd_allreduce(host[i], host[i], COUNT, HVD_FLOAT32, HVD_SUM, NULL));
-    CHECK(memcmp(dev[i], host[i], sizeof dev[i]) == 0, "many.%d differs from the host path", i);
+    download(got[i], dev[i], sizeof got[i]);
+    CHECK(memcmp(got[i], host[i], sizeof got[i]) == 0, "many.%d differs from the host path", i);
   }
 
   const void *in[2] = {dev[0], dev[1]};
@@ -111,22 +170,27 @@ static void many_at_once(void) {
   CHECK(rc == 0, "grouped allreduce on device: %s", hvd_last_error());
   CALL(hvd_allreduce(host[0], host[0], COUNT, HVD_FLOAT32, HVD_SUM, NULL));
   CALL(hvd_allreduce(host[1], host[1], 17, HVD_FLOAT32, HVD_SUM, NULL));
-  CHECK(memcmp(dev[0], host[0], sizeof dev[0]) == 0 && memcmp(dev[1], host[1], 17 * 4) == 0,
+  download(got[0], dev[0], sizeof got[0]);
+  download(got[1], dev[1], 17 * 4);
+  CHECK(memcmp(got[0], host[0], sizeof got[0]) == 0 && memcmp(got[1], host[1], 17 * 4) == 0,
         "the group differs from the host path");
+  for (int i = 0; i < N; i++) dev_free(dev[i]);
 }
 
 static void broadcast_both(size_t bytes) {
-  char *dev = malloc(bytes + 1), *host = malloc(bytes + 1);
-  for (size_t i = 0; i < bytes; i++) dev[i] = (char)mix(i + 31u * (uint64_t)rank);
-  memcpy(host, dev, bytes);
+  char *got = malloc(bytes + 1), *host = malloc(bytes + 1), *dev = dev_alloc(bytes);
+  for (size_t i = 0; i < bytes; i++) host[i] = (char)mix(i + 31u * (uint64_t)rank);
+  upload(dev, host, bytes);
   hvd_opts o = on_device();
   int root = size - 1;
   int rc = hvd_wait(hvd_broadcast_async_opts(dev, bytes, HVD_UINT8, root, "bcast", &o));
   CHECK(rc == 0, "broadcast of %zu bytes on device: %s", bytes, hvd_last_error());
   CALL(hvd_broadcast(host, bytes, HVD_UINT8, root, "bcast.host"));
-  CHECK(memcmp(dev, host, bytes) == 0, "broadcast of %zu bytes differs from the host path",
+  download(got, dev, bytes);
+  CHECK(memcmp(got, host, bytes) == 0, "broadcast of %zu bytes differs from the host path",
         bytes);
-  free(dev), free(host);
+  free(got), free(host);
+  dev_free(dev);
 }
 
 static void expect_refused(int rc, int code, const char *a, const char *b) {
@@ -185,7 +249,18 @@ int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "staged";
   limit_stalls();
   host_copier *stand_in = NULL;
-  if (strcmp(mode, "nocopier") != 0) {
+  const char *copier = getenv("HVD_STAGING_COPIER");
+  if (copier && strcmp(copier, "cuda") == 0) { /* the engine's CUDA copier, device 0 */
+#ifdef HVD_WITH_CUDA
+    if (hvd__cudart_get(&rt) < 0) {
+      fprintf(stderr, "test_device_staged: HVD_STAGING_COPIER=cuda: %s\n", hvd_last_error());
+      return 1;
+    }
+#else
+    fprintf(stderr, "test_device_staged: HVD_STAGING_COPIER=cuda: this build has no CUDA\n");
+    return 1;
+#endif
+  } else if (strcmp(mode, "nocopier") != 0) {
     stand_in = hc_create(0);
     hvd__copier c = hc_copier(stand_in);
     hvd__device_set_copier(&c);
