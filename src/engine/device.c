@@ -11,11 +11,10 @@
  * named (one device per process, as Horovod pins one), or the one a test
  * set with hvd__device_set_copier.
  *
- * Each tensor is staged by itself, also when negotiation fused several
- * (a device fusion buffer is the next step, docs/gpu.md); chunk k of a
- * tensor is reduced by hvd's host allreduce of that chunk, so results are
- * bitwise identical on every rank, and equal to the host path's where
- * the sums are exact.
+ * Allreduces that negotiation fused (or a group's) are copied into a
+ * device fusion buffer and staged as one tensor; chunk k is reduced by
+ * hvd's host allreduce of that chunk, so results are bitwise identical on
+ * every rank, and equal to the host path's where the sums are exact.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,12 +93,16 @@ static int open_copier(hvd_engine *e, int device) {
                     "(HVD_WITH_CUDA)", device);
 #endif
   }
+  HVD__CHECK(e->copier.ops->event_create(e->copier.ctx, &e->dev_done));
   return hvd__staging_create(&e->staging, &e->copier, CHUNK_BYTES, SLOTS);
 }
 
 void hvd__device_close(hvd_engine *e) {
   hvd__staging_destroy(e->staging);
   e->staging = NULL;
+  if (e->dev_fusion) e->copier.ops->free_device(e->copier.ctx, e->dev_fusion);
+  if (e->dev_done) e->copier.ops->event_destroy(e->copier.ctx, e->dev_done);
+  e->dev_fusion = NULL, e->dev_fusion_cap = 0, e->dev_done = NULL;
 #ifdef HVD_WITH_CUDA
   if (e->copier_cuda) hvd__copier_cuda_destroy(&e->copier);
 #endif
@@ -173,9 +176,58 @@ static int run_item(hvd_engine *e, hvd_comm *c, const pending *p) {
                 : 0;
 }
 
+/* The device fusion buffer, grown to at least `bytes`. */
+static int fusion_buffer(hvd_engine *e, size_t bytes) {
+  if (bytes <= e->dev_fusion_cap) return 0;
+  const hvd__copier_ops *ops = e->copier.ops;
+  if (e->dev_fusion) ops->free_device(e->copier.ctx, e->dev_fusion);
+  e->dev_fusion = NULL, e->dev_fusion_cap = 0;
+  HVD__CHECK(ops->alloc_device(e->copier.ctx, bytes, &e->dev_fusion));
+  e->dev_fusion_cap = bytes;
+  return 0;
+}
+
+/* Several allreduces of one dtype, op and scales (fused by negotiation,
+ * or a group): copied into the device fusion buffer one after the other,
+ * staged as one tensor, copied back out -- every copy on the copier's
+ * one queue, so each waits for the one before it. */
+static int run_fused(hvd_engine *e, hvd_comm *c, const response *r) {
+  const hvd_request *req = &r->items[0]->req;
+  chunk_job j = {c, req, hvd_dtype_size((hvd_dtype)req->dtype)};
+  const hvd__copier_ops *ops = e->copier.ops;
+  void *ctx = e->copier.ctx;
+  size_t total = 0, off = 0;
+  for (int i = 0; i < r->n; i++) total += r->items[i]->req.count * j.esize;
+  HVD__CHECK(fusion_buffer(e, total));
+  char *fb = e->dev_fusion;
+  for (int i = 0; i < r->n; i++) {
+    const pending *p = r->items[i];
+    size_t bytes = p->req.count * j.esize;
+    hvd__timeline_begin(e->tl, p->req.name, "STAGED_ALLREDUCE", NULL);
+    if (bytes) HVD__CHECK(ops->copy_d2d_async(ctx, fb + off, p->mine->w.sendbuf, bytes));
+    off += bytes;
+  }
+  uint64_t deadline = hvd__now_ms() + DEADLINE_MS;
+  int rc = hvd__staging_run(e->staging, fb, fb, total, j.esize, allreduce_chunk, &j, deadline);
+  off = 0;
+  for (int i = 0; rc == 0 && i < r->n; i++) {
+    const pending *p = r->items[i];
+    size_t bytes = p->req.count * j.esize;
+    if (bytes) rc = ops->copy_d2d_async(ctx, p->mine->w.recvbuf, fb + off, bytes);
+    off += bytes;
+  }
+  if (rc == 0) rc = ops->event_record(ctx, e->dev_done);
+  if (rc == 0) rc = ops->event_wait(ctx, e->dev_done, deadline);
+  for (int i = 0; i < r->n; i++) hvd__timeline_end(e->tl, r->items[i]->req.name);
+  return rc < 0 ? hvd__err_prefix(rc, "allreduce of %d fused tensors ('%s', ...)", r->n,
+                                  req->name)
+                : 0;
+}
+
 int hvd__device_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
   HVD__CHECK(agree_on_copier(e, c, r, fatal));
   *fatal = 1;
+  if (r->n > 1 && r->items[0]->req.type == HVD_REQ_ALLREDUCE) return run_fused(e, c, r);
   for (int i = 0; i < r->n; i++) HVD__CHECK(run_item(e, c, r->items[i]));
   return 0;
 }

@@ -177,6 +177,9 @@ struct hvd_engine {
   struct hvd__staging *staging;
   hvd__copier copier;
   int copier_cuda;
+  void *dev_fusion;          /* the device fusion buffer (the copier's memory) */
+  size_t dev_fusion_cap;
+  hvd__copy_event *dev_done; /* the fused tensors' copies out of it */
   int njoined;
   uint8_t *joined;    /* [size]: joined in the current join round */
   uint64_t join_since_ms, join_warned_ms; /* local clock: the stall inspector's */

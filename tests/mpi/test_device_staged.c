@@ -10,7 +10,9 @@
  *     allreduce (sum, max, average, scale factors; float32 small integers,
  *     so sums are exact in any order, and wrapping int32), in and out of
  *     place, 1 element to 1.25 M (several 1 MiB chunks, more than the 3
- *     slots); several enqueued at once (negotiation fuses them); a group;
+ *     slots); several enqueued at once (negotiation may fuse them); a
+ *     group (one response: through the device fusion buffer, as the
+ *     stand-in's count of copies within the device shows);
  *     broadcast from the last rank; the kinds not staged yet are refused
  *     with "not supported yet", and the job goes on.
  *   test_device_staged nccl                  HOROVOD_GPU_OPERATIONS=NCCL
@@ -36,6 +38,16 @@
 #endif
 
 static int rank, size, checks, failures;
+static host_copier *stand_in; /* NULL on CUDA, and without a copier */
+
+/* Copies the engine made within the "device" so far: its fusion buffer. */
+static size_t d2d_copies(void) {
+  if (!stand_in) return 0;
+  pthread_mutex_lock(&stand_in->mu);
+  size_t n = stand_in->d2d_queued;
+  pthread_mutex_unlock(&stand_in->mu);
+  return n;
+}
 
 /* "Device" memory: the stand-in's (host memory), or with
  * HVD_STAGING_COPIER=cuda CUDA device 0's through the engine's own CUDA
@@ -165,9 +177,13 @@ static void many_at_once(void) {
   const void *in[2] = {dev[0], dev[1]};
   void *out[2] = {dev[0], dev[1]};
   size_t gcounts[2] = {COUNT, 17};
+  size_t before = d2d_copies();
   int rc = hvd_wait(hvd_grouped_allreduce_async(in, out, gcounts, 2, HVD_FLOAT32, HVD_SUM,
                                                 "group", &o));
   CHECK(rc == 0, "grouped allreduce on device: %s", hvd_last_error());
+  /* A group is one response: through the fusion buffer, 2 copies in, 2 out. */
+  CHECK(!stand_in || d2d_copies() - before == 4, "the group made %zu copies within the device, "
+        "expected 4 (through the fusion buffer)", d2d_copies() - before);
   CALL(hvd_allreduce(host[0], host[0], COUNT, HVD_FLOAT32, HVD_SUM, NULL));
   CALL(hvd_allreduce(host[1], host[1], 17, HVD_FLOAT32, HVD_SUM, NULL));
   download(got[0], dev[0], sizeof got[0]);
@@ -248,7 +264,6 @@ static void no_copier(void) {
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "staged";
   limit_stalls();
-  host_copier *stand_in = NULL;
   const char *copier = getenv("HVD_STAGING_COPIER");
   if (copier && strcmp(copier, "cuda") == 0) { /* the engine's CUDA copier, device 0 */
 #ifdef HVD_WITH_CUDA
