@@ -252,9 +252,10 @@ typedef struct {
    * is in.  The ranks negotiate host against device memory (not the
    * ordinal: each rank has its own GPU): a rank with host memory against
    * one with device memory fails with HVD_E_MISMATCH naming the tensor.
-   * Allreduce and broadcast of device tensors are staged through pinned
-   * host memory; the other collectives fail with HVD_E_UNSUPPORTED (not
-   * yet), as does HOROVOD_GPU_OPERATIONS=NCCL (docs/gpu.md).  The caller
+   * Allreduce, broadcast and reducescatter of device tensors are staged
+   * through pinned host memory; allgather and alltoall fail with
+   * HVD_E_UNSUPPORTED (not yet), as does HOROVOD_GPU_OPERATIONS=NCCL
+   * (docs/gpu.md).  The caller
    * synchronises the stream that produced the buffers first. */
   int device;
 } hvd_opts;

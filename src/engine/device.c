@@ -68,12 +68,14 @@ int hvd__device_check(int type, int reduce_op, int all_submitted, const char *na
     return HVD_E_UNSUPPORTED;
   }
   const char *missing = NULL;
-  if (type != HVD_REQ_ALLREDUCE && type != HVD_REQ_BROADCAST) missing = kind;
+  if (type != HVD_REQ_ALLREDUCE && type != HVD_REQ_BROADCAST && type != HVD_REQ_REDUCESCATTER)
+    missing = kind;
   else if (reduce_op == HVD_ADASUM && type == HVD_REQ_ALLREDUCE) missing = "Adasum";
   else if (!all_submitted) missing = "joined ranks standing in";
   if (!missing) return 0;
   snprintf(why, cap, "%s '%s': device memory (hvd_opts.device) is not supported yet for %s: "
-           "allreduce and broadcast run staged (docs/gpu.md)", kind, name, missing);
+           "allreduce, broadcast and reducescatter run staged (docs/gpu.md)", kind, name,
+           missing);
   return HVD_E_UNSUPPORTED;
 }
 
@@ -187,6 +189,14 @@ static int fusion_buffer(hvd_engine *e, size_t bytes) {
   return 0;
 }
 
+/* The fusion buffer's last copy out, then a wait for every copy so far. */
+static int copy_out(hvd_engine *e, void *dst, const void *src, size_t bytes, uint64_t deadline) {
+  const hvd__copier_ops *ops = e->copier.ops;
+  if (bytes) HVD__CHECK(ops->copy_d2d_async(e->copier.ctx, dst, src, bytes));
+  HVD__CHECK(ops->event_record(e->copier.ctx, e->dev_done));
+  return ops->event_wait(e->copier.ctx, e->dev_done, deadline);
+}
+
 /* Several allreduces of one dtype, op and scales (fused by negotiation,
  * or a group): copied into the device fusion buffer one after the other,
  * staged as one tensor, copied back out -- every copy on the copier's
@@ -210,24 +220,50 @@ static int run_fused(hvd_engine *e, hvd_comm *c, const response *r) {
   uint64_t deadline = hvd__now_ms() + DEADLINE_MS;
   int rc = hvd__staging_run(e->staging, fb, fb, total, j.esize, allreduce_chunk, &j, deadline);
   off = 0;
-  for (int i = 0; rc == 0 && i < r->n; i++) {
+  for (int i = 0; rc == 0 && i < r->n - 1; i++) {
     const pending *p = r->items[i];
     size_t bytes = p->req.count * j.esize;
     if (bytes) rc = ops->copy_d2d_async(ctx, p->mine->w.recvbuf, fb + off, bytes);
     off += bytes;
   }
-  if (rc == 0) rc = ops->event_record(ctx, e->dev_done);
-  if (rc == 0) rc = ops->event_wait(ctx, e->dev_done, deadline);
+  const pending *last = r->items[r->n - 1];
+  if (rc == 0) rc = copy_out(e, last->mine->w.recvbuf, fb + off, last->req.count * j.esize,
+                             deadline);
   for (int i = 0; i < r->n; i++) hvd__timeline_end(e->tl, r->items[i]->req.name);
   return rc < 0 ? hvd__err_prefix(rc, "allreduce of %d fused tensors ('%s', ...)", r->n,
                                   req->name)
                 : 0;
 }
 
+/* A reducescatter staged as an allreduce of the whole tensor in the
+ * fusion buffer, this rank keeping its share: the same result as the host
+ * reducescatter's where sums are exact, for twice its traffic (a staged
+ * reducescatter proper is next, docs/gpu.md). */
+static int run_reducescatter(hvd_engine *e, hvd_comm *c, const pending *p) {
+  chunk_job j = {c, &p->req, hvd_dtype_size((hvd_dtype)p->req.dtype)};
+  size_t count = p->req.count, bytes = count * j.esize;
+  size_t own_at = hvd__split_offset(count, c->size, c->rank) * j.esize;
+  size_t own = hvd__split_count(count, c->size, c->rank) * j.esize;
+  HVD__CHECK(fusion_buffer(e, bytes));
+  char *fb = e->dev_fusion;
+  uint64_t deadline = hvd__now_ms() + DEADLINE_MS;
+  hvd__timeline_begin(e->tl, p->req.name, "STAGED_REDUCESCATTER", NULL);
+  int rc = bytes ? e->copier.ops->copy_d2d_async(e->copier.ctx, fb, p->mine->w.sendbuf, bytes) : 0;
+  if (rc == 0) rc = hvd__staging_run(e->staging, fb, fb, bytes, j.esize, allreduce_chunk, &j,
+                                     deadline);
+  if (rc == 0) rc = copy_out(e, p->mine->w.recvbuf, fb + own_at, own, deadline);
+  hvd__timeline_end(e->tl, p->req.name);
+  return rc < 0 ? hvd__err_prefix(rc, "reducescatter '%s'", p->req.name) : 0;
+}
+
 int hvd__device_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
   HVD__CHECK(agree_on_copier(e, c, r, fatal));
   *fatal = 1;
   if (r->n > 1 && r->items[0]->req.type == HVD_REQ_ALLREDUCE) return run_fused(e, c, r);
-  for (int i = 0; i < r->n; i++) HVD__CHECK(run_item(e, c, r->items[i]));
+  for (int i = 0; i < r->n; i++) {
+    const pending *p = r->items[i];
+    HVD__CHECK(p->req.type == HVD_REQ_REDUCESCATTER ? run_reducescatter(e, c, p)
+                                                    : run_item(e, c, p));
+  }
   return 0;
 }

@@ -4,7 +4,7 @@
  * pipeline (gpu/staging.h), each chunk run by the host collective as soon
  * as its copy arrives (docs/gpu.md).
  *
- * What runs there (allreduce and broadcast, HOROVOD_GPU_OPERATIONS /
+ * What runs there (allreduce, broadcast, reducescatter; HOROVOD_GPU_OPERATIONS /
  * HOROVOD_GPU_ALLREDUCE unset, MPI or GLOO) is decided in negotiation,
  * from what every rank knows alike; the rest fails every rank's tensor
  * with HVD_E_UNSUPPORTED "not supported yet" (or HVD_E_ENV for a knob

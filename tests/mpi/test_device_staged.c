@@ -13,8 +13,10 @@
  *     slots); several enqueued at once (negotiation may fuse them); a
  *     group (one response: through the device fusion buffer, as the
  *     stand-in's count of copies within the device shows);
- *     broadcast from the last rank; the kinds not staged yet are refused
- *     with "not supported yet", and the job goes on.
+ *     broadcast from the last rank; reducescatter (counts that do not
+ *     divide by the size, smaller than it); the kinds not staged yet
+ *     (allgather, alltoall, Adasum) are refused with "not supported yet",
+ *     and the job goes on.
  *   test_device_staged nccl                  HOROVOD_GPU_OPERATIONS=NCCL
  *   test_device_staged bogus                 HOROVOD_GPU_ALLREDUCE=bogus
  *     device allreduces fail naming the knob; broadcast still runs staged.
@@ -209,6 +211,36 @@ static void broadcast_both(size_t bytes) {
   dev_free(dev);
 }
 
+/* Reducescatter on the device path and on the host path: rank r's share. */
+static void reducescatter_both(hvd_dtype dtype, hvd_op op, size_t count) {
+  size_t own = count / (size_t)size + ((size_t)rank < count % (size_t)size); /* hvd's split */
+  char *send = malloc(count * 4 + 1), *got = malloc(own * 4 + 1), *host = malloc(own * 4 + 1);
+  char *dsend = dev_alloc(count * 4), *dout = dev_alloc(own * 4);
+  fill(send, dtype, count, count + 5);
+  upload(dsend, send, count * 4);
+  hvd_opts o = on_device();
+  char name[64];
+  snprintf(name, sizeof name, "rs.%s.%zu", hvd_dtype_name(dtype), count);
+  int rc = hvd_wait(hvd_reducescatter_async(dsend, dout, count, dtype, op, name, &o));
+  CHECK(rc == 0, "%s on device: %s", name, hvd_last_error());
+  download(got, dout, own * 4);
+  strcat(name, ".host");
+  CALL(hvd_wait(hvd_reducescatter_async(send, host, count, dtype, op, name, NULL)));
+  CHECK(memcmp(got, host, own * 4) == 0, "%s: the device path's share differs from the host "
+        "path's", name);
+  free(send), free(got), free(host);
+  dev_free(dsend), dev_free(dout);
+}
+
+static void reducescatters(void) {
+  static const size_t counts[] = {1, 7, 1000, 300001};
+  for (size_t k = 0; k < LEN(counts); k++) {
+    reducescatter_both(HVD_FLOAT32, HVD_SUM, counts[k]);
+    reducescatter_both(HVD_INT32, HVD_SUM, counts[k]);
+  }
+  reducescatter_both(HVD_FLOAT32, HVD_AVERAGE, 4099);
+}
+
 static void expect_refused(int rc, int code, const char *a, const char *b) {
   const char *msg = hvd_last_error();
   CHECK(rc == code && strstr(msg, a) && strstr(msg, b), "%s '%s', expected %s with '%s', '%s'",
@@ -217,11 +249,14 @@ static void expect_refused(int rc, int code, const char *a, const char *b) {
 
 static void not_yet(void) {
   hvd_opts o = on_device();
-  float x[8] = {0}, y[8];
+  float x[8] = {0};
   void *out = NULL;
-  int rc = hvd_wait(hvd_reducescatter_async(x, y, 8, HVD_FLOAT32, HVD_SUM, "dev.rs", &o));
-  expect_refused(rc, HVD_E_UNSUPPORTED, "reducescatter 'dev.rs': device memory",
-                 "not supported yet for reducescatter");
+  size_t sendcounts[4] = {2, 2, 2, 2}; /* np <= 4 */
+  int rc = hvd_wait(hvd_alltoall_async(x, sendcounts, HVD_FLOAT32, &out, NULL, "dev.a2a", &o));
+  expect_refused(rc, HVD_E_UNSUPPORTED, "alltoall 'dev.a2a': device memory",
+                 "not supported yet for alltoall");
+  free(out);
+  out = NULL;
   rc = hvd_wait(hvd_allgather_async(x, 8, HVD_FLOAT32, &out, NULL, "dev.ag", &o));
   expect_refused(rc, HVD_E_UNSUPPORTED, "allgather 'dev.ag'", "not supported yet for allgather");
   free(out);
@@ -288,6 +323,7 @@ int main(int argc, char **argv) {
     many_at_once();
     broadcast_both(1);
     broadcast_both(3u << 20);
+    reducescatters();
     not_yet();
   } else if (strcmp(mode, "nocopier") == 0) {
     no_copier();
