@@ -81,7 +81,9 @@ int hvd__device_check(int type, int reduce_op, int all_submitted, const char *na
 
 /* ---- the copier ---- */
 
-/* This rank's copier for `device`, made at the first device tensor. */
+/* This rank's copier for `device`, with its pipeline and event, made at
+ * the first device tensor; a failure leaves none of them (the next device
+ * tensor tries again). */
 static int open_copier(hvd_engine *e, int device) {
   if (e->staging) return 0;
   if (test_copier_set) {
@@ -95,8 +97,10 @@ static int open_copier(hvd_engine *e, int device) {
                     "(HVD_WITH_CUDA)", device);
 #endif
   }
-  HVD__CHECK(e->copier.ops->event_create(e->copier.ctx, &e->dev_done));
-  return hvd__staging_create(&e->staging, &e->copier, CHUNK_BYTES, SLOTS);
+  int rc = e->copier.ops->event_create(e->copier.ctx, &e->dev_done);
+  if (rc == 0) rc = hvd__staging_create(&e->staging, &e->copier, CHUNK_BYTES, SLOTS);
+  if (rc < 0) hvd__device_close(e); /* sets no error: the message stays */
+  return rc;
 }
 
 void hvd__device_close(hvd_engine *e) {
@@ -129,8 +133,8 @@ static int agree_on_copier(hvd_engine *e, hvd_comm *c, const response *r, int *f
   if (failed == 0) return 0;
   *fatal = 0;
   if (rc < 0) return hvd__err(rc, "rank %d has no copier for device memory: %s", c->rank, why);
-  return hvd__err(HVD_E_UNSUPPORTED, "rank %d has no copier for device memory (its log says "
-                  "why)", (int)failed - 1);
+  return hvd__err(HVD_E_UNSUPPORTED, "rank %d has no copier for device memory (its own error "
+                  "says why)", (int)failed - 1);
 }
 
 /* ---- running ---- */
