@@ -244,8 +244,23 @@ typedef struct {
    * and the shapes.  NULL / 0: the shape is [count]. */
   const int64_t *shape;
   int ndims;
+  /* Was the struct's tail padding: an older caller's struct_size covers
+   * it, so it carries nothing and is never read. */
+  int reserved_;
+  /* Where the buffers are: HVD_DEVICE_CPU (host memory, the default), or
+   * the ordinal of the CUDA device whose memory every buffer of the call
+   * is in.  The ranks negotiate host against device memory (not the
+   * ordinal: each rank has its own GPU): a rank with host memory against
+   * one with device memory fails with HVD_E_MISMATCH naming the tensor.
+   * Allreduce, broadcast and reducescatter of device tensors are staged
+   * through pinned host memory; allgather and alltoall fail with
+   * HVD_E_UNSUPPORTED (not yet), as does HOROVOD_GPU_OPERATIONS=NCCL
+   * (docs/gpu.md).  The caller
+   * synchronises the stream that produced the buffers first. */
+  int device;
 } hvd_opts;
-#define HVD_OPTS_INIT {sizeof(hvd_opts), 0, 1.0, 1.0, NULL, NULL, NULL, 0}
+#define HVD_DEVICE_CPU (-1)
+#define HVD_OPTS_INIT {sizeof(hvd_opts), 0, 1.0, 1.0, NULL, NULL, NULL, 0, 0, HVD_DEVICE_CPU}
 #define HVD_MAX_DIMS 32
 
 HVD_EXTERN hvd_handle hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,

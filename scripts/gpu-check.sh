@@ -24,7 +24,7 @@ BUILD=build-gpu
 CARRY=$BUILD/carry
 # The programs, as paths in the build tree.
 PROGRAMS=(tests/test_cuda_loader tests/test_gpu_staging tests/test_gpu_nccl
-  tests/test_staged_allreduce hvdrun)
+  tests/test_staged_allreduce tests/test_device_staged hvdrun)
 
 log() { echo "gpu-check: $*"; }
 finish() { # finish STATUS DETAIL
@@ -131,6 +131,12 @@ copier=host
 for np in 1 2 4; do
   run_step "staged-allreduce-np$np" 120 env HVD_STAGING_COPIER=$copier \
     HOROVOD_GLOO_TIMEOUT_SECONDS=30 "$bin/hvdrun" -np "$np" "$bin/test_staged_allreduce"
+done
+# The engine's device path (hvd_opts.device): cudaMalloc'd tensors through
+# the engine's CUDA copier, bitwise against the host path.
+for np in 1 2 4; do
+  run_step "device-staged-np$np" 120 env HVD_STAGING_COPIER=$copier \
+    HOROVOD_GLOO_TIMEOUT_SECONDS=30 "$bin/hvdrun" -np "$np" "$bin/test_device_staged"
 done
 if [ -n "$card" ] && command -v compute-sanitizer >/dev/null 2>&1; then
   run_step compute-sanitizer 240 compute-sanitizer --tool memcheck --error-exitcode 1 \

@@ -289,15 +289,19 @@ static int describe(hvd_request *req, int type, const char *name, const hvd_opts
   req->prescale = o->prescale_factor;
   req->postscale = o->postscale_factor;
   req->process_set = o->process_set;
+  req->on_device = o->device != HVD_DEVICE_CPU;
   if (!name) {
     unsigned long long k = atomic_fetch_add(&ctx.unnamed[type], 1) + 1;
     snprintf(req->name, sizeof req->name, "%s.noname.%llu", hvd__req_type_name(type),
              k);
-    return 0;
-  }
-  if (!name[0] || strlen(name) >= sizeof req->name)
+  } else if (!name[0] || strlen(name) >= sizeof req->name) {
     return hvd__err(HVD_E_INVALID, "tensor name must be 1 to %zu bytes", sizeof req->name - 1);
-  strcpy(req->name, name);
+  } else {
+    strcpy(req->name, name);
+  }
+  if (o->device < HVD_DEVICE_CPU)
+    return hvd__err(HVD_E_INVALID, "opts->device is %d: HVD_DEVICE_CPU (%d) or a CUDA device "
+                    "ordinal", o->device, HVD_DEVICE_CPU);
   return 0;
 }
 
@@ -389,6 +393,7 @@ static int prepare(hvd_work *w, int type, const char *name, const hvd_opts *o, p
                    const call_args *a) {
   int rank, size;
   HVD__CHECK(describe(&w->req, type, name, o));
+  w->device = o->device;
   HVD__CHECK(set_position(&w->req, &rank, &size));
   HVD__CHECK(prep(w, a, rank, size));
   return hvd__request_has_shape(type) ? set_shape(&w->req, o) : 0;

@@ -23,7 +23,8 @@
 static const size_t sizes[] = {
     FIELD_END(process_set), FIELD_END(prescale_factor), FIELD_END(postscale_factor),
     FIELD_END(callback),    FIELD_END(callback_arg),    FIELD_END(shape),
-    FIELD_END(ndims),       sizeof(hvd_opts)};
+    FIELD_END(ndims),       FIELD_END(reserved_),       FIELD_END(device),
+    sizeof(hvd_opts)};
 
 static int known_size(size_t n) {
   for (size_t i = 0; i < HVD__ARRAY_LEN(sizes); i++)

@@ -31,6 +31,7 @@
 #include "../coll/coll.h"
 #include "../env.h"
 #include "../startup.h"
+#include "device.h"
 #include "engine_int.h"
 
 
@@ -362,6 +363,7 @@ void hvd__engine_dealloc(hvd_engine *e) {
   free(e->joined);
   free(e->join_cycle);
   free(e->scratch);
+  hvd__device_close(e);
   free(e->held);
   free(e->ready);
   free(e->fast);

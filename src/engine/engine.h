@@ -36,6 +36,7 @@ typedef struct {
   const size_t *sendcounts; /* alltoall: per-destination counts (copied) */
   size_t local_count;    /* allgather: elements this rank sends */
   const int *ranks;      /* process set add: the sorted ranks (copied) */
+  int device;            /* req.on_device: this rank's CUDA ordinal (hvd_opts.device) */
 } hvd_work;
 
 /* Starts the engine over the global communicator (which it uses from its

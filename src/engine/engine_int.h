@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "autotune.h"
+#include "gpu/copier.h"
 #include "cache.h"
 #include "engine.h"
 #include "index.h"
@@ -171,6 +172,14 @@ struct hvd_engine {
   hvd_msg_settings tune_next;
   hvd_tune_change *tune_log; /* under lock: every change applied, for tests */
   int ntune_log;
+  /* Device tensors (device.c): the staging pipeline and its copier,
+   * made at the first; copier_cuda: the copier is CUDA's (ours to free). */
+  struct hvd__staging *staging;
+  hvd__copier copier;
+  int copier_cuda;
+  void *dev_fusion;          /* the device fusion buffer (the copier's memory) */
+  size_t dev_fusion_cap;
+  hvd__copy_event *dev_done; /* the fused tensors' copies out of it */
   int njoined;
   uint8_t *joined;    /* [size]: joined in the current join round */
   uint64_t join_since_ms, join_warned_ms; /* local clock: the stall inspector's */

@@ -31,6 +31,7 @@
 
 #include "../coll/coll.h"
 #include "../reduce.h"
+#include "device.h"
 #include "engine_int.h"
 
 /* The engine's scratch, grown to at least `bytes`; NULL if that fails. */
@@ -296,8 +297,10 @@ int hvd__execute(hvd_engine *e, response *r) {
   }
   if (everyone) j.c = e->global;
   int64_t value = 0;
-  int rc;
-  if (req->type == HVD_REQ_ALLREDUCE) {
+  int rc, fatal = !everyone; /* a collective may have left frames half sent */
+  if (req->on_device) {
+    rc = hvd__device_execute(e, r, j.c, &fatal);
+  } else if (req->type == HVD_REQ_ALLREDUCE) {
     rc = run_allreduce(&j);
   } else { /* one collective per tensor: a group's in index order */
     rc = 0;
@@ -312,7 +315,6 @@ int hvd__execute(hvd_engine *e, response *r) {
     }
   }
   if (rc < 0) {
-    int fatal = !everyone; /* a collective may have left frames half sent */
     finish_all(e, r, rc, hvd_last_error(), 0);
     return fatal ? rc : 0;
   }

@@ -28,7 +28,7 @@
 
 /* The wire size of a name (u16 length + bytes) and of a request. */
 #define NAME_WIRE(len) (2 + (size_t)(len))
-#define REQ_FIXED (1 + 1 + 1 + 4 + 8 + 1 + 8 + 8 + 4 + 4 + 4)
+#define REQ_FIXED (1 + 1 + 1 + 4 + 8 + 1 + 8 + 8 + 4 + 4 + 4 + 1)
 #define REQ_WIRE(len, ndims) (NAME_WIRE(len) + REQ_FIXED + 8 * (size_t)(ndims))
 
 static size_t bit_bytes(uint32_t nbits) { return ((size_t)nbits + 7) / 8; }
@@ -98,6 +98,7 @@ static void put_request(hvd_writer *w, const hvd_request *q) {
   hvd__put_u32(w, (uint32_t)q->process_set);
   hvd__put_u32(w, q->group_size);
   hvd__put_u32(w, q->group_index);
+  hvd__put_u8(w, q->on_device);
 }
 
 int hvd__msg_encode(const hvd_msg *m, uint8_t **buf, size_t *len) {
@@ -187,6 +188,7 @@ static int get_request(hvd_reader *r, hvd_request *q, uint32_t i) {
   q->process_set = (int32_t)hvd__get_u32(r);
   q->group_size = hvd__get_u32(r);
   q->group_index = hvd__get_u32(r);
+  q->on_device = hvd__get_u8(r);
   char who[HVD_NAME_MAX + 32]; /* names the request in every complaint */
   snprintf(who, sizeof who, "request %u ('%s')", (unsigned)i, q->name);
   if (r->failed) return bad("%s: truncated", who);
@@ -202,6 +204,9 @@ static int get_request(hvd_reader *r, hvd_request *q, uint32_t i) {
   if (q->group_size ? q->group_index >= q->group_size : q->group_index != 0)
     return bad("%s: group index %u is outside a group of %u", who, (unsigned)q->group_index,
                (unsigned)q->group_size);
+  if (q->on_device > 1) return bad("%s: memory %u is not 0 or 1", who, (unsigned)q->on_device);
+  if (q->on_device && !hvd__request_moves_tensors(q->type))
+    return bad("%s: a %s has no tensor in device memory", who, hvd__req_type_name(q->type));
   return 0;
 }
 

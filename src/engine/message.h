@@ -27,10 +27,12 @@
  *   request: str name, u8 type, u8 dtype, u8 op, u32 root (as int32),
  *            u64 count, u8 ndims, ndims x u64 (the shape, as int64),
  *            u64 prescale (IEEE bits), u64 postscale,
- *            u32 process_set (as int32), u32 group_size, u32 group_index
+ *            u32 process_set (as int32), u32 group_size, u32 group_index,
+ *            u8 on_device (0 host memory, 1 device memory; 0 for
+ *            barrier and process sets)
  * Decoding validates every field (enum ranges, name length and no NUL,
  * a shape of the count for the collectives that have one and none for the
- * others, nbits <= the cache capacity, counts bounded by the bytes
+ * others, device memory only for the collectives that move tensors, nbits <= the cache capacity, counts bounded by the bytes
  * present, settings in range, no trailing bytes) and fails with
  * HVD_E_PROTOCOL naming the first bad one.
  */

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device.h"
 #include "engine_int.h"
 
 /* The stall inspector's walk of the table happens at most this often. */
@@ -336,7 +337,9 @@ static int check_requests(hvd_engine *e, const pending *p, const pset *s, char *
 
 /* 0 if p may run, else the error code and why not (the same text on every
  * rank): HVD_E_MISMATCH when the ranks disagree, HVD_E_INVALID when the
- * call cannot run as made, HVD_E_NOMEM when this rank could not check. */
+ * call cannot run as made, HVD_E_UNSUPPORTED (or HVD_E_ENV) for device
+ * tensors the device path does not run (device.h), HVD_E_NOMEM when this
+ * rank could not check. */
 static int check(hvd_engine *e, const pending *p, char *why, size_t cap) {
   const pset *s = set_of(e, p);
   why[0] = '\0';
@@ -350,8 +353,11 @@ static int check(hvd_engine *e, const pending *p, char *why, size_t cap) {
              p->req.name, p->req.root, nmembers(e, s));
     return HVD_E_INVALID;
   }
-  if (!p->submitted) return 0; /* every rank submitted the cached request */
-  return check_requests(e, p, s, why, cap);
+  /* Without p->submitted every rank submitted the cached request. */
+  int code = p->submitted ? check_requests(e, p, s, why, cap) : 0;
+  if (code || !p->req.on_device) return code;
+  int everyone = !p->submitted || p->nsubmitted == nmembers(e, s);
+  return hvd__device_check(p->req.type, p->req.op, everyone, p->req.name, why, cap);
 }
 
 /* ---- step 4: planning ---- */
@@ -412,6 +418,7 @@ static int kind_cmp(const pending *a, const pending *b) {
   if (!d) d = (a->req.process_set > b->req.process_set) - (a->req.process_set < b->req.process_set);
   if (!d) d = memcmp(&a->req.prescale, &b->req.prescale, sizeof(double));
   if (!d) d = memcmp(&a->req.postscale, &b->req.postscale, sizeof(double));
+  if (!d) d = (a->req.on_device > b->req.on_device) - (a->req.on_device < b->req.on_device);
   return d;
 }
 

@@ -45,7 +45,8 @@ int hvd__request_equal(const hvd_request *a, const hvd_request *b) {
          a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
          a->count == b->count && same_shape(a, b) && same_double(a->prescale, b->prescale) &&
          same_double(a->postscale, b->postscale) && a->process_set == b->process_set &&
-         a->group_size == b->group_size && a->group_index == b->group_index;
+         a->group_size == b->group_size && a->group_index == b->group_index &&
+         a->on_device == b->on_device;
 }
 
 int hvd__request_has_shape(int type) {
@@ -138,6 +139,10 @@ static int same_group(const hvd_request *a, const hvd_request *b) {
   return a->group_size == b->group_size && a->group_index == b->group_index;
 }
 
+static int same_memory(const hvd_request *a, const hvd_request *b) {
+  return a->on_device == b->on_device;
+}
+
 static void print_type(const hvd_request *r, char *out, size_t cap) {
   snprintf(out, cap, "%s", hvd__req_type_name(r->type));
 }
@@ -191,6 +196,10 @@ static void print_group(const hvd_request *r, char *out, size_t cap) {
              (unsigned)r->group_size);
 }
 
+static void print_memory(const hvd_request *r, char *out, size_t cap) {
+  snprintf(out, cap, "%s", r->on_device ? "device memory" : "host memory");
+}
+
 /* A request field can mean different things to different collectives
  * (root is a broadcast's root rank, a process set's id...): one row per
  * meaning, each for its own collectives. */
@@ -208,10 +217,11 @@ static const field fields[] = {
     {"postscale factors", TENSORS, same_post, print_post},
     {"process sets", ALL_TYPES, same_set, print_set},
     {"groups", TENSORS, same_group, print_group},
+    {"memory", TENSORS, same_memory, print_memory},
 };
 
-static int moves_tensors(unsigned type) {
-  return type < HVD_REQ__COUNT && (TENSORS & TYPE_BIT(type)) != 0;
+int hvd__request_moves_tensors(int type) {
+  return type >= 0 && type < HVD_REQ__COUNT && (TENSORS & TYPE_BIT(type)) != 0;
 }
 
 /* 1 if collectives of this type must agree on the field; an unknown
@@ -298,7 +308,7 @@ static int mismatch(const field *f, const hvd_request *const *reqs, const int *r
     append(&t, "Mismatched %s for '%s': ", f->words, reqs[0]->name);
   else
     append(&t, "Mismatched %s%s %s for '%s': ", hvd__req_type_name(type),
-           moves_tensors((unsigned)type) ? " tensor" : "", f->words, reqs[0]->name);
+           hvd__request_moves_tensors(type) ? " tensor" : "", f->words, reqs[0]->name);
 
   const char *sep = "";
   for (int i = 0; i < n && !t.full; i++) {

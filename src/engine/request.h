@@ -3,7 +3,8 @@
  *
  * A request carries exactly the fields that must agree across ranks for a
  * collective to run: its kind, dtype, element count and shape, op, root,
- * scale factors, process set and grouping.  Buffers stay local.  For allgather
+ * scale factors, process set, grouping and whether its buffers are in
+ * host or device memory.  Buffers stay local.  For allgather
  * and alltoall the count is not negotiated (each rank may send a
  * different amount) and is always 0 in a request.
  */
@@ -45,6 +46,10 @@ typedef struct {
   /* Grouped allreduce: tensor group_index of group_size (0 when not
    * grouped); the group is named by `name` up to its last '.'. */
   uint32_t group_size, group_index;
+  /* 1: the buffers are in device memory (hvd_opts.device is a CUDA
+   * ordinal), 0: host memory.  Only this is negotiated, not the ordinal:
+   * every rank may have its own GPU.  0 for barrier and process sets. */
+  uint8_t on_device;
 } hvd_request;
 
 /* "allreduce", "broadcast", ... */
@@ -56,6 +61,9 @@ int hvd__request_equal(const hvd_request *a, const hvd_request *b);
 /* 1 if the collective negotiates a shape (allreduce, reducescatter,
  * broadcast). */
 int hvd__request_has_shape(int type);
+
+/* 1 if the collective moves tensors (not barrier, not process sets). */
+int hvd__request_moves_tensors(int type);
 
 /* Checks that shape[0..ndims) is a shape of count elements: ndims in
  * 1..HVD_MAX_DIMS, sizes >= 0, product equal to count (no overflow).

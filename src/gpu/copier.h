@@ -32,6 +32,11 @@ typedef struct hvd__copier_ops {
   int (*event_query)(void *ctx, hvd__copy_event *ev);
   /* Waits for the event; HVD_E_TIMEOUT past deadline (hvd__now_ms clock). */
   int (*event_wait)(void *ctx, hvd__copy_event *ev, uint64_t deadline);
+  /* Device memory (the engine's device fusion buffer) and a copy within
+   * the device, queued in order with the others. */
+  int (*alloc_device)(void *ctx, size_t bytes, void **out);
+  void (*free_device)(void *ctx, void *p);
+  int (*copy_d2d_async)(void *ctx, void *dst, const void *src, size_t bytes);
 } hvd__copier_ops;
 
 typedef struct hvd__copier {

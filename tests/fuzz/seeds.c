@@ -260,6 +260,7 @@ static void message_seeds(void) {
   reqs[1].root = 1;
   reqs[3].group_size = 2;
   reqs[3].process_set = 1;
+  reqs[2].on_device = 1;
   char fails[1][HVD_NAME_MAX] = {"stalled"};
   m.flags = HVD_MSG_JOINED;
   m.reqs = reqs;

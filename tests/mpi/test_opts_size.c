@@ -9,6 +9,8 @@
  *     its scale factors apply and the fields it lacks get their defaults;
  *   - the same with garbage in the bytes after the old size, in a full
  *     struct: the library must not look at them;
+ *   - a caller built before hvd_opts.device (its size ended in what is now
+ *     reserved_) with a device ordinal past its size: runs on host memory;
  *   - sizes that end inside a field, zero, and sizes larger than this
  *     library's hvd_opts fail with HVD_E_INVALID naming the size;
  *   - HVD_OPTS_INIT's size works (every other test uses it).
@@ -66,6 +68,20 @@ static void garbage_past_the_size(void) {
         hvd_err_name(rc), hvd_last_error(), (double)y);
 }
 
+/* A program built before `device` passes the size its struct had, which
+ * ended in padding (now reserved_): the device field past it, garbage
+ * here, is never read, so the call runs on host memory. */
+static void before_device(void) {
+  hvd_opts o = HVD_OPTS_INIT;
+  o.struct_size = offsetof(hvd_opts, device);
+  memset(&o.reserved_, 0xA5, sizeof o.reserved_);
+  o.device = 5;
+  float y = 1.0f;
+  int rc = hvd_wait(hvd_allreduce_async_opts(&y, &y, 1, HVD_FLOAT32, HVD_SUM, "old.device", &o));
+  CHECK(rc == 0 && y == (float)size, "an hvd_opts from before device: %s (%s), y %g",
+        hvd_err_name(rc), hvd_last_error(), (double)y);
+}
+
 static void bad_size(size_t n, const char *needle) {
   hvd_opts o = HVD_OPTS_INIT;
   o.struct_size = n;
@@ -106,6 +122,7 @@ int main(void) {
   size = hvd_size();
   old_size_struct();
   garbage_past_the_size();
+  before_device();
   bad_size(0, "struct_size 0 is not the size of any hvd_opts");
   bad_size(offsetof(hvd_opts, prescale_factor) + 3, "is not the size of any hvd_opts");
   bad_size(sizeof(hvd_opts) + 8, "newer hvd.h");

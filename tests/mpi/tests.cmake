@@ -49,6 +49,9 @@ hvd_add_mpi_test(test_mismatch 2 3)
 # Shapes negotiated, integer scale factors, grouped allgather and
 # reducescatter against the single calls, start/stop timeline.
 hvd_add_mpi_test(test_tensor_ops 1 2 3 4)
+# hvd_opts.device: host against device memory is a named mismatch; device
+# memory agreed by every rank is refused as not yet run (docs/gpu.md).
+hvd_add_mpi_test(test_device_memory 1 2 3)
 # A process started without hvdrun is a job of size 1.
 add_test(NAME mpi.test_collectives.alone COMMAND test_collectives)
 add_test(NAME mpi.test_api_errors.alone COMMAND test_api_errors)

@@ -25,7 +25,7 @@
 #define HC_MAX_OPS 4096
 #define HC_LOG_MAX 4096
 
-enum { HC_D2H, HC_H2D, HC_RECORD, HC_FN }; /* log entry kinds */
+enum { HC_D2H, HC_H2D, HC_RECORD, HC_FN, HC_D2D }; /* log entry kinds */
 
 struct hvd__copy_event {
   uint64_t target; /* done once this many operations have run */
@@ -65,6 +65,7 @@ typedef struct host_copier {
   int holding, released;
   int freed_while_busy;
   int pinned_live;
+  size_t d2d_queued; /* copies within the "device" (the engine's fusion buffer) */
   void *pinned_last; /* freed by hc_destroy if a broken pipeline left it */
 } host_copier;
 
@@ -174,6 +175,26 @@ static inline int hc_h2d(void *ctx, void *dev, const void *host, size_t bytes) {
   return hc_copy(ctx, HC_H2D, dev, host, bytes);
 }
 
+static inline int hc_d2d(void *ctx, void *dst, const void *src, size_t bytes) {
+  host_copier *h = ctx;
+  pthread_mutex_lock(&h->mu);
+  h->d2d_queued++;
+  pthread_mutex_unlock(&h->mu);
+  return hc_copy(ctx, HC_D2D, dst, src, bytes);
+}
+
+/* "Device memory" is host memory. */
+static inline int hc_alloc_device(void *ctx, size_t bytes, void **out) {
+  (void)ctx;
+  *out = malloc(bytes ? bytes : 1);
+  return *out ? 0 : hvd__err(HVD_E_NOMEM, "stand-in: no memory");
+}
+
+static inline void hc_free_device(void *ctx, void *p) {
+  (void)ctx;
+  free(p);
+}
+
 static inline int hc_event_create(void *ctx, hvd__copy_event **out) {
   (void)ctx;
   *out = calloc(1, sizeof **out);
@@ -212,9 +233,10 @@ static inline int hc_event_wait(void *ctx, hvd__copy_event *ev, uint64_t deadlin
   return done ? 0 : hvd__err(HVD_E_TIMEOUT, "stand-in: copies not done by the deadline");
 }
 
-static const hvd__copier_ops hc_ops = {hc_alloc_pinned, hc_free_pinned,   hc_d2h,
-                                       hc_h2d,          hc_event_create,  hc_event_destroy,
-                                       hc_event_record, hc_event_query,   hc_event_wait};
+static const hvd__copier_ops hc_ops = {
+    hc_alloc_pinned, hc_free_pinned, hc_d2h,        hc_h2d,          hc_event_create,
+    hc_event_destroy, hc_event_record, hc_event_query, hc_event_wait, hc_alloc_device,
+    hc_free_device,  hc_d2d};
 
 static inline host_copier *hc_create(long delay_us) {
   host_copier *h = calloc(1, sizeof *h);

@@ -72,6 +72,7 @@ static void sample(hvd_msg *m) {
   m->reqs[1].prescale = -0.0;
   m->reqs[1].postscale = NAN;
   m->reqs[2] = make("embeddings", HVD_REQ_ALLGATHER, HVD_BOOL, 0);
+  m->reqs[2].on_device = 1;
   m->nfail = 2;
   m->fails = calloc(m->nfail, sizeof *m->fails);
   snprintf(m->fails[0], HVD_NAME_MAX, "stuck.tensor");
@@ -127,6 +128,7 @@ static void test_round_trip(void **state) {
   assert_true(signbit(out.reqs[1].prescale));
   assert_true(isnan(out.reqs[1].postscale));
   assert_int_equal(out.reqs[1].root, -7);
+  assert_int_equal(out.reqs[2].on_device, 1);
   for (uint32_t i = 0; i < 1100; i++)
     assert_int_equal(hvd__msg_bit(&out, i), i == 0 || i == 5 || i == 9 || i == 1000);
   hvd__msg_free(&out);
@@ -229,7 +231,8 @@ static void test_encode_bad_names(void **state) {
 enum {
   OFF_FLAGS = 0, OFF_NBITS = 4, OFF_NREQ = 8, OFF_NAME_LEN = 12, OFF_NAME = 14,
   OFF_TYPE = 16, OFF_DTYPE = 17, OFF_OP = 18, OFF_COUNT = 23, OFF_NDIMS = 31, OFF_SHAPE = 32,
-  OFF_GROUP_SIZE = 60, OFF_GROUP_INDEX = 64, OFF_NFAIL = 68, ONE_REQ_LEN = 72
+  OFF_GROUP_SIZE = 60, OFF_GROUP_INDEX = 64, OFF_ON_DEVICE = 68, OFF_NFAIL = 69,
+  ONE_REQ_LEN = 73
 };
 
 static void encode_one(hvd_request q, uint8_t **buf, size_t *len) {
@@ -272,6 +275,26 @@ static void test_decode_bad_fields(void **state) {
   expect_bad_byte(gather, OFF_COUNT, 3, "allgather count 3 is not 0");
   gather.type = HVD_REQ_ALLTOALL;
   expect_bad_byte(gather, OFF_COUNT + 7, 1, "alltoall count");
+}
+
+/* Host (0) or device (1) memory, and device memory only for tensors. */
+static void test_decode_device_memory(void **state) {
+  (void)state;
+  hvd_request ok = make("ab", HVD_REQ_ALLREDUCE, HVD_FLOAT32, 10);
+  expect_bad_byte(ok, OFF_ON_DEVICE, 2, "request 0 ('ab'): memory 2 is not 0 or 1");
+  hvd_request barrier = make("ab", HVD_REQ_BARRIER, HVD_UINT8, 0);
+  expect_bad_byte(barrier, OFF_ON_DEVICE - 8, 1,
+                  "request 0 ('ab'): a barrier has no tensor in device memory");
+  ok.on_device = 1;
+  uint8_t *buf;
+  size_t len;
+  encode_one(ok, &buf, &len);
+  assert_int_equal(buf[OFF_ON_DEVICE], 1);
+  hvd_msg m;
+  assert_int_equal(hvd__msg_decode(buf, len, CAPACITY, &m), 0);
+  assert_int_equal(m.reqs[0].on_device, 1);
+  hvd__msg_free(&m);
+  free(buf);
 }
 
 /* The autotuner's settings close the message: u64 fusion, u64 cycle
@@ -411,9 +434,9 @@ static void test_decode_lying_counts(void **state) {
   size_t len;
   encode_one(make("ab", HVD_REQ_ALLREDUCE, HVD_FLOAT32, 1), &buf, &len);
   put32(buf + OFF_NREQ, 0xffffffffu);
-  expect_bad(buf, len, CAPACITY, "4294967295 requests cannot fit in the 60 bytes left");
+  expect_bad(buf, len, CAPACITY, "4294967295 requests cannot fit in the 61 bytes left");
   put32(buf + OFF_NREQ, 2); /* small, but still more than could be present */
-  expect_bad(buf, len, CAPACITY, "2 requests cannot fit in the 60 bytes left");
+  expect_bad(buf, len, CAPACITY, "2 requests cannot fit in the 61 bytes left");
   put32(buf + OFF_NREQ, 1);
   put32(buf + OFF_NFAIL, 0x40000000u);
   expect_bad(buf, len, CAPACITY, "1073741824 failures cannot fit");
@@ -524,6 +547,7 @@ int main(void) {
       cmocka_unit_test(test_bits),
       cmocka_unit_test(test_encode_bad_names),
       cmocka_unit_test(test_decode_bad_fields),
+      cmocka_unit_test(test_decode_device_memory),
       cmocka_unit_test(test_decode_bad_settings),
       cmocka_unit_test(test_decode_bad_shapes),
       cmocka_unit_test(test_decode_bad_names),

@@ -91,7 +91,7 @@ static void test_equal_per_field(void **state) {
   assert_true(hvd__request_equal(&a, &b));
 
   /* Each field alone makes the requests differ. */
-  for (int field = 0; field < 11; field++) {
+  for (int field = 0; field < 12; field++) {
     b = a;
     switch (field) {
     case 0: b.name[0] = 'L'; break;
@@ -104,6 +104,7 @@ static void test_equal_per_field(void **state) {
     case 7: b.postscale = 2.0; break;
     case 8: b.process_set = 1; break;
     case 9: b.group_size = 2; break;
+    case 10: b.on_device = 1; break;
     default: b.group_index = 1; break;
     }
     if (hvd__request_equal(&a, &b)) fail_msg("field %d ignored", field);
@@ -237,6 +238,12 @@ static void test_mismatch_each_field(void **state) {
   job_init(&j, &base, 3);
   j.req[2].root = 2;
   EXPECT_MISMATCH(&j, "'w'", "broadcast tensor root ranks", "ranks 0-1 sent 0", "rank 2 sent 2");
+
+  base = make("grad", HVD_REQ_ALLREDUCE);
+  job_init(&j, &base, 3);
+  j.req[1].on_device = 1;
+  EXPECT_MISMATCH(&j, "Mismatched allreduce tensor memory for 'grad': ranks 0,2 sent host memory, "
+                      "rank 1 sent device memory");
 
   base = make("rs", HVD_REQ_REDUCESCATTER);
   job_init(&j, &base, 2);

@@ -87,9 +87,29 @@ static int event_wait(void *ctx, hvd__copy_event *ev, uint64_t deadline) {
   }
 }
 
-static const hvd__copier_ops cuda_ops = {alloc_pinned, free_pinned,   copy_d2h_async,
-                                         copy_h2d_async, event_create, event_destroy,
-                                         event_record,  event_query,   event_wait};
+/* cudaMalloc allocates on the calling thread's current device, and the
+ * engine's cycle runs on whichever thread drives it: set it each time. */
+static int alloc_device(void *ctx, size_t bytes, void **out) {
+  cuda_ctx *c = ctx;
+  HVD__CHECK(hvd__cudart_check(c->rt, c->rt->SetDevice(c->device), "cudaSetDevice"));
+  return hvd__cudart_check(c->rt, c->rt->Malloc(out, bytes ? bytes : 1), "cudaMalloc");
+}
+
+static void free_device(void *ctx, void *p) {
+  cuda_ctx *c = ctx;
+  c->rt->Free(p);
+}
+
+static int copy_d2d_async(void *ctx, void *dst, const void *src, size_t bytes) {
+  cuda_ctx *c = ctx;
+  return hvd__cudart_check(
+      c->rt, c->rt->MemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream),
+      "cudaMemcpyAsync (device to device)");
+}
+
+static const hvd__copier_ops cuda_ops = {
+    alloc_pinned, free_pinned, copy_d2h_async, copy_h2d_async, event_create, event_destroy,
+    event_record, event_query, event_wait,     alloc_device,   free_device,  copy_d2d_async};
 
 int hvd__copier_cuda_create(hvd__copier *out, int device) {
   const hvd__cudart *rt;

@@ -1,0 +1,273 @@
+/*
+ * device.c -- running tensors in device memory (device.h): staged through
+ * pinned host memory, chunk by chunk, each chunk's host collective run as
+ * soon as its copy arrives while the next chunks are still being copied
+ * (gpu/staging.c), then copied back.
+ *
+ * Every rank of a response first agrees that it has a working copier (one
+ * small allreduce): a rank without a GPU fails every rank's tensor with
+ * its reason instead of leaving the others in a collective it never
+ * joins.  The copier is CUDA's for the device the first device tensor
+ * named (one device per process, as Horovod pins one), or the one a test
+ * set with hvd__device_set_copier.
+ *
+ * Allreduces that negotiation fused (or a group's) are copied into a
+ * device fusion buffer and staged as one tensor; chunk k is reduced by
+ * hvd's host allreduce of that chunk, so results are bitwise identical on
+ * every rank, and equal to the host path's where the sums are exact.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../coll/coll.h"
+#include "../reduce.h"
+#include "device.h"
+#include "engine_int.h"
+#include "gpu/staging.h"
+#ifdef HVD_WITH_CUDA
+#include "gpu/cuda/copier_cuda.h"
+#endif
+
+#define CHUNK_BYTES ((size_t)1 << 20)
+#define SLOTS 3
+#define DEADLINE_MS 600000 /* one tensor's staging, copies and collectives */
+
+static hvd__copier test_copier;
+static int test_copier_set;
+
+void hvd__device_set_copier(const hvd__copier *c) {
+  test_copier_set = c != NULL;
+  if (c) test_copier = *c;
+}
+
+/* ---- which device tensors run (negotiation) ---- */
+
+/* The knob that chooses the path for this kind, Horovod's: the allreduce
+ * one first, then the one for every operation. */
+static const char *path_knob(int type, const char **value) {
+  const char *ar = getenv("HOROVOD_GPU_ALLREDUCE");
+  if (type == HVD_REQ_ALLREDUCE && ar && ar[0]) return *value = ar, "HOROVOD_GPU_ALLREDUCE";
+  *value = getenv("HOROVOD_GPU_OPERATIONS");
+  return "HOROVOD_GPU_OPERATIONS";
+}
+
+int hvd__device_check(int type, int reduce_op, int all_submitted, const char *name, char *why,
+                      size_t cap) {
+  const char *kind = hvd__req_type_name(type), *value;
+  const char *knob = path_knob(type, &value);
+  if (value && value[0] && strcasecmp(value, "NCCL") && strcasecmp(value, "MPI") &&
+      strcasecmp(value, "GLOO")) {
+    snprintf(why, cap, "%s '%s': %s='%s' is not NCCL, MPI or GLOO", kind, name, knob, value);
+    return HVD_E_ENV;
+  }
+  if (value && strcasecmp(value, "NCCL") == 0) {
+    snprintf(why, cap, "%s '%s': %s=NCCL: the NCCL path is not supported yet (unset it, or MPI "
+             "or GLOO, for the staged path; docs/gpu.md)", kind, name, knob);
+    return HVD_E_UNSUPPORTED;
+  }
+  const char *missing = NULL;
+  if (type != HVD_REQ_ALLREDUCE && type != HVD_REQ_BROADCAST && type != HVD_REQ_REDUCESCATTER)
+    missing = kind;
+  else if (reduce_op == HVD_ADASUM && type == HVD_REQ_ALLREDUCE) missing = "Adasum";
+  else if (!all_submitted) missing = "joined ranks standing in";
+  if (!missing) return 0;
+  snprintf(why, cap, "%s '%s': device memory (hvd_opts.device) is not supported yet for %s: "
+           "allreduce, broadcast and reducescatter run staged (docs/gpu.md)", kind, name,
+           missing);
+  return HVD_E_UNSUPPORTED;
+}
+
+/* ---- the copier ---- */
+
+/* This rank's copier for `device`, with its pipeline and event, made at
+ * the first device tensor; a failure leaves none of them (the next device
+ * tensor tries again). */
+static int open_copier(hvd_engine *e, int device) {
+  if (e->staging) return 0;
+  if (test_copier_set) {
+    e->copier = test_copier;
+  } else {
+#ifdef HVD_WITH_CUDA
+    HVD__CHECK(hvd__copier_cuda_create(&e->copier, device));
+    e->copier_cuda = 1;
+#else
+    return hvd__err(HVD_E_UNSUPPORTED, "device %d: this libhvd was built without CUDA "
+                    "(HVD_WITH_CUDA)", device);
+#endif
+  }
+  int rc = e->copier.ops->event_create(e->copier.ctx, &e->dev_done);
+  if (rc == 0) rc = hvd__staging_create(&e->staging, &e->copier, CHUNK_BYTES, SLOTS);
+  if (rc < 0) hvd__device_close(e); /* sets no error: the message stays */
+  return rc;
+}
+
+void hvd__device_close(hvd_engine *e) {
+  hvd__staging_destroy(e->staging);
+  e->staging = NULL;
+  if (e->dev_fusion) e->copier.ops->free_device(e->copier.ctx, e->dev_fusion);
+  if (e->dev_done) e->copier.ops->event_destroy(e->copier.ctx, e->dev_done);
+  e->dev_fusion = NULL, e->dev_fusion_cap = 0, e->dev_done = NULL;
+#ifdef HVD_WITH_CUDA
+  if (e->copier_cuda) hvd__copier_cuda_destroy(&e->copier);
+#endif
+  e->copier_cuda = 0;
+}
+
+/* Every rank of c has a copier?  The failing rank says why, the others
+ * name it; *fatal is 0 then (every rank knows, nothing was sent), 1 when
+ * the agreement itself failed. */
+static int agree_on_copier(hvd_engine *e, hvd_comm *c, const response *r, int *fatal) {
+  const entry *mine = r->items[0]->mine;
+  int device = mine ? mine->w.device : 0;
+  int rc = open_copier(e, device);
+  char why[512];
+  snprintf(why, sizeof why, "%s", rc < 0 ? hvd_last_error() : "");
+  int32_t failed = rc < 0 ? (int32_t)c->rank + 1 : 0; /* the highest failing rank, plus 1 */
+  void *at = &failed;
+  size_t one = 1;
+  *fatal = 1;
+  HVD__CHECK(c->coll ? c->coll->allreduce(c, &at, &one, 1, HVD_INT32, HVD_MAX)
+                     : hvd__allreduce_small(c, &failed, 1, HVD_INT32, HVD_MAX));
+  if (failed == 0) return 0;
+  *fatal = 0;
+  if (rc < 0) return hvd__err(rc, "rank %d has no copier for device memory: %s", c->rank, why);
+  return hvd__err(HVD_E_UNSUPPORTED, "rank %d has no copier for device memory (its own error "
+                  "says why)", (int)failed - 1);
+}
+
+/* ---- running ---- */
+
+typedef struct {
+  hvd_comm *c;
+  const hvd_request *req;
+  size_t esize;
+} chunk_job;
+
+/* One chunk of an allreduce, in place in pinned memory: the host path's
+ * prescale, allreduce and postscale. */
+static int allreduce_chunk(void *arg, void *host, size_t offset, size_t bytes) {
+  const chunk_job *j = arg;
+  hvd_dtype dtype = (hvd_dtype)j->req->dtype;
+  hvd_op rop = (hvd_op)j->req->op;
+  size_t n = bytes / j->esize;
+  HVD__UNUSED(offset);
+  hvd__reduce_scale(host, n, dtype, j->req->prescale);
+  int rc = j->c->coll ? j->c->coll->allreduce(j->c, &host, &n, 1, dtype, rop)
+                      : hvd__allreduce(j->c, host, host, n, dtype, rop);
+  if (rc == 0) hvd__reduce_scale(host, n, dtype, j->req->postscale);
+  return rc;
+}
+
+static int broadcast_chunk(void *arg, void *host, size_t offset, size_t bytes) {
+  const chunk_job *j = arg;
+  HVD__UNUSED(offset);
+  return j->c->coll ? j->c->coll->broadcast(j->c, host, bytes, j->req->root)
+                    : hvd__broadcast(j->c, host, bytes, j->req->root);
+}
+
+static int run_item(hvd_engine *e, hvd_comm *c, const pending *p) {
+  const entry *en = p->mine; /* every rank submitted (hvd__device_check) */
+  chunk_job j = {c, &p->req, hvd_dtype_size((hvd_dtype)p->req.dtype)};
+  size_t bytes = p->req.count * j.esize;
+  int bcast = p->req.type == HVD_REQ_BROADCAST;
+  const void *src = bcast ? en->w.recvbuf : en->w.sendbuf;
+  hvd__timeline_begin(e->tl, p->req.name, bcast ? "STAGED_BROADCAST" : "STAGED_ALLREDUCE", NULL);
+  int rc = hvd__staging_run(e->staging, en->w.recvbuf, src, bytes, j.esize,
+                            bcast ? broadcast_chunk : allreduce_chunk, &j,
+                            hvd__now_ms() + DEADLINE_MS);
+  hvd__timeline_end(e->tl, p->req.name);
+  return rc < 0 ? hvd__err_prefix(rc, "%s '%s'", hvd__req_type_name(p->req.type), p->req.name)
+                : 0;
+}
+
+/* The device fusion buffer, grown to at least `bytes`. */
+static int fusion_buffer(hvd_engine *e, size_t bytes) {
+  if (bytes <= e->dev_fusion_cap) return 0;
+  const hvd__copier_ops *ops = e->copier.ops;
+  if (e->dev_fusion) ops->free_device(e->copier.ctx, e->dev_fusion);
+  e->dev_fusion = NULL, e->dev_fusion_cap = 0;
+  HVD__CHECK(ops->alloc_device(e->copier.ctx, bytes, &e->dev_fusion));
+  e->dev_fusion_cap = bytes;
+  return 0;
+}
+
+/* The fusion buffer's last copy out, then a wait for every copy so far. */
+static int copy_out(hvd_engine *e, void *dst, const void *src, size_t bytes, uint64_t deadline) {
+  const hvd__copier_ops *ops = e->copier.ops;
+  if (bytes) HVD__CHECK(ops->copy_d2d_async(e->copier.ctx, dst, src, bytes));
+  HVD__CHECK(ops->event_record(e->copier.ctx, e->dev_done));
+  return ops->event_wait(e->copier.ctx, e->dev_done, deadline);
+}
+
+/* Several allreduces of one dtype, op and scales (fused by negotiation,
+ * or a group): copied into the device fusion buffer one after the other,
+ * staged as one tensor, copied back out -- every copy on the copier's
+ * one queue, so each waits for the one before it. */
+static int run_fused(hvd_engine *e, hvd_comm *c, const response *r) {
+  const hvd_request *req = &r->items[0]->req;
+  chunk_job j = {c, req, hvd_dtype_size((hvd_dtype)req->dtype)};
+  const hvd__copier_ops *ops = e->copier.ops;
+  void *ctx = e->copier.ctx;
+  size_t total = 0, off = 0;
+  for (int i = 0; i < r->n; i++) total += r->items[i]->req.count * j.esize;
+  HVD__CHECK(fusion_buffer(e, total));
+  char *fb = e->dev_fusion;
+  for (int i = 0; i < r->n; i++) {
+    const pending *p = r->items[i];
+    size_t bytes = p->req.count * j.esize;
+    hvd__timeline_begin(e->tl, p->req.name, "STAGED_ALLREDUCE", NULL);
+    if (bytes) HVD__CHECK(ops->copy_d2d_async(ctx, fb + off, p->mine->w.sendbuf, bytes));
+    off += bytes;
+  }
+  uint64_t deadline = hvd__now_ms() + DEADLINE_MS;
+  int rc = hvd__staging_run(e->staging, fb, fb, total, j.esize, allreduce_chunk, &j, deadline);
+  off = 0;
+  for (int i = 0; rc == 0 && i < r->n - 1; i++) {
+    const pending *p = r->items[i];
+    size_t bytes = p->req.count * j.esize;
+    if (bytes) rc = ops->copy_d2d_async(ctx, p->mine->w.recvbuf, fb + off, bytes);
+    off += bytes;
+  }
+  const pending *last = r->items[r->n - 1];
+  if (rc == 0) rc = copy_out(e, last->mine->w.recvbuf, fb + off, last->req.count * j.esize,
+                             deadline);
+  for (int i = 0; i < r->n; i++) hvd__timeline_end(e->tl, r->items[i]->req.name);
+  return rc < 0 ? hvd__err_prefix(rc, "allreduce of %d fused tensors ('%s', ...)", r->n,
+                                  req->name)
+                : 0;
+}
+
+/* A reducescatter staged as an allreduce of the whole tensor in the
+ * fusion buffer, this rank keeping its share: the same result as the host
+ * reducescatter's where sums are exact, for twice its traffic (a staged
+ * reducescatter proper is next, docs/gpu.md). */
+static int run_reducescatter(hvd_engine *e, hvd_comm *c, const pending *p) {
+  chunk_job j = {c, &p->req, hvd_dtype_size((hvd_dtype)p->req.dtype)};
+  size_t count = p->req.count, bytes = count * j.esize;
+  size_t own_at = hvd__split_offset(count, c->size, c->rank) * j.esize;
+  size_t own = hvd__split_count(count, c->size, c->rank) * j.esize;
+  HVD__CHECK(fusion_buffer(e, bytes));
+  char *fb = e->dev_fusion;
+  uint64_t deadline = hvd__now_ms() + DEADLINE_MS;
+  hvd__timeline_begin(e->tl, p->req.name, "STAGED_REDUCESCATTER", NULL);
+  int rc = bytes ? e->copier.ops->copy_d2d_async(e->copier.ctx, fb, p->mine->w.sendbuf, bytes) : 0;
+  if (rc == 0) rc = hvd__staging_run(e->staging, fb, fb, bytes, j.esize, allreduce_chunk, &j,
+                                     deadline);
+  if (rc == 0) rc = copy_out(e, p->mine->w.recvbuf, fb + own_at, own, deadline);
+  hvd__timeline_end(e->tl, p->req.name);
+  return rc < 0 ? hvd__err_prefix(rc, "reducescatter '%s'", p->req.name) : 0;
+}
+
+int hvd__device_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
+  HVD__CHECK(agree_on_copier(e, c, r, fatal));
+  *fatal = 1;
+  if (r->n > 1 && r->items[0]->req.type == HVD_REQ_ALLREDUCE) return run_fused(e, c, r);
+  for (int i = 0; i < r->n; i++) {
+    const pending *p = r->items[i];
+    HVD__CHECK(p->req.type == HVD_REQ_REDUCESCATTER ? run_reducescatter(e, c, p)
+                                                    : run_item(e, c, p));
+  }
+  return 0;
+}

@@ -1,0 +1,45 @@
+/*
+ * device.h -- the engine's path for tensors in device memory
+ * (hvd_opts.device): staged through pinned host memory by the staging
+ * pipeline (gpu/staging.h), each chunk run by the host collective as soon
+ * as its copy arrives (docs/gpu.md).
+ *
+ * What runs there (allreduce, broadcast, reducescatter; HOROVOD_GPU_OPERATIONS /
+ * HOROVOD_GPU_ALLREDUCE unset, MPI or GLOO) is decided in negotiation,
+ * from what every rank knows alike; the rest fails every rank's tensor
+ * with HVD_E_UNSUPPORTED "not supported yet" (or HVD_E_ENV for a knob
+ * that is not Horovod's value) before a byte moves.
+ */
+#ifndef HVD_ENGINE_DEVICE_H
+#define HVD_ENGINE_DEVICE_H
+
+#include <stddef.h>
+
+#include "gpu/copier.h"
+
+struct hvd_engine;
+struct response;
+struct hvd_comm;
+
+/* 0 if a device tensor of this kind runs; else the HVD_E_* code, with
+ * why (at most cap bytes, naming the tensor). */
+int hvd__device_check(int type, int reduce_op, int all_submitted, const char *name, char *why,
+                      size_t cap);
+
+/* Runs r (its items in device memory, checked by hvd__device_check) on
+ * communicator c.  On failure *fatal says whether the communicator may
+ * be left mid-collective (1) or every rank failed r cleanly (0: a rank
+ * had no copier). */
+int hvd__device_execute(struct hvd_engine *e, struct response *r, struct hvd_comm *c,
+                        int *fatal);
+
+/* Frees the engine's pipeline and copier. */
+void hvd__device_close(struct hvd_engine *e);
+
+/* For tests (programs that link libhvd's objects): the copier the engine
+ * uses for device tensors instead of CUDA's, e.g. a host-memory stand-in
+ * whose "device memory" is host memory.  Set before hvd_init; NULL
+ * restores CUDA's.  Not part of hvd.h. */
+void hvd__device_set_copier(const hvd__copier *c);
+
+#endif /* HVD_ENGINE_DEVICE_H */
