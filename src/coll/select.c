@@ -139,9 +139,9 @@ hvd_ar_algo hvd__allreduce_choose(hvd_ar_algo setting, int n, size_t bytes) {
 }
 
 /* On shared memory, auto: the shm allreduce, except between two ranks
- * above SHM_PAIR_BYTES, where recursive doubling and then the ring through
- * the byte rings are faster (below SHM_PAIR_RING_BYTES: recursive
- * doubling).  Measured with hvd-bench --direct on 2 cores: at np 2 the
+ * from SHM_PAIR_BYTES to SHM_PAIR_WINDOWS_BYTES, where recursive doubling
+ * and then the ring through the byte rings are faster (below
+ * SHM_PAIR_RING_BYTES: recursive doubling).  Measured with hvd-bench --direct on 2 cores: at np 2 the
  * ring moves each byte as often as the shm allreduce does (half the vector
  * each way) but streams without lock-step syncs, 8.7 against 6.2 GB/s at
  * 1 MiB; at np 3 and 4 the shm allreduce is as fast or faster at every
@@ -149,12 +149,19 @@ hvd_ar_algo hvd__allreduce_choose(hvd_ar_algo setting, int n, size_t bytes) {
  * core), and at 8 B to 4 KiB it is 10 to 20 times faster everywhere. */
 #define SHM_PAIR_BYTES (8u * 1024u)
 #define SHM_PAIR_RING_BYTES (32u * 1024u)
+/* ... and from here the shm allreduce again: its syncs are spread over
+ * chunks of a window each, and measured on a quiet machine it overtakes
+ * the ring (np 2, --direct: 6.0-6.3 against 5.6-5.8 GB/s at 2-16 MiB, 5.0
+ * against 4.3 at 64 MiB; the ring ahead at 128 KiB-1 MiB, 6.8-7.5 against
+ * 6.1-6.6). */
+#define SHM_PAIR_WINDOWS_BYTES (2u * 1024u * 1024u)
 
 static hvd_ar_algo choose_shm(const hvd_comm *c, size_t bytes) {
   if (c->size != 2 || bytes < SHM_PAIR_BYTES) return HVD_AR_SHM;
   /* ... unless the shm allreduce reads the other rank's buffer directly
    * at this size (shm_direct.c): one copy, where the ring makes two */
   if (c->xport->ops->caps.peer_read && bytes >= c->xport->peer_read_min) return HVD_AR_SHM;
+  if (bytes >= SHM_PAIR_WINDOWS_BYTES) return HVD_AR_SHM;
   return bytes < SHM_PAIR_RING_BYTES ? HVD_AR_RECURSIVE_DOUBLING : HVD_AR_RING;
 }
 

@@ -51,12 +51,15 @@
  * With a core for every rank a peer is running and will answer soon:
  * spinning a while (2000 pauses, ~40 us here) saves a futex wake-up, the
  * whole price of a small collective.  Not longer: the thread driving the
- * engine spins beside the user's other threads, which compute.  With more ranks than
- * cores the peer we wait for needs our core: spin briefly and give it
- * up. */
+ * engine spins beside the user's other threads, which compute.  With more
+ * ranks than cores the peer we wait for needs our core: no pauses, give
+ * the core up at once, and keep giving it up a while before sleeping; a
+ * futex sleep and wake-up per wait cost more than the yields (measured at
+ * np 4 on 2 cores, docs/algorithms.md: 8 B allreduce 21 us against 27 us
+ * sleeping at once and 17-44 us with 256 pauses first). */
 #define SPIN_PAUSES_OWN_CORE 2000
-#define SPIN_PAUSES_SHARED 256
-static int SPIN_YIELDS = 16;
+#define SPIN_YIELDS_OWN_CORE 16
+#define SPIN_YIELDS_SHARED 1000
 #define WAIT_SLICE_MS 50    /* longest sleep between liveness checks */
 #define STALE_MS 500        /* a waiting rank silent this long has stopped running */
 #define WHY_MAX 512
@@ -75,6 +78,7 @@ typedef struct {
   uint32_t reports_seen;
   uint64_t syncs;      /* syncs this rank has reached */
   int spin_pauses;     /* before yielding (see SPIN_PAUSES_*) */
+  int spin_yields;     /* then before sleeping */
   int broken;
   int lost;            /* the rank whose failure broke it, -1 if none or unknown */
   int announced;       /* our record is in the segment */
@@ -483,7 +487,7 @@ static int idle(shm_transport *t, const waiter *w, int *spins, uint64_t deadline
     cpu_relax();
     return 1;
   }
-  if (n < t->spin_pauses + SPIN_YIELDS) {
+  if (n < t->spin_pauses + t->spin_yields) {
     sched_yield();
     return 1;
   }
@@ -665,9 +669,9 @@ int hvd__shm_transport_new(seg_hdr *seg, int size, size_t cap, int rank, int tim
     t->pids[p] = atomic_load_explicit(&t->ranks[p].pid, memory_order_acquire);
   }
   t->reports_seen = atomic_load_explicit(&seg->reports, memory_order_acquire);
-  t->spin_pauses = size <= hvd__cpus() ? SPIN_PAUSES_OWN_CORE : SPIN_PAUSES_SHARED;
-  if (getenv("XSP")) t->spin_pauses = atoi(getenv("XSP"));
-  if (getenv("XSY")) SPIN_YIELDS = atoi(getenv("XSY"));
+  int own_core = size <= hvd__cpus();
+  t->spin_pauses = own_core ? SPIN_PAUSES_OWN_CORE : 0;
+  t->spin_yields = own_core ? SPIN_YIELDS_OWN_CORE : SPIN_YIELDS_SHARED;
   *out = &t->base;
   return 0;
 }

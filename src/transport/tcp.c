@@ -408,7 +408,6 @@ static int tcp_alloc(const hvd_tcp_config *cfg, struct tcp_transport **out) {
   t->base.in_flight = TCP_IN_FLIGHT;
   t->timeout_ms = cfg->timeout_ms;
   t->spin = cfg->spin;
-  if (getenv("XTS")) t->spin = atoi(getenv("XTS"));
   *out = t;
   return 0;
 
