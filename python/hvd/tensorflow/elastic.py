@@ -63,7 +63,17 @@ class TensorFlowKerasState(TensorFlowState):
     def __init__(self, model, optimizer=None, backend=None, **kwargs):
         self.model = model
         self.optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
+        self._build_optimizer()
         super().__init__(self._all_variables(), **kwargs)
+
+    def _build_optimizer(self):
+        """Builds a Keras optimizer's slots (momentum, ...) now rather than
+        at its first step, so that a worker that joins a running job holds
+        the same variables as the ranks it syncs from."""
+        opt = self.optimizer
+        if (opt is not None and getattr(opt, "built", True) is False
+                and getattr(self.model, "built", False) and hasattr(opt, "build")):
+            opt.build(self.model.trainable_variables)
 
     def _all_variables(self):
         vs = list(self.model.variables)
