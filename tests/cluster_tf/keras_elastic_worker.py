@@ -32,10 +32,10 @@ model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.05, mome
 state = hvd.elastic.KerasState(model, batch=0, epoch=0)
 
 
-def shard(first):
-    """This rank's samples of batches first..STEPS-1 of every epoch."""
+def shard(start):
+    """This rank's samples of batches start..STEPS-1 of every epoch."""
     x, y = [], []
-    for b in range(first, STEPS):
+    for b in range(start, STEPS):
         g = np.random.default_rng(1000 * b + hvd.rank())
         x.append(g.standard_normal((BATCH, 4)).astype(np.float32))
         y.append(g.standard_normal((BATCH, 3)).astype(np.float32))
@@ -57,15 +57,33 @@ class KillOnce(keras.callbacks.Callback):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+class CheckCount(keras.callbacks.Callback):
+    """state.batch must count the epoch's batches done, those of an
+    interrupted epoch's first part included (a fit that finishes an epoch
+    starts at its batch `first`)."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        want = first + batch + 1
+        if state.batch != want:
+            raise AssertionError("epoch %d: state.batch is %d after batch %d, not %d"
+                                 % (state.epoch, state.batch, batch, want))
+
+
 # The state is updated before it is committed.
 callbacks = [hvd.elastic.UpdateBatchStateCallback(state),
              hvd.elastic.UpdateEpochStateCallback(state),
+             CheckCount(),
              KillOnce(),
              hvd.elastic.CommitStateCallback(state)]
 
 
-def fit(first, epochs):
-    x, y = shard(first)
+first = 0  # the batch of the epoch that the running fit's data starts at
+
+
+def fit(start, epochs):
+    global first
+    first = start
+    x, y = shard(start)
     model.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, initial_epoch=state.epoch,
               epochs=epochs, callbacks=callbacks)
 

@@ -1,13 +1,15 @@
-"""hvd.keras (Keras 3) and hvd.tensorflow's gradient tapes with tiny models:
-training on n shards with averaged gradients must equal training on the
-global batch in one process; callbacks against their formulas; a model
-saved with the wrapped optimizer loads wrapped again."""
-import keras
+"""hvd.keras (Keras 3; tf-keras 2 when run with TF_USE_LEGACY_KERAS=1, ctest
+python.tensorflow.tfkeras.*) and hvd.tensorflow's gradient tapes with tiny
+models: training on n shards with averaged gradients must equal training
+on the global batch in one process; callbacks against their formulas; a
+model saved with the wrapped optimizer loads wrapped again."""
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import hvd.keras as hvdk
 import hvd.tensorflow as hvd
+from hvd.keras._keras import LEGACY, keras  # the Keras hvd.keras works with
 
 B, STEPS = 4, 3
 
@@ -31,11 +33,18 @@ def shard(a, n, r):
     return np.concatenate([a[s * n * B + r * B: s * n * B + (r + 1) * B] for s in range(STEPS)])
 
 
-def test_fit_on_shards_equals_the_global_batch():
+# tf-keras 2 has two optimizer families: its optimizer and OptimizerV2.
+OPTIMIZERS = [lambda: keras.optimizers.SGD(0.1)]
+if LEGACY:
+    OPTIMIZERS.append(lambda: keras.optimizers.legacy.SGD(0.1))
+
+
+@pytest.mark.parametrize("make_optimizer", OPTIMIZERS)
+def test_fit_on_shards_equals_the_global_batch(make_optimizer):
     n, me = hvd.size(), hvd.rank()
     x, y = data(n)
     m = model(100 + me)  # different on every rank: the callback makes them equal
-    m.compile(optimizer=hvdk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    m.compile(optimizer=hvdk.DistributedOptimizer(make_optimizer()), loss="mse")
     m.fit(shard(x, n, me), shard(y, n, me), batch_size=B, epochs=2, shuffle=False, verbose=0,
           callbacks=[hvdk.callbacks.BroadcastGlobalVariablesCallback(0)])
     ref = model(100)  # rank 0's start
@@ -89,12 +98,12 @@ def test_load_model_wraps_the_optimizer(tmp_path):
     path = str(tmp_path / "m.keras")
     m.save(path)
     loaded = hvdk.load_model(path)
-    assert isinstance(loaded.optimizer, hvdk._DistributedMixin)
+    assert isinstance(loaded.optimizer, hvdk._Reducing)
     assert type(loaded.optimizer).__name__ == "Adam"
     for got, want in zip(loaded.get_weights(), m.get_weights()):
         np.testing.assert_array_equal(got, want)
     plain = keras.models.load_model(path)
-    assert not isinstance(plain.optimizer, hvdk._DistributedMixin)
+    assert not isinstance(plain.optimizer, hvdk._Reducing)
     # The loaded optimizer averages: training goes on identically everywhere.
     loaded.fit(shard(x, n, me), shard(y, n, me), batch_size=B, epochs=1, verbose=0)
     digests = hvd.allgather_object([w.tobytes() for w in loaded.get_weights()])
@@ -165,6 +174,11 @@ def test_backward_passes_per_step_aggregates_before_the_allreduce():
     """Two passes per step, averaged: each apply pair equals one SGD step
     on the mean of the two passes' gradients averaged over the ranks; the
     first pass changes nothing."""
+    if LEGACY:
+        with pytest.raises(NotImplementedError, match="backward_passes_per_step > 1 needs a "
+                           "Keras 3 optimizer \\(SGD is tf-keras 2's\\)"):
+            hvdk.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=2)
+        return
     n, me = hvd.size(), hvd.rank()
     x, y = data(n)
     m = model(21)

@@ -5,12 +5,12 @@ simulated lost worker -- HorovodInternalError, or the tf.errors.UnknownError
 a broken job's collective raises -- and the Keras callbacks that keep the
 state current in model.fit.  A worker killed mid-epoch under hvdrun's
 elastic driver: tests/cluster_tf/test_keras_elastic.py."""
-import keras
 import numpy as np
 import tensorflow as tf
 
 import hvd.keras as hvdk
 import hvd.tensorflow as hvd
+from hvd.keras._keras import keras  # Keras 3, or tf-keras 2 (TF_USE_LEGACY_KERAS=1)
 from hvd.common.exceptions import HorovodInternalError
 
 

@@ -1,10 +1,10 @@
-"""horovod.keras.callbacks for Keras 3: broadcast the initial state,
+"""horovod.keras.callbacks for Keras 3 (or tf-keras 2, hvd.keras._keras): broadcast the initial state,
 average the metrics, warm up and schedule the learning rate."""
-import keras
 import numpy as np
 import tensorflow as tf
 
 import hvd.tensorflow as _hvd
+from hvd.keras._keras import keras
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):

@@ -10,8 +10,7 @@ KerasState and the callbacks that keep it current during model.fit.
     def train(state):
         model.fit(..., initial_epoch=state.epoch, callbacks=callbacks)
 """
-import keras
-
+from hvd.keras._keras import keras
 from hvd.tensorflow.elastic import ObjectState, TensorFlowKerasState, run  # noqa: F401
 
 __all__ = ["run", "KerasState", "CommitStateCallback", "UpdateBatchStateCallback",
