@@ -3,14 +3,14 @@ does not change: TensorFlowKerasState's commit, restore and sync, run()'s
 recovery through a new job (hvd_elastic_reset under hvdrun) after a
 simulated lost worker -- HorovodInternalError, or the tf.errors.UnknownError
 a broken job's collective raises -- and the Keras callbacks that keep the
-state current in model.fit.  Killing a worker mid-epoch needs hvdrun's
-elastic driver and is not tested here yet."""
-import keras
+state current in model.fit.  A worker killed mid-epoch under hvdrun's
+elastic driver: tests/cluster_tf/test_keras_elastic.py."""
 import numpy as np
 import tensorflow as tf
 
 import hvd.keras as hvdk
 import hvd.tensorflow as hvd
+from hvd.keras._keras import keras  # Keras 3, or tf-keras 2 (TF_USE_LEGACY_KERAS=1)
 from hvd.common.exceptions import HorovodInternalError
 
 

@@ -5,9 +5,10 @@ DistributedOptimizer wraps a Keras optimizer so that apply() (which
 model.fit's train step and apply_gradients() call) averages the
 gradients over the ranks first; callbacks has Horovod's callbacks;
 load_model() loads a model saved with a wrapped optimizer and wraps it
-again.  Horovod itself never supported Keras 3.
+again.  Horovod itself never supported Keras 3.  Under
+TF_USE_LEGACY_KERAS=1 it works with tf-keras 2 instead (tf.keras then),
+hvd.keras._keras.
 """
-import keras
 import tensorflow as tf
 
 from hvd.tensorflow import (Adasum, Average, Compression, Max, Min, Product,  # noqa: F401
@@ -17,12 +18,14 @@ from hvd.tensorflow import (Adasum, Average, Compression, Max, Min, Product,  # 
                             mpi_enabled, mpi_threads_supported, rank, remove_process_set,
                             shutdown, size, start_timeline, stop_timeline)
 import hvd.tensorflow as _hvd
+from hvd.tensorflow._keras_optimizer import as_tf_variable, optimizer_built, optimizer_variables
 from hvd.tensorflow.gradient_tape import _make_allreduce_grads_fn
+from hvd.keras._keras import keras
 from hvd.keras import callbacks, elastic  # noqa: F401,E402
 
 
-class _DistributedMixin:
-    """Placed before the Keras optimizer's class: apply() allreduces."""
+class _Reducing:
+    """The allreduce of a distributed optimizer's gradients."""
 
     # Class attributes: (compression, sparse_as_dense, op, predivide, set)
     # and (backward_passes_per_step, average_aggregated_gradients).
@@ -30,12 +33,39 @@ class _DistributedMixin:
     _hvd_aggregation = (1, False)
 
     def _hvd_reduce(self, grads):
+        """grads averaged over the set; None (a variable the loss does not
+        reach) stays None, as Horovod leaves it."""
         if not hasattr(self, "_hvd_allreduce"):
             self._hvd_allreduce = _make_allreduce_grads_fn("DistributedOptimizer",
                                                            *self._hvd_settings)
-        if _hvd.size() > 1 or self._hvd_settings[-1].process_set_id != 0:
-            grads = self._hvd_allreduce(grads)
-        return grads
+        if _hvd.size() == 1 and self._hvd_settings[-1].process_set_id == 0:
+            return list(grads)
+        present = [i for i, g in enumerate(grads) if g is not None]
+        reduced = self._hvd_allreduce([grads[i] for i in present])
+        out = list(grads)
+        for i, g in zip(present, reduced):
+            out[i] = g
+        return out
+
+
+class _TfKerasMixin(_Reducing):
+    """Placed before a tf-keras 2 optimizer's class (its optimizer or a
+    legacy OptimizerV2): apply_gradients(), which minimize() and
+    model.fit's train step call, allreduces first; get_gradients() (graph
+    mode Keras) does too, as Horovod's."""
+
+    def apply_gradients(self, grads_and_vars, *args, **kwargs):
+        grads_and_vars = list(grads_and_vars)
+        grads = self._hvd_reduce([g for g, _ in grads_and_vars])
+        return super().apply_gradients(list(zip(grads, [v for _, v in grads_and_vars])),
+                                       *args, **kwargs)
+
+    def get_gradients(self, loss, params):
+        return self._hvd_reduce(super().get_gradients(loss, params))
+
+
+class _DistributedMixin(_Reducing):
+    """Placed before the Keras 3 optimizer's class: apply() allreduces."""
 
     def apply(self, grads, trainable_variables=None):
         grads = list(grads)
@@ -73,10 +103,16 @@ class _DistributedMixin:
         return tf.cond(self._hvd_passes % passes == 0, flush, lambda: tf.constant(False))
 
 
+def _is_keras3(cls):
+    """A Keras 3 optimizer class, not one of tf-keras 2's."""
+    return hasattr(cls, "stateless_apply")
+
+
 def _distributed_class(base, settings, aggregation=(1, False)):
     """A subclass of base that allreduces; named and placed as base, so a
     saved model records the plain optimizer (load_model wraps it again)."""
-    cls = type(base.__name__, (_DistributedMixin, base),
+    mixin = _DistributedMixin if _is_keras3(base) else _TfKerasMixin
+    cls = type(base.__name__, (mixin, base),
                {"_hvd_settings": settings, "_hvd_aggregation": aggregation})
     cls.__module__ = base.__module__
     return cls
@@ -101,8 +137,11 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     settings = (compression, sparse_as_dense, op, gradient_predivide_factor, process_set)
     base = optimizer.__class__
-    if isinstance(optimizer, _DistributedMixin):
-        base = base.__mro__[2]
+    if isinstance(optimizer, _Reducing):  # wrapped already: wrap its base anew
+        base = next(c for c in base.__mro__ if not issubclass(c, _Reducing))
+    if backward_passes_per_step != 1 and not _is_keras3(base):
+        raise NotImplementedError("hvd.keras: backward_passes_per_step > 1 needs a Keras 3 "
+                                  "optimizer (%s is tf-keras 2's)" % base.__name__)
     config = optimizer.get_config()
     if name is not None:
         config["name"] = name
@@ -121,9 +160,9 @@ def _variables(model):
     """The model's and its optimizer's (built) variables, as tf.Variables."""
     vs = list(model.variables)
     opt = getattr(model, "optimizer", None)
-    if opt is not None and getattr(opt, "built", False):
-        vs += list(opt.variables)
-    return [getattr(v, "value", v) for v in vs]
+    if opt is not None and optimizer_built(opt):
+        vs += optimizer_variables(opt)
+    return [as_tf_variable(v) for v in vs]
 
 
 def allreduce(value, name=None, average=True, prescale_factor=1.0, postscale_factor=1.0,

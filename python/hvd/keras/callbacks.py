@@ -1,10 +1,11 @@
-"""horovod.keras.callbacks for Keras 3: broadcast the initial state,
+"""horovod.keras.callbacks for Keras 3 (or tf-keras 2, hvd.keras._keras): broadcast the initial state,
 average the metrics, warm up and schedule the learning rate."""
-import keras
 import numpy as np
 import tensorflow as tf
 
 import hvd.tensorflow as _hvd
+from hvd.tensorflow._keras_optimizer import as_tf_variable
+from hvd.keras._keras import keras
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
@@ -49,6 +50,10 @@ class MetricAverageCallback(keras.callbacks.Callback):
                 logs[key] = float(avg.numpy())
 
 
+def _get_lr(model):
+    return float(np.asarray(tf.convert_to_tensor(model.optimizer.learning_rate)))
+
+
 def _set_lr(model, lr):
     opt = model.optimizer
     if hasattr(opt.learning_rate, "assign"):
@@ -57,12 +62,44 @@ def _set_lr(model, lr):
         opt.learning_rate = lr
 
 
+def _momentum(opt):
+    """The optimizer's momentum coefficient (0 without one)."""
+    value = getattr(opt, "momentum", 0.0)
+    return float(np.asarray(tf.convert_to_tensor(value))) if value is not None else 0.0
+
+
+def _velocities(opt):
+    """The momentum slots (velocities) of an optimizer with a momentum:
+    Keras 3's and tf-keras's SGD (momentums) and RMSprop (_momentums), a
+    legacy OptimizerV2's "momentum" slots.  Empty before they are built."""
+    if not _momentum(opt):
+        return []
+    for attr in ("momentums", "_momentums"):
+        slots = getattr(opt, attr, None)
+        if slots:
+            return [as_tf_variable(v) for v in slots]
+    slots = getattr(opt, "_slots", None) or {}
+    return [per_var["momentum"] for per_var in slots.values() if "momentum" in per_var]
+
+
+def _correct_momentum(opt, factor):
+    """Horovod's momentum correction (Goyal et al.): for the batch where
+    the lr goes from old to new, Horovod multiplies the momentum by
+    new/old and restores it after the batch.  The momentum coefficient is
+    a constant of Keras 3's compiled step, so the same update is made by
+    multiplying the velocities by new/old before the batch (momentum *
+    (v * new/old) is (momentum * new/old) * v); nothing to restore."""
+    for v in _velocities(opt):
+        v.assign(v * tf.cast(factor, v.dtype))
+
+
 class LearningRateScheduleCallback(keras.callbacks.Callback):
     """lr = initial_lr * multiplier(epoch) for start_epoch <= epoch <
     end_epoch; multiplier is a number or a function of the epoch
     (fractional, within the epoch, when staircase is False and
-    steps_per_epoch is known).  momentum_correction is accepted and not
-    applied (Keras 3 optimizers keep momentum apart from the lr)."""
+    steps_per_epoch is known).  momentum_correction: each lr change from
+    old to new scales the momentum's effect on that batch by new/old, as
+    Horovod's (see _correct_momentum)."""
 
     def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
                  momentum_correction=True, steps_per_epoch=None):
@@ -71,6 +108,7 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
         self.start_epoch = start_epoch
         self.end_epoch = end_epoch
         self.staircase = staircase
+        self.momentum_correction = momentum_correction
         self.steps_per_epoch = steps_per_epoch
         self.current_epoch = None
         self.multiplier = multiplier if callable(multiplier) else (lambda epoch: multiplier)
@@ -79,8 +117,13 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
         return epoch >= self.start_epoch and (self.end_epoch is None or epoch < self.end_epoch)
 
     def _adjust(self, epoch):
-        if self._in_range(epoch):
-            _set_lr(self.model, self.initial_lr * self.multiplier(epoch))
+        if not self._in_range(epoch):
+            return
+        old = _get_lr(self.model)
+        new = self.initial_lr * self.multiplier(epoch)
+        _set_lr(self.model, new)
+        if self.momentum_correction and old != 0 and new != old:
+            _correct_momentum(self.model.optimizer, new / old)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.current_epoch = epoch
@@ -93,7 +136,7 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
-            logs["lr"] = float(np.asarray(self.model.optimizer.learning_rate))
+            logs["lr"] = _get_lr(self.model)
 
 
 class LearningRateWarmupCallback(LearningRateScheduleCallback):

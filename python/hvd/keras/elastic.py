@@ -10,8 +10,7 @@ KerasState and the callbacks that keep it current during model.fit.
     def train(state):
         model.fit(..., initial_epoch=state.epoch, callbacks=callbacks)
 """
-import keras
-
+from hvd.keras._keras import keras
 from hvd.tensorflow.elastic import ObjectState, TensorFlowKerasState, run  # noqa: F401
 
 __all__ = ["run", "KerasState", "CommitStateCallback", "UpdateBatchStateCallback",
@@ -47,17 +46,27 @@ class CommitStateCallback(keras.callbacks.Callback):
 
 
 class UpdateBatchStateCallback(keras.callbacks.Callback):
-    """Keeps state.batch at the next batch to run (0 at an epoch's end)."""
+    """Keeps state.batch at the next batch of the epoch to run (0 at an
+    epoch's end).  A fit that starts with state.batch > 0 finishes an
+    interrupted epoch (its data holds that epoch's remaining batches):
+    its batches count from state.batch, so the epoch's count stays exact.
+    (Horovod shortens params['steps'] instead; Keras 3's fit loop does
+    not read it back.)"""
 
     def __init__(self, state):
         super().__init__()
         self.state = state
+        self.first = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.first = self.state.batch
 
     def on_batch_end(self, batch, logs=None):
-        self.state.batch = batch + 1
+        self.state.batch = self.first + batch + 1
 
     def on_epoch_end(self, epoch, logs=None):
         self.state.batch = 0
+        self.first = 0
 
 
 class UpdateEpochStateCallback(keras.callbacks.Callback):

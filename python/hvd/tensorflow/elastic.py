@@ -18,6 +18,8 @@ from hvd.common.elastic import ObjectState as _ObjectState
 from hvd.common.elastic import run_fn
 from hvd.common.exceptions import HorovodInternalError
 from hvd.tensorflow import mpi_ops as _mpi_ops
+from hvd.tensorflow._keras_optimizer import (as_tf_variable, build_optimizer,
+                                               optimizer_variables)
 from hvd.tensorflow.functions import broadcast_object, broadcast_variables
 
 __all__ = ["run", "ObjectState", "TensorFlowKerasState", "TensorFlowState"]
@@ -52,7 +54,7 @@ class TensorFlowState(ObjectState):
         super().restore()
 
     def _sync(self):
-        broadcast_variables([getattr(v, "value", v) for v in self.variables], root_rank=0)
+        broadcast_variables([as_tf_variable(v) for v in self.variables], root_rank=0)
         super()._sync()
 
 
@@ -63,12 +65,20 @@ class TensorFlowKerasState(TensorFlowState):
     def __init__(self, model, optimizer=None, backend=None, **kwargs):
         self.model = model
         self.optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
+        self._build_optimizer()
         super().__init__(self._all_variables(), **kwargs)
+
+    def _build_optimizer(self):
+        """Builds a Keras optimizer's slots (momentum, ...) now rather than
+        at its first step, so that a worker that joins a running job holds
+        the same variables as the ranks it syncs from."""
+        if self.optimizer is not None and getattr(self.model, "built", False):
+            build_optimizer(self.optimizer, self.model.trainable_variables)
 
     def _all_variables(self):
         vs = list(self.model.variables)
-        if self.optimizer is not None and getattr(self.optimizer, "built", True):
-            vs += list(self.optimizer.variables)
+        if self.optimizer is not None:
+            vs += optimizer_variables(self.optimizer)
         return vs
 
     def save(self):
