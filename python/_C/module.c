@@ -194,7 +194,7 @@ static int add_constants(PyObject *m) {
       {"FLOAT16", HVD_FLOAT16}, {"BFLOAT16", HVD_BFLOAT16}, {"FLOAT32", HVD_FLOAT32},
       {"FLOAT64", HVD_FLOAT64}, {"BOOL", HVD_BOOL},         {"AVERAGE", HVD_AVERAGE},
       {"SUM", HVD_SUM},         {"ADASUM", HVD_ADASUM},     {"MIN", HVD_MIN},
-      {"MAX", HVD_MAX},         {"PRODUCT", HVD_PRODUCT},
+      {"MAX", HVD_MAX},         {"PRODUCT", HVD_PRODUCT},   {"DEVICE_CPU", HVD_DEVICE_CPU},
   };
   for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
     if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0) return -1;

@@ -3,8 +3,10 @@
  *
  * Arguments are what the Python package extracts from tensors: addresses
  * (tensor.data_ptr()), element counts, shapes, hvd_dtype and hvd_op
- * values, a name or None, a process set id.  Every collective is
- * asynchronous and returns a Handle; the package waits on it.
+ * values, a name or None, a process set id, and for the collectives
+ * hvd runs on device memory the tensors' CUDA device (hvd_opts.device;
+ * HVD_DEVICE_CPU when left out).  Every collective is asynchronous and
+ * returns a Handle; the package waits on it.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,11 +16,14 @@
 
 #define PTR(v) ((void *)(uintptr_t)(v))
 
-static hvd_opts make_opts(int process_set, double prescale, double postscale) {
+/* device: HVD_DEVICE_CPU, or the CUDA ordinal of the call's tensors
+ * (hvd.torch passes tensor.device.index); the engine checks it. */
+static hvd_opts make_opts(int process_set, double prescale, double postscale, int device) {
   hvd_opts o = HVD_OPTS_INIT;
   o.process_set = process_set;
   o.prescale_factor = prescale;
   o.postscale_factor = postscale;
+  o.device = device;
   return o;
 }
 
@@ -116,13 +121,13 @@ static PyObject *reduce_async(PyObject *args, reduce_fn *fn) {
   unsigned long long send, recv;
   Py_ssize_t count;
   PyObject *shape, *keep = NULL;
-  int dtype, op, pset;
+  int dtype, op, pset, device = HVD_DEVICE_CPU;
   const char *name;
   double pre, post;
-  if (!PyArg_ParseTuple(args, "KKnOiizidd|O", &send, &recv, &count, &shape, &dtype, &op, &name,
-                        &pset, &pre, &post, &keep))
+  if (!PyArg_ParseTuple(args, "KKnOiizidd|Oi", &send, &recv, &count, &shape, &dtype, &op, &name,
+                        &pset, &pre, &post, &keep, &device))
     return NULL;
-  hvd_opts o = make_opts(pset, pre, post);
+  hvd_opts o = make_opts(pset, pre, post, device);
   int64_t dims[HVD_MAX_DIMS];
   if (set_shape(&o, shape, dims) < 0) return NULL;
   PyObject *h = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0, 0);
@@ -148,15 +153,15 @@ typedef hvd_handle grouped_reduce_fn(const void *const *send, void *const *recv,
 
 static PyObject *grouped_reduce_async(PyObject *args, grouped_reduce_fn *fn) {
   PyObject *sends, *recvs, *counts, *keep = NULL;
-  int dtype, op, pset;
+  int dtype, op, pset, device = HVD_DEVICE_CPU;
   const char *name;
   double pre, post;
-  if (!PyArg_ParseTuple(args, "OOOiizidd|O", &sends, &recvs, &counts, &dtype, &op, &name, &pset,
-                        &pre, &post, &keep))
+  if (!PyArg_ParseTuple(args, "OOOiizidd|Oi", &sends, &recvs, &counts, &dtype, &op, &name, &pset,
+                        &pre, &post, &keep, &device))
     return NULL;
   group g;
   if (group_read(&g, sends, recvs, counts) < 0) return NULL;
-  hvd_opts o = make_opts(pset, pre, post);
+  hvd_opts o = make_opts(pset, pre, post, device);
   PyObject *h = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0, 0);
   if (h)
     h = pyhvd_handle_start(h, fn(g.send, g.recv, g.count, g.n, (hvd_dtype)dtype, (hvd_op)op,
@@ -183,12 +188,12 @@ static PyObject *broadcast_async(PyObject *self, PyObject *args) {
   unsigned long long buf;
   Py_ssize_t count;
   PyObject *shape, *keep = NULL;
-  int dtype, root, pset;
+  int dtype, root, pset, device = HVD_DEVICE_CPU;
   const char *name;
-  if (!PyArg_ParseTuple(args, "KnOiizi|O", &buf, &count, &shape, &dtype, &root, &name, &pset,
-                        &keep))
+  if (!PyArg_ParseTuple(args, "KnOiizi|Oi", &buf, &count, &shape, &dtype, &root, &name, &pset,
+                        &keep, &device))
     return NULL;
-  hvd_opts o = make_opts(pset, 1.0, 1.0);
+  hvd_opts o = make_opts(pset, 1.0, 1.0, device);
   int64_t dims[HVD_MAX_DIMS];
   if (set_shape(&o, shape, dims) < 0) return NULL;
   PyObject *h = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0, 0);
@@ -209,7 +214,7 @@ static PyObject *allgather_async(PyObject *self, PyObject *args) {
   if (n < 0) return pyhvd_raise_enqueue(n);
   PyObject *h = pyhvd_handle_new(PYHVD_GATHER, keep, hvd_dtype_size((hvd_dtype)dtype), 1, n);
   if (!h) return NULL;
-  hvd_opts o = make_opts(pset, 1.0, 1.0);
+  hvd_opts o = make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU);
   return pyhvd_handle_start(h, hvd_allgather_async(PTR(send), (size_t)count, (hvd_dtype)dtype,
                                                    pyhvd_handle_results(h),
                                                    pyhvd_handle_counts(h), name, &o));
@@ -228,7 +233,7 @@ static PyObject *grouped_allgather_async(PyObject *self, PyObject *args) {
   group g;
   if (group_read(&g, sends, NULL, counts) < 0) return NULL;
   PyObject *h = pyhvd_handle_new(PYHVD_GATHER, keep, hvd_dtype_size((hvd_dtype)dtype), g.n, n);
-  hvd_opts o = make_opts(pset, 1.0, 1.0);
+  hvd_opts o = make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU);
   if (h)
     h = pyhvd_handle_start(h, hvd_grouped_allgather_async(g.send, g.count, g.n, (hvd_dtype)dtype,
                                                           pyhvd_handle_results(h),
@@ -254,7 +259,7 @@ static PyObject *alltoall_async(PyObject *self, PyObject *args) {
   } else if (read_ints(splits, n, v, "alltoall splits") == 0) {
     for (int i = 0; i < n; i++) sendcounts[i] = (size_t)v[i];
     h = pyhvd_handle_new(PYHVD_GATHER, keep, hvd_dtype_size((hvd_dtype)dtype), 1, n);
-    hvd_opts o = make_opts(pset, 1.0, 1.0);
+    hvd_opts o = make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU);
     if (h)
       h = pyhvd_handle_start(h, hvd_alltoall_async(PTR(send), sendcounts, (hvd_dtype)dtype,
                                                    pyhvd_handle_results(h),
@@ -386,12 +391,12 @@ static PyObject *stop_timeline(PyObject *self, PyObject *unused) {
 PyMethodDef pyhvd_op_methods[] = {
     {"allreduce_async", allreduce_async, METH_VARARGS,
      "allreduce_async(send, recv, count, shape, dtype, op, name, process_set, prescale, "
-     "postscale[, keep])"},
+     "postscale[, keep, device])"},
     {"grouped_allreduce_async", grouped_allreduce_async, METH_VARARGS,
      "grouped_allreduce_async(sends, recvs, counts, dtype, op, name, process_set, prescale, "
-     "postscale[, keep])"},
+     "postscale[, keep, device])"},
     {"broadcast_async", broadcast_async, METH_VARARGS,
-     "broadcast_async(buf, count, shape, dtype, root, name, process_set[, keep])"},
+     "broadcast_async(buf, count, shape, dtype, root, name, process_set[, keep, device])"},
     {"allgather_async", allgather_async, METH_VARARGS,
      "allgather_async(send, count, dtype, name, process_set[, keep])"},
     {"grouped_allgather_async", grouped_allgather_async, METH_VARARGS,
@@ -400,10 +405,10 @@ PyMethodDef pyhvd_op_methods[] = {
      "alltoall_async(send, splits, dtype, name, process_set[, keep])"},
     {"reducescatter_async", reducescatter_async, METH_VARARGS,
      "reducescatter_async(send, recv, count, shape, dtype, op, name, process_set, prescale, "
-     "postscale[, keep])"},
+     "postscale[, keep, device])"},
     {"grouped_reducescatter_async", grouped_reducescatter_async, METH_VARARGS,
      "grouped_reducescatter_async(sends, recvs, counts, dtype, op, name, process_set, "
-     "prescale, postscale[, keep])"},
+     "prescale, postscale[, keep, device])"},
     {"join", join, METH_NOARGS, "join() -> the last rank to join"},
     {"barrier", barrier, METH_NOARGS, "barrier()"},
     {"add_process_set", add_process_set, METH_O, "add_process_set(ranks) -> id"},

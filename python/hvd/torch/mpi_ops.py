@@ -1,4 +1,4 @@
-"""horovod.torch's collectives over hvd's engine (CPU tensors).
+"""horovod.torch's collectives over hvd's engine (CPU and CUDA tensors).
 
 Every collective is enqueued asynchronously on hvd._C and tracked by an
 integer handle, as in Horovod: ``poll(handle)`` and ``synchronize(handle)``
@@ -13,8 +13,17 @@ hvd refuses (ranks that disagree, a lost peer, a deadline, an op a
 collective does not support), ValueError for an invalid argument
 (a tensor hvd cannot take, a name already in flight, a process set this
 rank is not in), NotImplementedError for Adasum over a number of ranks
-that is not a power of two.  Ctrl-C in the main thread interrupts a wait
-(KeyboardInterrupt); the operation goes on and its handle stays valid.
+that is not a power of two or on CUDA tensors.  Ctrl-C in the main
+thread interrupts a wait (KeyboardInterrupt); the operation goes on and
+its handle stays valid.
+
+CUDA tensors (docs/gpu.md): allreduce, broadcast and reducescatter pass
+the tensor's device memory to the engine with its device ordinal
+(hvd_opts.device), which stages it through pinned host memory;
+allgather and alltoall go through a host copy (tensor.cpu(), the
+collective, the result back on the tensor's device); Adasum is refused.
+Before the engine reads a CUDA tensor, the work already queued on the
+device's current stream has finished (_wait_stream).
 """
 import atexit
 import itertools
@@ -136,12 +145,12 @@ _DTYPE_OF_CODE = {code: dtype for dtype, code in _DTYPES.items()}
 
 
 def _check_tensor(tensor, what):
-    """Raises ValueError unless tensor is a dense CPU tensor of a dtype hvd
-    supports; returns its hvd dtype code."""
+    """Raises ValueError unless tensor is a dense CPU or CUDA tensor of a
+    dtype hvd supports; returns its hvd dtype code."""
     if not isinstance(tensor, torch.Tensor):
         raise ValueError("%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
-    if tensor.device.type != "cpu":
-        raise ValueError("%s: hvd.torch supports CPU tensors only, got a tensor on %s"
+    if tensor.device.type not in ("cpu", "cuda"):
+        raise ValueError("%s: hvd.torch supports CPU and CUDA tensors only, got a tensor on %s"
                          % (what, tensor.device))
     if tensor.layout != torch.strided:
         raise ValueError("%s: %s tensors are not supported (sparse gradients: see "
@@ -150,6 +159,45 @@ def _check_tensor(tensor, what):
     if code is None:
         raise ValueError("%s: tensor type %s is not supported by hvd" % (what, tensor.dtype))
     return code
+
+
+def _device(tensors, what):
+    """The hvd_opts.device of one call on tensors: HVD_DEVICE_CPU (-1) for
+    CPU tensors, the CUDA device's ordinal for CUDA tensors.  ValueError
+    when they are not all on one device (the engine takes one per call)."""
+    devices = {t.device for t in tensors}
+    if len(devices) > 1:
+        raise ValueError("%s: tensors on %s: one call takes tensors of one device"
+                         % (what, ", ".join(sorted(str(d) for d in devices))))
+    device = next(iter(devices))
+    return _C.DEVICE_CPU if device.type == "cpu" else device.index
+
+
+def _wait_stream(device):
+    """Before the engine reads a CUDA tensor: waits until the work already
+    queued on the device's current stream (the kernels that produced the
+    tensor, and the copies this module queued there) has finished.  The
+    engine copies on a stream of its own, from its thread, and cannot yet
+    wait for another stream's event, so the wait is on this thread:
+    synchronising the stream blocks exactly as long as recording an event
+    at its end and synchronising that would, with less to go wrong."""
+    if device != _C.DEVICE_CPU:
+        torch.cuda.current_stream(device).synchronize()
+
+
+def _refuse_adasum_on_cuda(op, device, what):
+    if op == Adasum and device != _C.DEVICE_CPU:
+        raise NotImplementedError(
+            "%s: Adasum is not supported on CUDA tensors yet (move them to the CPU, or use "
+            "Average or Sum; docs/gpu.md)" % what)
+
+
+def _to_host(tensors):
+    """allgather/alltoall of CUDA tensors go through host memory (the engine
+    has no device result for them yet): the tensors on the CPU (a copy
+    that waits for the current stream), and the device of the results."""
+    device = tensors[0].device
+    return [t.cpu() for t in tensors], device
 
 
 def _native(tensor):
@@ -324,25 +372,29 @@ def _allreduce_group(tensors, in_place, name, op, prescale_factor, postscale_fac
     allreduce of several dtypes becomes one grouped call per dtype."""
     what = "grouped_allreduce" if grouped else "allreduce"
     set_id = _set_id(process_set)
+    srcs = [_contiguous(t, what) for t in tensors]
+    device = _device(srcs, what)
+    _refuse_adasum_on_cuda(op, device, what)
     if op == Adasum:
         _check_adasum(process_set)
-    srcs = [_contiguous(t, what) for t in tensors]
     dsts = srcs if in_place else [torch.empty_like(s, memory_format=torch.contiguous_format)
                                   for s in srcs]
     name = _name(name, what, process_set)
     pre, post = float(prescale_factor), float(postscale_factor)
+    _wait_stream(device)
     natives = []
     if not grouped:
         src, dst = srcs[0], dsts[0]
         addr, count, code = _native(src)
         natives.append(_C.allreduce_async(addr, dst.data_ptr(), count, tuple(src.shape), code,
-                                          op, name, set_id, pre, post, (src, dst)))
+                                          op, name, set_id, pre, post, (src, dst), device))
     else:
         for sub_name, idx in _by_dtype(srcs, name):
             natives.append(_C.grouped_allreduce_async(
                 [srcs[i].data_ptr() for i in idx], [dsts[i].data_ptr() for i in idx],
                 [srcs[i].numel() for i in idx], _DTYPES[srcs[idx[0]].dtype], op, sub_name,
-                set_id, pre, post, (tuple(srcs[i] for i in idx), tuple(dsts[i] for i in idx))))
+                set_id, pre, post, (tuple(srcs[i] for i in idx), tuple(dsts[i] for i in idx)),
+                device))
 
     def finish(_):
         outputs = dsts
@@ -606,6 +658,9 @@ def _start_allgather(tensors, name, process_set, what, grouped):
     negotiated and run together).  Returns (native handle, function of its
     result giving a (tensor, first dims per rank) per tensor)."""
     codes = [_check_tensor(t, what) for t in tensors]
+    device = None
+    if _device(tensors, what) != _C.DEVICE_CPU:
+        tensors, device = _to_host(tensors)
     set_id = _set_id(process_set)
     name = _name(name, what, process_set)
     payloads = tuple(_frame(_as_rows(t), code) for t, code in zip(tensors, codes))
@@ -618,9 +673,10 @@ def _start_allgather(tensors, name, process_set, what, grouped):
                                     set_id, payloads)
 
     def finish(counts_per_tensor):
-        return [_gathered(native, i, counts, _label(what, name, i if grouped else None),
-                          process_set)
-                for i, counts in enumerate(counts_per_tensor)]
+        gathered = [_gathered(native, i, counts, _label(what, name, i if grouped else None),
+                              process_set)
+                    for i, counts in enumerate(counts_per_tensor)]
+        return gathered if device is None else [(t.to(device), rows) for t, rows in gathered]
 
     return native, finish
 
@@ -740,6 +796,9 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     parts without splits) to each rank r and receiving theirs.  The
     handle's output is (received tensor, received splits as int32)."""
     code = _check_tensor(tensor, "alltoall")
+    device = None
+    if tensor.device.type == "cuda":
+        (tensor,), device = _to_host([tensor])
     set_id = _set_id(process_set)
     tensor = _as_rows(tensor)
     n = _set_size(process_set)
@@ -752,6 +811,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
 
     def finish(results):
         output, rows = _gathered(native, 0, results[0][0], _label("alltoall", name), process_set)
+        if device is not None:
+            output = output.to(device)
         return output, torch.tensor(rows, dtype=torch.int32)
 
     return _register([native], finish)
@@ -796,7 +857,10 @@ def _broadcast_async(tensor, in_place, root_rank, name, process_set):
     else:
         buf = tensor.clone(memory_format=torch.contiguous_format)
     addr, count, code = _native(buf)
-    native = _C.broadcast_async(addr, count, tuple(buf.shape), code, root, name, set_id, (buf,))
+    device = _device([buf], "broadcast")
+    _wait_stream(device)
+    native = _C.broadcast_async(addr, count, tuple(buf.shape), code, root, name, set_id, (buf,),
+                                device)
 
     def finish(_):
         if in_place and buf is not tensor:
@@ -887,18 +951,22 @@ def _reducescatter_group(tensors, name, op, process_set, prescale_factor, postsc
     pre, post = float(prescale_factor), float(postscale_factor)
     srcs, blocks = zip(*[_scatter_input(_contiguous(t, what), n, what, name) for t in tensors])
     recvs = [s.new_empty((b,) + tuple(s.shape[1:])) for s, b in zip(srcs, blocks)]
+    device = _device(srcs, what)
+    _wait_stream(device)
     natives = []
     if not grouped:
         src, recv = srcs[0], recvs[0]
         addr, count, code = _native(src)
         natives.append(_C.reducescatter_async(addr, recv.data_ptr(), count, tuple(src.shape),
-                                              code, op, name, set_id, pre, post, (src, recv)))
+                                              code, op, name, set_id, pre, post, (src, recv),
+                                              device))
     else:
         for sub_name, idx in _by_dtype(srcs, name):
             natives.append(_C.grouped_reducescatter_async(
                 [srcs[i].data_ptr() for i in idx], [recvs[i].data_ptr() for i in idx],
                 [srcs[i].numel() for i in idx], _DTYPES[srcs[idx[0]].dtype], op, sub_name,
-                set_id, pre, post, (tuple(srcs[i] for i in idx), tuple(recvs[i] for i in idx))))
+                set_id, pre, post, (tuple(srcs[i] for i in idx), tuple(recvs[i] for i in idx)),
+                device))
     mine = [recv[:_scatter_rows(t.shape[0], n)[me]] for t, recv in zip(tensors, recvs)]
     return _register(natives, lambda _: mine if grouped else mine[0])
 
