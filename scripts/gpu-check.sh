@@ -10,8 +10,11 @@
 #   scripts/gpu-check.sh --pack   on a development machine: build with CUDA
 #                                 into build-gpu/ and put the test programs
 #                                 and the shared libraries they need that a
-#                                 bare machine may lack into build-gpu/carry/
-#                                 (carry that folder to the GPU machine)
+#                                 bare machine may lack into build-gpu/carry/,
+#                                 with hvd.torch and its hvd._C built for the
+#                                 GPU machine's Python (3.12: PY312=python)
+#                                 and pytest (carry that folder to the GPU
+#                                 machine)
 #   scripts/gpu-check.sh          run the checks: from build-gpu/carry/ when
 #                                 it is there, else build them here first
 #
@@ -25,6 +28,10 @@ CARRY=$BUILD/carry
 # The programs, as paths in the build tree.
 PROGRAMS=(tests/test_cuda_loader tests/test_gpu_staging tests/test_gpu_nccl
   tests/test_staged_allreduce tests/test_device_staged hvdrun)
+# hvd.torch's CUDA tests (pytest in every rank, through hvdrun).
+TORCH_TESTS=tests/python/test_torch_cuda.py
+# The GPU machine's Python: hvd._C is a CPython extension, built for it.
+PY_CARRIED=3.12
 
 log() { echo "gpu-check: $*"; }
 finish() { # finish STATUS DETAIL
@@ -35,11 +42,36 @@ finish() { # finish STATUS DETAIL
 
 # The GPU build: CUDA and NCCL on, the GPU tests, nothing optional
 # (MPI off) so that the programs need few libraries.
+# PY_OPTS: the Python hvd._C is for, decided before the first configure
+# (FindPython3 does not always take a changed one at once).
+PY_OPTS=()
 build() {
   timeout 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHVD_BUILD_TESTS=ON \
-    -DHVD_WITH_CUDA=ON -DHVD_WITH_MPI=OFF -DHVD_SANITIZE= >/dev/null &&
+    -DHVD_WITH_CUDA=ON -DHVD_WITH_MPI=OFF -DHVD_SANITIZE= "${PY_OPTS[@]}" >/dev/null &&
     timeout 240 cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" \
       --target "${PROGRAMS[@]##*/}" >/dev/null
+}
+
+# hvd._C and the package into $BUILD/python for Python $1 (CUDA on, as
+# above; needs that Python's headers).
+build_python() {
+  timeout 120 cmake -S . -B "$BUILD" -DPython3_EXECUTABLE="$1" >/dev/null &&
+    timeout 240 cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" \
+      --target hvd_python hvd_python_files >/dev/null
+}
+
+# pytest and what it imports, from a Python that has it ($1), into $2:
+# pure Python, for a machine whose Python lacks it.  Of pygments (which
+# pytest imports) only the lexers pytest loads.
+carry_pytest() {
+  local site
+  site=$("$1" -c 'import os, pytest; print(os.path.dirname(os.path.dirname(pytest.__file__)))') ||
+    return 1
+  mkdir -p "$2" &&
+    cp -r "$site"/{pytest,_pytest,pluggy,iniconfig,packaging,pygments,py.py} "$2"/ &&
+    find "$2" -name __pycache__ -prune -exec rm -rf {} + &&
+    find "$2/pygments/lexers" -mindepth 1 -not -name __init__.py -not -name _mapping.py \
+      -not -name python.py -not -name diff.py -exec rm -rf {} +
 }
 
 # The libraries a program loads, beyond the C library's own (those must
@@ -50,12 +82,28 @@ libs_to_carry() {
 }
 
 pack() {
+  local py="" p
+  for p in ${PY312:-} python$PY_CARRIED "$HOME"/.pyenv/versions/$PY_CARRIED*/bin/python; do
+    py=$("$p" -c 'import sys; print(sys.executable)' 2>/dev/null) && break
+  done
+  [ -n "$py" ] || { echo "gpu-check.sh --pack: no python$PY_CARRIED (set PY312)" >&2; exit 1; }
+  PY_OPTS=(-DPython3_EXECUTABLE="$py")
   build || { echo "gpu-check.sh --pack: the build failed" >&2; exit 1; }
   rm -rf "$CARRY" && mkdir -p "$CARRY/bin" "$CARRY/lib"
   for p in "${PROGRAMS[@]}"; do
     cp "$BUILD/$p" "$CARRY/bin/"
     libs_to_carry "$BUILD/$p" | xargs -r cp -L -t "$CARRY/lib/"
   done
+  rm -f "$BUILD"/python/hvd/_C*.so # one built for another Python before
+  build_python "$py" || { echo "gpu-check.sh --pack: hvd._C for $py failed" >&2; exit 1; }
+  mkdir -p "$CARRY/python"
+  cp -r "$BUILD/python/hvd" "$CARRY/python/"
+  find "$CARRY/python" -name __pycache__ -prune -exec rm -rf {} +
+  libs_to_carry "$CARRY"/python/hvd/_C*.so | xargs -r cp -L -t "$CARRY/lib/"
+  LD_LIBRARY_PATH=$CARRY/lib PYTHONPATH=$CARRY/python "$py" -c 'import hvd._C' ||
+    { echo "gpu-check.sh --pack: the carried hvd._C does not load in $py" >&2; exit 1; }
+  carry_pytest "${HVD_VENV_PYTHON:-/root/.cache/hvd/venv/bin/python}" "$CARRY/pylib" ||
+    echo "gpu-check.sh --pack: no pytest carried (the GPU machine's Python must have it)" >&2
   du -sh "$CARRY"
   echo "carry $CARRY to the GPU machine and run scripts/gpu-check.sh there"
   exit 0
@@ -69,8 +117,10 @@ logfile=/dev/null
 exec > >(tee "$logfile") 2>&1
 
 # ---- the programs: carried, or built here ----
+pkg=""
 if [ -x "$CARRY/bin/hvdrun" ]; then
   bin=$CARRY/bin
+  pkg=$CARRY/python
   export LD_LIBRARY_PATH="$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   log "programs from $CARRY (built elsewhere, carried)"
 else
@@ -138,6 +188,60 @@ for np in 1 2 4; do
   run_step "device-staged-np$np" 120 env HVD_STAGING_COPIER=$copier \
     HOROVOD_GLOO_TIMEOUT_SECONDS=30 "$bin/hvdrun" -np "$np" "$bin/test_device_staged"
 done
+
+# ---- hvd.torch on CUDA tensors: the machine's PyTorch, every op against
+# the CPU path, pytest in every rank through hvdrun ----
+# The first Python with PyTorch whose version hvd._C is built for.
+torch_python() {
+  local p v want=$1
+  for p in ${TORCH_PYTHON:-} python3 python /usr/bin/python3; do
+    v=$("$p" -c 'import sys, torch; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) ||
+      continue
+    [ -z "$want" ] || [ "$v" = "$want" ] && { command -v "$p"; return 0; }
+  done
+  return 1
+}
+# pytest, exit 77 where every CUDA test skipped for want of a device.
+torch_cuda_tests() {
+  local out rc
+  out=$(mktemp)
+  "$@" 2>&1 | tee "$out"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] && grep -q "no CUDA device" "$out" && rc=77
+  rm -f "$out"
+  return "$rc"
+}
+export -f torch_cuda_tests
+torch_step() {
+  local py why=""
+  if [ -n "$pkg" ]; then
+    py=$(torch_python "$PY_CARRIED") ||
+      why="no Python $PY_CARRIED with PyTorch here for the carried hvd._C"
+  elif py=$(torch_python ""); then
+    log "building hvd._C for $py"
+    if build_python "$py" || build_python "$py"; then # the second: FindPython3, see PY_OPTS
+      pkg=$BUILD/python
+    else
+      why="cannot build hvd._C for $py here (its headers?)"
+    fi
+  else
+    why="no Python with PyTorch here"
+  fi
+  if [ -n "$why" ]; then
+    [ -n "$card" ] && { results+=("torch-cuda FAILED ($why)"); failed=$((failed + 1)); return; }
+    results+=("torch-cuda skipped ($why)"); skipped=$((skipped + 1)); return
+  fi
+  local pypath=$PWD/$pkg
+  "$py" -c 'import pytest' 2>/dev/null || pypath=$pypath:$PWD/$CARRY/pylib
+  log "torch: $py, $("$py" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')"
+  for np in 1 2; do
+    run_step "torch-cuda-np$np" 180 env PYTHONPATH="$pypath" HOROVOD_GLOO_TIMEOUT_SECONDS=30 \
+      bash -c 'torch_cuda_tests "$@"' _ "$bin/hvdrun" -np "$np" "$py" -m pytest -q \
+      -p no:cacheprovider -rs "$TORCH_TESTS"
+  done
+}
+torch_step
+
 if [ -n "$card" ] && command -v compute-sanitizer >/dev/null 2>&1; then
   run_step compute-sanitizer 240 compute-sanitizer --tool memcheck --error-exitcode 1 \
     "$bin/test_gpu_staging"

@@ -12,6 +12,7 @@ hvd.torch with fake CUDA tensors (the stream waited for before the
 enqueue, the ordinal passed; Adasum refused; one device per call), and
 devices hvd does not take refused.
 """
+import os
 import warnings
 
 import pytest
@@ -24,6 +25,15 @@ from conftest import rank_input
 
 HAVE_CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not HAVE_CUDA, reason="no CUDA device")
+
+
+def test_gpu_found_where_expected():
+    """scripts/gpu-check.sh sets HVD_TEST_EXPECT_GPU=1 where nvidia-smi
+    lists a GPU: then a PyTorch that sees none fails instead of skipping."""
+    if os.environ.get("HVD_TEST_EXPECT_GPU") == "1":
+        assert HAVE_CUDA, ("a GPU is expected, but torch.cuda.is_available() is False "
+                           "(PyTorch %s, built for CUDA %s)" % (torch.__version__,
+                                                                 torch.version.cuda))
 
 
 # ---- without a GPU: hvd._C's device argument reaches the engine ----
