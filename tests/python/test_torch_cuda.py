@@ -200,16 +200,17 @@ def test_allreduce_cuda_matches_cpu(gpu, dtype, opname):
 
 @needs_cuda
 def test_allreduce_in_place_scaled_and_large(gpu):
-    x = rank_input((1 << 20) + 3, torch.float32, hvd.rank(), seed=41)  # several 1 MiB chunks
+    x = rank_input(((1 << 20) + 3,), torch.float32, hvd.rank(), seed=41)  # several 1 MiB chunks
     want = hvd.allreduce(x, op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5)
     d = x.to(gpu)
     assert hvd.allreduce_(d, op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5) is d
     assert_same(d, want, gpu)
     # not contiguous: reduced from a copy, the result copied back
     m = rank_input((6, 5), torch.float32, hvd.rank(), seed=42)
+    want = hvd.allreduce(m.t(), op=hvd.Sum)
     dm = m.to(gpu).t()
     hvd.allreduce_(dm, op=hvd.Sum)
-    assert_same(dm, hvd.allreduce(m.t(), op=hvd.Sum), gpu)
+    assert_same(dm, want, gpu)
 
 
 @needs_cuda
