@@ -83,7 +83,7 @@ libs_to_carry() {
 
 pack() {
   local py="" p
-  for p in ${PY312:-} python$PY_CARRIED "$HOME"/.pyenv/versions/$PY_CARRIED*/bin/python; do
+  for p in ${PY312:-} python$PY_CARRIED "$HOME/.pyenv/versions/$PY_CARRIED"*/bin/python; do
     py=$("$p" -c 'import sys; print(sys.executable)' 2>/dev/null) && break
   done
   [ -n "$py" ] || { echo "gpu-check.sh --pack: no python$PY_CARRIED (set PY312)" >&2; exit 1; }
@@ -202,6 +202,7 @@ torch_python() {
   return 1
 }
 # pytest, exit 77 where every CUDA test skipped for want of a device.
+# shellcheck disable=SC2317 # run through bash -c (run_step times it out)
 torch_cuda_tests() {
   local out rc
   out=$(mktemp)
