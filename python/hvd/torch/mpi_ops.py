@@ -1065,7 +1065,9 @@ def join(device=-1):
     """Declares that this rank has no more data: until every rank has
     joined, it takes part in the others' collectives (contributing zeros to
     allreduce).  Returns the rank that joined last.  device is accepted for
-    Horovod's signature; hvd works on the CPU."""
+    Horovod's signature and not needed: a joined rank stands in with host
+    memory, which the engine does not do yet for CUDA tensors (their
+    collectives fail while a rank has joined; docs/gpu.md)."""
     del device
     return _C.join()
 
