@@ -30,13 +30,14 @@
 #include "../rdzv/rdzv_elastic.h"
 #include "../rdzv/rdzv_host.h"
 
-/* A waiting TCP sendrecv's nonblocking tries before poll() when this
- * host's ranks each have a core (hvd_tcp_config.spin): some tens of
- * microseconds of send()/recv() calls, about what a peer on a core of its
- * own takes to answer a small message.  Measured at np 2 on loopback
- * (docs/algorithms.md): 8 B allreduce 4.3 us against 20 us sleeping in
- * poll() at once, through the engine 15 against 51 us. */
-#define TCP_SPIN_TRIES 64
+/* How long a waiting TCP sendrecv keeps trying its sockets before it
+ * sleeps in poll() when this host's ranks each have a core
+ * (hvd_tcp_config.spin_us).  Longer than a peer's wake-up from poll(),
+ * so that a peer which did fall asleep is still answered without a second
+ * sleep: with a budget shorter than that (64 tries, ~20 us) two ranks fell
+ * into a steady state of sleeping in turn, 28 us per 8 B allreduce at np 2
+ * on loopback against 4 us spinning (docs/algorithms.md). */
+#define TCP_SPIN_US 200
 
 /* What meeting gives: everyone's entry, where this rank listens, the key. */
 typedef struct {
@@ -218,7 +219,7 @@ static int connect_all(const hvd_job *job, met *m, uint64_t deadline, long timeo
   cfg.peers = peers;
   cfg.connect_deadline = deadline;
   cfg.timeout_ms = (int)(timeout_s * 1000);
-  cfg.spin = job->local_size <= hvd__cpus() ? TCP_SPIN_TRIES : 0;
+  cfg.spin_us = job->local_size <= hvd__cpus() ? TCP_SPIN_US : 0;
   rc = hvd__tcp_create(&cfg, &tcp); /* owns the listener from here, even on failure */
   m->listen_fd = -1;
   if (rc < 0)

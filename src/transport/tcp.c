@@ -82,7 +82,7 @@ struct tcp_transport {
   hvd_transport base; /* first: hvd_transport * and tcp_transport * convert */
   tcp_conn *conns;    /* size entries; conns[rank].fd stays -1 */
   int timeout_ms;
-  int spin;           /* hvd_tcp_config's */
+  int spin_us;        /* hvd_tcp_config's */
   int broken;         /* an error or an abort happened: later calls fail fast */
   int lost;           /* the rank whose failure broke it, -1 if none or unknown */
   int announced;      /* our ABORT went out already (see blame) */
@@ -407,7 +407,7 @@ static int tcp_alloc(const hvd_tcp_config *cfg, struct tcp_transport **out) {
   t->base.size = cfg->size;
   t->base.in_flight = TCP_IN_FLIGHT;
   t->timeout_ms = cfg->timeout_ms;
-  t->spin = cfg->spin;
+  t->spin_us = cfg->spin_us;
   *out = t;
   return 0;
 
@@ -681,7 +681,8 @@ static int tcp_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
                                  s.hdr);
 
   uint64_t deadline = hvd__deadline_in(t->timeout_ms);
-  int rc, tries = 0;
+  int rc;
+  uint64_t spin_until = 0; /* while nothing moves: try again until then */
   while (!half_done(&s) || !half_done(&r)) {
     long sent = half_done(&s) ? 0 : send_step(t, &s);
     long got = sent < 0 || half_done(&r) ? 0 : recv_step(t, &r, tag);
@@ -691,11 +692,15 @@ static int tcp_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
     }
     if (sent + got > 0) {
       deadline = hvd__deadline_in(t->timeout_ms);
-      tries = 0;
+      spin_until = 0;
       continue; /* try again before paying for a poll */
     }
-    if (tries++ < t->spin) continue;
-    tries = 0;
+    if (t->spin_us > 0) {
+      uint64_t now = hvd__now_us();
+      if (spin_until == 0) spin_until = now + (uint64_t)t->spin_us;
+      if (now < spin_until) continue;
+      spin_until = 0;
+    }
     rc = sendrecv_wait(t, &s, &r, deadline);
     if (rc == 0) rc = timed_out(t, &s, &r, tag);
     if (rc < 0) goto mark_cut;

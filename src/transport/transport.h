@@ -114,11 +114,12 @@ typedef struct {
   const hvd_peer_addr *peers; /* size entries; peers[rank] is this rank */
   uint64_t connect_deadline;  /* for building the full mesh */
   int timeout_ms;             /* no-progress deadline for each sendrecv */
-  /* Nonblocking tries a waiting sendrecv makes before it sleeps in poll():
-   * a peer with a core of its own answers within microseconds, sooner
-   * than the wake-up from poll() would.  0 where the ranks of this host
-   * share cores: spinning then takes the core a peer needs. */
-  int spin;
+  /* Microseconds a waiting sendrecv keeps trying its sockets without
+   * blocking before it sleeps in poll(): a peer with a core of its own
+   * answers within microseconds, sooner than the wake-up from poll()
+   * would.  0 where the ranks of this host share cores: spinning then
+   * takes the core a peer needs. */
+  int spin_us;
 } hvd_tcp_config;
 
 /* Builds a full mesh: connects to every lower rank, accepts every higher
