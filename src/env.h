@@ -63,6 +63,11 @@
   X(CPU_OPERATIONS, "HOROVOD_CPU_OPERATIONS", STR, "gloo", 0, 0,                         \
     "Who runs the collectives: gloo (hvd's own algorithms and transports) or mpi (MPI's "  \
     "collectives, for a job formed through MPI; hvd's engine still negotiates and fuses)") \
+  X(GPU_OPERATIONS, "HOROVOD_GPU_OPERATIONS", STR, "", 0, 0,                             \
+    "How collectives on device (CUDA) memory run: MPI or GLOO (or unset): staged through " \
+    "pinned host memory; NCCL: not supported yet (HVD_E_UNSUPPORTED)")                    \
+  X(GPU_ALLREDUCE, "HOROVOD_GPU_ALLREDUCE", STR, "", 0, 0,                               \
+    "HOROVOD_GPU_OPERATIONS for allreduces alone, where set")                             \
   X(SHM_DISABLE, "HOROVOD_SHM_DISABLE", BOOL, "0", 0, 1,                                  \
     "Use TCP between the ranks of a host too (by default they use shared memory among "  \
     "themselves and TCP to other hosts); set on any rank of a host, it applies to that "  \

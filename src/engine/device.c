@@ -22,6 +22,7 @@
 #include <strings.h>
 
 #include "../coll/coll.h"
+#include "../env.h"
 #include "../reduce.h"
 #include "device.h"
 #include "engine_int.h"
@@ -47,9 +48,9 @@ void hvd__device_set_copier(const hvd__copier *c) {
 /* The knob that chooses the path for this kind, Horovod's: the allreduce
  * one first, then the one for every operation. */
 static const char *path_knob(int type, const char **value) {
-  const char *ar = getenv("HOROVOD_GPU_ALLREDUCE");
-  if (type == HVD_REQ_ALLREDUCE && ar && ar[0]) return *value = ar, "HOROVOD_GPU_ALLREDUCE";
-  *value = getenv("HOROVOD_GPU_OPERATIONS");
+  const char *ar = hvd__param_raw(HVD_P_GPU_ALLREDUCE);
+  if (type == HVD_REQ_ALLREDUCE && ar) return *value = ar, "HOROVOD_GPU_ALLREDUCE";
+  *value = hvd__param_raw(HVD_P_GPU_OPERATIONS);
   return "HOROVOD_GPU_OPERATIONS";
 }
 
