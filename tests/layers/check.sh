@@ -6,6 +6,10 @@
 #                                    transport/ or bootstrap/ (hvdrun
 #                                    reaches the library through wire/ and
 #                                    rdzv/ only)
+#   check.sh knobs SRC               the library reads HOROVOD_* variables
+#                                    only through env.h's table (env.c),
+#                                    which docs/environment.md is checked
+#                                    against; hvdrun's own in launcher/
 #   check.sh hvdrun HVDRUN OBJ...    hvdrun defines no symbol that the
 #                                    objects above the base (OBJ: engine,
 #                                    collectives, transports, bootstrap,
@@ -25,6 +29,11 @@ case $mode in
 includes)
   bad=$(grep -rnE '#include *"(\.\./)*(transport|bootstrap)/' "$1/launcher" || true)
   [ -z "$bad" ] || fail "src/launcher includes the library's insides:
+$bad"
+  ;;
+knobs)
+  bad=$(grep -rn 'getenv("HOROVOD_' "$1" --include='*.c' | grep -v -e "^$1/env.c:" -e "^$1/launcher/" || true)
+  [ -z "$bad" ] || fail "HOROVOD_* read outside env.h's table:
 $bad"
   ;;
 hvdrun)
