@@ -106,10 +106,26 @@ class Cluster:
 
     # -- the script itself
 
-    def cmd(self, *args, timeout=TIMEOUT, check=False):
+    def cmd(self, *args, timeout=TIMEOUT, check=False, env=None):
         """Run `cluster.sh ARGS...` in the root namespace; text output."""
         return subprocess.run([self.script, *args], capture_output=True,
-                              text=True, timeout=timeout, check=check)
+                              text=True, timeout=timeout, check=check, env=env)
+
+    def service(self, name, *options, env=None, timeout=TIMEOUT, clean_first=False):
+        """A session fixture's body for `cluster.sh NAME up OPTIONS...`
+        (slurm, ray, spark): yields the cluster, `NAME down` after; fails
+        the test, saying why, when it does not come up.  clean_first:
+        `NAME down` before, for whatever a crashed run left behind."""
+        if clean_first:
+            self.cmd(name, 'down')
+        r = self.cmd(name, 'up', *options, env=env, timeout=timeout)
+        if r.returncode != 0:
+            pytest.fail('cluster.sh %s up failed (exit %d):\n%s%s'
+                        % (name, r.returncode, r.stdout, r.stderr), pytrace=False)
+        try:
+            yield self
+        finally:
+            self.cmd(name, 'down')
 
     def up(self, *options, nhosts=NHOSTS):
         r = self.cmd('up', str(nhosts), *options)
@@ -258,14 +274,7 @@ def slurm(cluster):
     why = slurm_preflight()
     if why:
         pytest.fail('cannot run SLURM on the cluster: ' + why, pytrace=False)
-    r = cluster.cmd('slurm', 'up')
-    if r.returncode != 0:
-        pytest.fail('cluster.sh slurm up failed (exit %d):\n%s%s'
-                    % (r.returncode, r.stdout, r.stderr), pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.cmd('slurm', 'down')
+    yield from cluster.service('slurm')
 
 
 @pytest.fixture(scope='session')

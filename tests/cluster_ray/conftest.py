@@ -2,7 +2,6 @@
 once for this directory: `cluster.sh ray up` (head on h0, a node on every
 host), `ray down` at the end.  Fails, saying why, where it cannot."""
 import os
-import subprocess
 import sys
 
 import pytest
@@ -14,13 +13,5 @@ from hvdcluster import build_dir, cluster  # noqa: E402,F401  (fixtures, registe
 @pytest.fixture(scope="session")
 def ray_cluster(cluster, build_dir):
     env = dict(os.environ, PYTHONPATH=os.path.join(build_dir, "python"))
-    cluster.cmd("ray", "down")  # whatever a crashed run left behind
-    r = subprocess.run([cluster.script, "ray", "up", "--cpus", "2", "--python", sys.executable],
-                       env=env, capture_output=True, text=True, timeout=300)
-    if r.returncode != 0:
-        pytest.fail("cluster.sh ray up failed (exit %d):\n%s%s"
-                    % (r.returncode, r.stdout, r.stderr), pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.cmd("ray", "down")
+    yield from cluster.service("ray", "--cpus", "2", "--python", sys.executable, env=env, timeout=300,
+                               clean_first=True)
