@@ -255,12 +255,18 @@ typedef struct {
    * Allreduce, broadcast and reducescatter of device tensors are staged
    * through pinned host memory; allgather and alltoall fail with
    * HVD_E_UNSUPPORTED (not yet), as does HOROVOD_GPU_OPERATIONS=NCCL
-   * (docs/gpu.md).  The caller
-   * synchronises the stream that produced the buffers first. */
+   * (docs/gpu.md). */
   int device;
+  /* With device memory: the CUDA stream (a cudaStream_t) whose work
+   * queued so far produces the buffers; NULL is CUDA's legacy default
+   * stream (where cudaMemcpy runs).  hvd records an event on it at the
+   * call and its own copies wait for that event on the device: neither
+   * the caller nor the stream is blocked.  Ignored for host memory. */
+  void *stream;
 } hvd_opts;
 #define HVD_DEVICE_CPU (-1)
-#define HVD_OPTS_INIT {sizeof(hvd_opts), 0, 1.0, 1.0, NULL, NULL, NULL, 0, 0, HVD_DEVICE_CPU}
+#define HVD_OPTS_INIT \
+  {sizeof(hvd_opts), 0, 1.0, 1.0, NULL, NULL, NULL, 0, 0, HVD_DEVICE_CPU, NULL}
 #define HVD_MAX_DIMS 32
 
 HVD_EXTERN hvd_handle hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,

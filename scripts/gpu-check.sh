@@ -243,9 +243,13 @@ torch_step() {
 }
 torch_step
 
+# compute-sanitizer over the C GPU tests: the pipeline alone, and the
+# engine's device path at np 1 (the sanitizer inside the rank).
 if [ -n "$card" ] && command -v compute-sanitizer >/dev/null 2>&1; then
-  run_step compute-sanitizer 240 compute-sanitizer --tool memcheck --error-exitcode 1 \
-    "$bin/test_gpu_staging"
+  sanitize=(compute-sanitizer --tool memcheck --error-exitcode 1)
+  run_step compute-sanitizer-staging 120 "${sanitize[@]}" "$bin/test_gpu_staging"
+  run_step compute-sanitizer-device-staged 180 env HVD_STAGING_COPIER=cuda \
+    HOROVOD_GLOO_TIMEOUT_SECONDS=60 "$bin/hvdrun" -np 1 "${sanitize[@]}" "$bin/test_device_staged"
 elif [ -n "$card" ]; then
   results+=("compute-sanitizer not installed")
 fi

@@ -394,6 +394,7 @@ static int prepare(hvd_work *w, int type, const char *name, const hvd_opts *o, p
   int rank, size;
   HVD__CHECK(describe(&w->req, type, name, o));
   w->device = o->device;
+  w->stream = o->stream;
   HVD__CHECK(set_position(&w->req, &rank, &size));
   HVD__CHECK(prep(w, a, rank, size));
   return hvd__request_has_shape(type) ? set_shape(&w->req, o) : 0;

@@ -19,12 +19,14 @@
 #define FIELD_END(f) (offsetof(hvd_opts, f) + sizeof(((hvd_opts *)0)->f))
 
 /* The sizes of hvd_opts a caller can have: each field's end, the first
- * covering struct_size and process_set, and the struct with its padding. */
+ * covering struct_size and process_set, and the struct with its padding
+ * (offsetof(stream): hvd.h ended in device and 4 bytes of padding before
+ * stream was added). */
 static const size_t sizes[] = {
     FIELD_END(process_set), FIELD_END(prescale_factor), FIELD_END(postscale_factor),
     FIELD_END(callback),    FIELD_END(callback_arg),    FIELD_END(shape),
     FIELD_END(ndims),       FIELD_END(reserved_),       FIELD_END(device),
-    sizeof(hvd_opts)};
+    offsetof(hvd_opts, stream), FIELD_END(stream), sizeof(hvd_opts)};
 
 static int known_size(size_t n) {
   for (size_t i = 0; i < HVD__ARRAY_LEN(sizes); i++)

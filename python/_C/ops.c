@@ -17,13 +17,18 @@
 #define PTR(v) ((void *)(uintptr_t)(v))
 
 /* device: HVD_DEVICE_CPU, or the CUDA ordinal of the call's tensors
- * (hvd.torch passes tensor.device.index); the engine checks it. */
-static hvd_opts make_opts(int process_set, double prescale, double postscale, int device) {
+ * (hvd.torch passes tensor.device.index); the engine checks it.  stream:
+ * with a device, the address of the cudaStream_t whose queued work
+ * produces them (torch.cuda.current_stream().cuda_stream), 0 for CUDA's
+ * legacy default stream. */
+static hvd_opts make_opts(int process_set, double prescale, double postscale, int device,
+                          unsigned long long stream) {
   hvd_opts o = HVD_OPTS_INIT;
   o.process_set = process_set;
   o.prescale_factor = prescale;
   o.postscale_factor = postscale;
   o.device = device;
+  o.stream = PTR(stream);
   return o;
 }
 
@@ -118,16 +123,16 @@ typedef hvd_handle reduce_fn(const void *send, void *recv, size_t count, hvd_dty
                              hvd_op op, const char *name, const hvd_opts *opts);
 
 static PyObject *reduce_async(PyObject *args, reduce_fn *fn) {
-  unsigned long long send, recv;
+  unsigned long long send, recv, stream = 0;
   Py_ssize_t count;
   PyObject *shape, *keep = NULL;
   int dtype, op, pset, device = HVD_DEVICE_CPU;
   const char *name;
   double pre, post;
-  if (!PyArg_ParseTuple(args, "KKnOiizidd|Oi", &send, &recv, &count, &shape, &dtype, &op, &name,
-                        &pset, &pre, &post, &keep, &device))
+  if (!PyArg_ParseTuple(args, "KKnOiizidd|OiK", &send, &recv, &count, &shape, &dtype, &op, &name,
+                        &pset, &pre, &post, &keep, &device, &stream))
     return NULL;
-  hvd_opts o = make_opts(pset, pre, post, device);
+  hvd_opts o = make_opts(pset, pre, post, device, stream);
   int64_t dims[HVD_MAX_DIMS];
   if (set_shape(&o, shape, dims) < 0) return NULL;
   PyObject *h = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0, 0);
@@ -153,15 +158,16 @@ typedef hvd_handle grouped_reduce_fn(const void *const *send, void *const *recv,
 
 static PyObject *grouped_reduce_async(PyObject *args, grouped_reduce_fn *fn) {
   PyObject *sends, *recvs, *counts, *keep = NULL;
+  unsigned long long stream = 0;
   int dtype, op, pset, device = HVD_DEVICE_CPU;
   const char *name;
   double pre, post;
-  if (!PyArg_ParseTuple(args, "OOOiizidd|Oi", &sends, &recvs, &counts, &dtype, &op, &name, &pset,
-                        &pre, &post, &keep, &device))
+  if (!PyArg_ParseTuple(args, "OOOiizidd|OiK", &sends, &recvs, &counts, &dtype, &op, &name, &pset,
+                        &pre, &post, &keep, &device, &stream))
     return NULL;
   group g;
   if (group_read(&g, sends, recvs, counts) < 0) return NULL;
-  hvd_opts o = make_opts(pset, pre, post, device);
+  hvd_opts o = make_opts(pset, pre, post, device, stream);
   PyObject *h = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0, 0);
   if (h)
     h = pyhvd_handle_start(h, fn(g.send, g.recv, g.count, g.n, (hvd_dtype)dtype, (hvd_op)op,
@@ -185,15 +191,15 @@ static PyObject *grouped_reducescatter_async(PyObject *self, PyObject *args) {
 
 static PyObject *broadcast_async(PyObject *self, PyObject *args) {
   (void)self;
-  unsigned long long buf;
+  unsigned long long buf, stream = 0;
   Py_ssize_t count;
   PyObject *shape, *keep = NULL;
   int dtype, root, pset, device = HVD_DEVICE_CPU;
   const char *name;
-  if (!PyArg_ParseTuple(args, "KnOiizi|Oi", &buf, &count, &shape, &dtype, &root, &name, &pset,
-                        &keep, &device))
+  if (!PyArg_ParseTuple(args, "KnOiizi|OiK", &buf, &count, &shape, &dtype, &root, &name, &pset,
+                        &keep, &device, &stream))
     return NULL;
-  hvd_opts o = make_opts(pset, 1.0, 1.0, device);
+  hvd_opts o = make_opts(pset, 1.0, 1.0, device, stream);
   int64_t dims[HVD_MAX_DIMS];
   if (set_shape(&o, shape, dims) < 0) return NULL;
   PyObject *h = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0, 0);
@@ -214,7 +220,7 @@ static PyObject *allgather_async(PyObject *self, PyObject *args) {
   if (n < 0) return pyhvd_raise_enqueue(n);
   PyObject *h = pyhvd_handle_new(PYHVD_GATHER, keep, hvd_dtype_size((hvd_dtype)dtype), 1, n);
   if (!h) return NULL;
-  hvd_opts o = make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU);
+  hvd_opts o = make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU, 0);
   return pyhvd_handle_start(h, hvd_allgather_async(PTR(send), (size_t)count, (hvd_dtype)dtype,
                                                    pyhvd_handle_results(h),
                                                    pyhvd_handle_counts(h), name, &o));
@@ -233,7 +239,7 @@ static PyObject *grouped_allgather_async(PyObject *self, PyObject *args) {
   group g;
   if (group_read(&g, sends, NULL, counts) < 0) return NULL;
   PyObject *h = pyhvd_handle_new(PYHVD_GATHER, keep, hvd_dtype_size((hvd_dtype)dtype), g.n, n);
-  hvd_opts o = make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU);
+  hvd_opts o = make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU, 0);
   if (h)
     h = pyhvd_handle_start(h, hvd_grouped_allgather_async(g.send, g.count, g.n, (hvd_dtype)dtype,
                                                           pyhvd_handle_results(h),
@@ -259,7 +265,7 @@ static PyObject *alltoall_async(PyObject *self, PyObject *args) {
   } else if (read_ints(splits, n, v, "alltoall splits") == 0) {
     for (int i = 0; i < n; i++) sendcounts[i] = (size_t)v[i];
     h = pyhvd_handle_new(PYHVD_GATHER, keep, hvd_dtype_size((hvd_dtype)dtype), 1, n);
-    hvd_opts o = make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU);
+    hvd_opts o = make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU, 0);
     if (h)
       h = pyhvd_handle_start(h, hvd_alltoall_async(PTR(send), sendcounts, (hvd_dtype)dtype,
                                                    pyhvd_handle_results(h),
@@ -391,12 +397,12 @@ static PyObject *stop_timeline(PyObject *self, PyObject *unused) {
 PyMethodDef pyhvd_op_methods[] = {
     {"allreduce_async", allreduce_async, METH_VARARGS,
      "allreduce_async(send, recv, count, shape, dtype, op, name, process_set, prescale, "
-     "postscale[, keep, device])"},
+     "postscale[, keep, device, stream])"},
     {"grouped_allreduce_async", grouped_allreduce_async, METH_VARARGS,
      "grouped_allreduce_async(sends, recvs, counts, dtype, op, name, process_set, prescale, "
-     "postscale[, keep, device])"},
+     "postscale[, keep, device, stream])"},
     {"broadcast_async", broadcast_async, METH_VARARGS,
-     "broadcast_async(buf, count, shape, dtype, root, name, process_set[, keep, device])"},
+     "broadcast_async(buf, count, shape, dtype, root, name, process_set[, keep, device, stream])"},
     {"allgather_async", allgather_async, METH_VARARGS,
      "allgather_async(send, count, dtype, name, process_set[, keep])"},
     {"grouped_allgather_async", grouped_allgather_async, METH_VARARGS,
@@ -405,10 +411,10 @@ PyMethodDef pyhvd_op_methods[] = {
      "alltoall_async(send, splits, dtype, name, process_set[, keep])"},
     {"reducescatter_async", reducescatter_async, METH_VARARGS,
      "reducescatter_async(send, recv, count, shape, dtype, op, name, process_set, prescale, "
-     "postscale[, keep, device])"},
+     "postscale[, keep, device, stream])"},
     {"grouped_reducescatter_async", grouped_reducescatter_async, METH_VARARGS,
      "grouped_reducescatter_async(sends, recvs, counts, dtype, op, name, process_set, "
-     "prescale, postscale[, keep, device])"},
+     "prescale, postscale[, keep, device, stream])"},
     {"join", join, METH_NOARGS, "join() -> the last rank to join"},
     {"barrier", barrier, METH_NOARGS, "barrier()"},
     {"add_process_set", add_process_set, METH_O, "add_process_set(ranks) -> id"},

@@ -29,6 +29,7 @@
 #include "gpu/staging.h"
 #ifdef HVD_WITH_CUDA
 #include "gpu/cuda/copier_cuda.h"
+#include "gpu/cuda/cudart.h"
 #endif
 
 #define CHUNK_BYTES ((size_t)1 << 20)
@@ -116,6 +117,31 @@ void hvd__device_close(hvd_engine *e) {
   e->copier_cuda = 0;
 }
 
+int hvd__device_ready_new(int device, void *stream, void **ready) {
+  *ready = NULL;
+  if (test_copier_set) return 0;
+#ifdef HVD_WITH_CUDA
+  /* No CUDA or no such device: left to the copier agreement, which fails
+   * the tensor on every rank saying why, where failing here would leave
+   * the other ranks waiting for it. */
+  const hvd__cudart *rt;
+  if (hvd__cudart_get(&rt) < 0 || device >= hvd__cudart_device_count(rt)) return 0;
+  return hvd__cuda_ready_event(device, stream, ready);
+#else
+  HVD__UNUSED(device);
+  HVD__UNUSED(stream);
+  return 0;
+#endif
+}
+
+void hvd__device_ready_free(void *ready) {
+#ifdef HVD_WITH_CUDA
+  hvd__cuda_ready_event_free(ready);
+#else
+  HVD__UNUSED(ready);
+#endif
+}
+
 /* Every rank of c has a copier?  The failing rank says why, the others
  * name it; *fatal is 0 then (every rank knows, nothing was sent), 1 when
  * the agreement itself failed. */
@@ -139,6 +165,14 @@ static int agree_on_copier(hvd_engine *e, hvd_comm *c, const response *r, int *f
 }
 
 /* ---- running ---- */
+
+/* The copies queued from now on wait for the work the caller queued on
+ * its stream before handing p over (hvd_opts.stream). */
+static int wait_ready(hvd_engine *e, const pending *p) {
+  void *ready = p->mine ? p->mine->w.ready : NULL;
+  if (!ready || !e->copier.ops->wait_ready) return 0;
+  return e->copier.ops->wait_ready(e->copier.ctx, ready);
+}
 
 typedef struct {
   hvd_comm *c;
@@ -175,7 +209,8 @@ static int run_item(hvd_engine *e, hvd_comm *c, const pending *p) {
   int bcast = p->req.type == HVD_REQ_BROADCAST;
   const void *src = bcast ? en->w.recvbuf : en->w.sendbuf;
   hvd__timeline_begin(e->tl, p->req.name, bcast ? "STAGED_BROADCAST" : "STAGED_ALLREDUCE", NULL);
-  int rc = hvd__staging_run(e->staging, en->w.recvbuf, src, bytes, j.esize,
+  int rc = wait_ready(e, p);
+  if (rc == 0) rc = hvd__staging_run(e->staging, en->w.recvbuf, src, bytes, j.esize,
                             bcast ? broadcast_chunk : allreduce_chunk, &j,
                             hvd__now_ms() + DEADLINE_MS);
   hvd__timeline_end(e->tl, p->req.name);
@@ -219,6 +254,7 @@ static int run_fused(hvd_engine *e, hvd_comm *c, const response *r) {
     const pending *p = r->items[i];
     size_t bytes = p->req.count * j.esize;
     hvd__timeline_begin(e->tl, p->req.name, "STAGED_ALLREDUCE", NULL);
+    HVD__CHECK(wait_ready(e, p));
     if (bytes) HVD__CHECK(ops->copy_d2d_async(ctx, fb + off, p->mine->w.sendbuf, bytes));
     off += bytes;
   }
@@ -253,7 +289,9 @@ static int run_reducescatter(hvd_engine *e, hvd_comm *c, const pending *p) {
   char *fb = e->dev_fusion;
   uint64_t deadline = hvd__now_ms() + DEADLINE_MS;
   hvd__timeline_begin(e->tl, p->req.name, "STAGED_REDUCESCATTER", NULL);
-  int rc = bytes ? e->copier.ops->copy_d2d_async(e->copier.ctx, fb, p->mine->w.sendbuf, bytes) : 0;
+  int rc = wait_ready(e, p);
+  if (rc == 0 && bytes)
+    rc = e->copier.ops->copy_d2d_async(e->copier.ctx, fb, p->mine->w.sendbuf, bytes);
   if (rc == 0) rc = hvd__staging_run(e->staging, fb, fb, bytes, j.esize, allreduce_chunk, &j,
                                      deadline);
   if (rc == 0) rc = copy_out(e, p->mine->w.recvbuf, fb + own_at, own, deadline);

@@ -33,6 +33,14 @@ int hvd__device_check(int type, int reduce_op, int all_submitted, const char *na
 int hvd__device_execute(struct hvd_engine *e, struct response *r, struct hvd_comm *c,
                         int *fatal);
 
+/* At enqueue, on the caller's thread: *ready gets an event recorded on
+ * the caller's stream (hvd_opts.stream) of `device`, which the copies of
+ * that tensor's buffers wait for on the device.  NULL with a test copier
+ * (no streams), or where CUDA cannot be loaded (the copier agreement
+ * fails the tensor then, saying why). */
+int hvd__device_ready_new(int device, void *stream, void **ready);
+void hvd__device_ready_free(void *ready);
+
 /* Frees the engine's pipeline and copier. */
 void hvd__device_close(struct hvd_engine *e);
 

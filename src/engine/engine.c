@@ -100,6 +100,7 @@ static void op_release(hvd_engine *e, op *o) {
 static const char *op_msg(const op *o) { return o->msg ? o->msg : hvd_strerror(o->status); }
 
 static void entry_free(entry *en) {
+  hvd__device_ready_free(en->w.ready);
   free(en->sendcounts);
   free(en->ranks);
   free(en);
@@ -450,6 +451,7 @@ static int entry_new(const hvd_work *w, int size, entry **out) {
   entry *en = calloc(1, sizeof *en);
   if (!en) return hvd__err(HVD_E_NOMEM, "allocating a tensor entry");
   en->w = *w;
+  en->w.ready = NULL; /* the engine's own, made below */
   en->key = hvd__index_key(w->req.name, w->req.process_set);
   en->held = -1;
   if (w->req.type == HVD_REQ_ALLTOALL) {
@@ -464,6 +466,11 @@ static int entry_new(const hvd_work *w, int size, entry **out) {
       (w->req.type == HVD_REQ_PSET_ADD && !en->ranks)) {
     entry_free(en);
     return hvd__err(HVD_E_NOMEM, "copying the counts of '%s'", w->req.name);
+  }
+  int rc = w->req.on_device ? hvd__device_ready_new(w->device, w->stream, &en->w.ready) : 0;
+  if (rc < 0) {
+    entry_free(en);
+    return rc;
   }
   *out = en;
   return 0;

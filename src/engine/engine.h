@@ -37,6 +37,9 @@ typedef struct {
   size_t local_count;    /* allgather: elements this rank sends */
   const int *ranks;      /* process set add: the sorted ranks (copied) */
   int device;            /* req.on_device: this rank's CUDA ordinal (hvd_opts.device) */
+  void *stream;          /* req.on_device: the caller's stream (hvd_opts.stream) */
+  void *ready;           /* the engine's: an event on that stream at enqueue, or NULL
+                          * (device.h); copies of the buffers wait for it */
 } hvd_work;
 
 /* Starts the engine over the global communicator (which it uses from its

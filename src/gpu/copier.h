@@ -37,6 +37,10 @@ typedef struct hvd__copier_ops {
   int (*alloc_device)(void *ctx, size_t bytes, void **out);
   void (*free_device)(void *ctx, void *p);
   int (*copy_d2d_async)(void *ctx, void *dst, const void *src, size_t bytes);
+  /* Copies queued from now on wait (on the device, not here) for an
+   * event the caller recorded on its own stream (hvd_work.ready).  NULL
+   * in a copier whose callers have no streams (the host stand-in). */
+  int (*wait_ready)(void *ctx, void *ready);
 } hvd__copier_ops;
 
 typedef struct hvd__copier {

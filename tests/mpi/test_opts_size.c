@@ -11,6 +11,8 @@
  *     struct: the library must not look at them;
  *   - a caller built before hvd_opts.device (its size ended in what is now
  *     reserved_) with a device ordinal past its size: runs on host memory;
+ *   - a caller built before hvd_opts.stream (its size is device's end plus
+ *     padding): accepted, the stream past it unread;
  *   - sizes that end inside a field, zero, and sizes larger than this
  *     library's hvd_opts fail with HVD_E_INVALID naming the size;
  *   - HVD_OPTS_INIT's size works (every other test uses it).
@@ -82,6 +84,19 @@ static void before_device(void) {
         hvd_err_name(rc), hvd_last_error(), (double)y);
 }
 
+/* A program built before `stream` passes the size its struct had: device
+ * and the padding after it.  Garbage in the stream field past it is never
+ * read (it would be an invalid stream for a device call). */
+static void before_stream(void) {
+  hvd_opts o = HVD_OPTS_INIT;
+  o.struct_size = offsetof(hvd_opts, stream);
+  memset(&o.stream, 0xA5, sizeof o.stream);
+  float y = 1.0f;
+  int rc = hvd_wait(hvd_allreduce_async_opts(&y, &y, 1, HVD_FLOAT32, HVD_SUM, "old.stream", &o));
+  CHECK(rc == 0 && y == (float)size, "an hvd_opts from before stream: %s (%s), y %g",
+        hvd_err_name(rc), hvd_last_error(), (double)y);
+}
+
 static void bad_size(size_t n, const char *needle) {
   hvd_opts o = HVD_OPTS_INIT;
   o.struct_size = n;
@@ -123,6 +138,7 @@ int main(void) {
   old_size_struct();
   garbage_past_the_size();
   before_device();
+  before_stream();
   bad_size(0, "struct_size 0 is not the size of any hvd_opts");
   bad_size(offsetof(hvd_opts, prescale_factor) + 3, "is not the size of any hvd_opts");
   bad_size(sizeof(hvd_opts) + 8, "newer hvd.h");

@@ -47,8 +47,15 @@ static int host_copy(void *dst, const void *src, size_t n) { return memcpy(dst, 
 static const hvd__cudart *rt;
 static int cuda_alloc(void **p, size_t n) { return rt->Malloc(p, n ? n : 1) == cudaSuccess ? 0 : -1; }
 static void cuda_release(void *p) { rt->Free(p); }
+/* cudaMemcpy from pageable memory may return before its DMA into the
+ * device is done (on the legacy stream), and the pipeline's copier stream
+ * does not wait for that stream: the engine would, with the tensor's ready
+ * event (device.c); this test drives the pipeline alone, so it waits. */
 static int cuda_upload(void *dev, const void *host, size_t n) {
-  return rt->Memcpy(dev, host, n, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+  return rt->Memcpy(dev, host, n, cudaMemcpyHostToDevice) == cudaSuccess &&
+                 rt->StreamSynchronize(NULL) == cudaSuccess
+             ? 0
+             : -1;
 }
 static int cuda_download(void *host, const void *dev, size_t n) {
   return rt->Memcpy(host, dev, n, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;

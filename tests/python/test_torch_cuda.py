@@ -8,8 +8,8 @@ for; DistributedOptimizer and fp16 compression on the GPU.  Without one
 those tests skip ("no CUDA device"), and what can be checked on a CPU
 is: the device ordinal reaching the engine through hvd._C (the engine's
 answer proves it read hvd_opts.device), the routing of CUDA tensors in
-hvd.torch with fake CUDA tensors (the stream waited for before the
-enqueue, the ordinal passed; Adasum refused; one device per call), and
+hvd.torch with fake CUDA tensors (the current stream and the ordinal
+passed with the enqueue; Adasum refused; one device per call), and
 devices hvd does not take refused.
 """
 import os
@@ -99,12 +99,20 @@ class _Enqueued(Exception):
     pass
 
 
+FAKE_STREAM = 0xC0DE
+
+
 @pytest.fixture
 def recorded(monkeypatch):
-    """Replaces the stream wait and the enqueues of mpi_ops with recorders
-    (the enqueue stops the call): the events in order."""
+    """Replaces the stream lookup and the enqueues of mpi_ops with
+    recorders (the enqueue stops the call): the events in order, each
+    enqueue with its last two arguments (device, stream)."""
     events = []
-    monkeypatch.setattr(mpi_ops, "_wait_stream", lambda device: events.append(("wait", device)))
+
+    def stream(device):
+        events.append(("stream", device))
+        return FAKE_STREAM
+    monkeypatch.setattr(mpi_ops, "_stream", stream)
 
     class FakeC:
         DEVICE_CPU = _C.DEVICE_CPU
@@ -112,7 +120,7 @@ def recorded(monkeypatch):
 
         def __getattr__(self, name):
             def enqueue(*args):
-                events.append((name, args[-1]))
+                events.append((name,) + args[-2:])
                 raise _Enqueued()
             return enqueue
     monkeypatch.setattr(mpi_ops, "_C", FakeC())
@@ -128,19 +136,20 @@ def recorded(monkeypatch):
     (lambda t: hvd.reducescatter_async(t), "reducescatter_async"),
     (lambda t: hvd.grouped_reducescatter_async([t]), "grouped_reducescatter_async"),
 ])
-def test_cuda_tensor_routed_with_its_ordinal_after_the_stream(recorded, call, native):
+def test_cuda_tensor_routed_with_its_ordinal_and_stream(recorded, call, native):
     t = _fake_cuda((2 * hvd.size(), 3), index=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a fake tensor's data_ptr() warns
         with pytest.raises(_Enqueued):
             call(t)
-    assert recorded == [("wait", 1), (native, 1)]
+    assert recorded == [("stream", 1), (native, 1, FAKE_STREAM)]
 
 
 def test_cpu_tensor_routed_as_host_memory(recorded):
     with pytest.raises(_Enqueued):
         hvd.allreduce_async(torch.ones(3))
-    assert recorded == [("wait", _C.DEVICE_CPU), ("allreduce_async", _C.DEVICE_CPU)]
+    assert recorded == [("stream", _C.DEVICE_CPU),
+                        ("allreduce_async", _C.DEVICE_CPU, FAKE_STREAM)]
 
 
 def test_adasum_on_cuda_refused():
@@ -277,8 +286,9 @@ def test_adasum_cuda_refused(gpu):
 @needs_cuda
 def test_current_stream_waited_for(gpu):
     """The tensor is written on a side stream behind a long kernel; the
-    allreduce, issued on that stream without synchronising, must see the
-    written values."""
+    allreduce, issued on that stream without synchronising (hvd passes the
+    stream: its copies wait for an event there), must see the written
+    values."""
     s = torch.cuda.Stream(device=gpu)
     t = torch.zeros(1 << 16, device=gpu)
     torch.cuda.synchronize(gpu)

@@ -236,7 +236,7 @@ static inline int hc_event_wait(void *ctx, hvd__copy_event *ev, uint64_t deadlin
 static const hvd__copier_ops hc_ops = {
     hc_alloc_pinned, hc_free_pinned, hc_d2h,        hc_h2d,          hc_event_create,
     hc_event_destroy, hc_event_record, hc_event_query, hc_event_wait, hc_alloc_device,
-    hc_free_device,  hc_d2d};
+    hc_free_device,  hc_d2d,         NULL /* no streams: no wait_ready */};
 
 static inline host_copier *hc_create(long delay_us) {
   host_copier *h = calloc(1, sizeof *h);

@@ -22,8 +22,9 @@ the tensor's device memory to the engine with its device ordinal
 (hvd_opts.device), which stages it through pinned host memory;
 allgather and alltoall go through a host copy (tensor.cpu(), the
 collective, the result back on the tensor's device); Adasum is refused.
-Before the engine reads a CUDA tensor, the work already queued on the
-device's current stream has finished (_wait_stream).
+The engine's copies of a CUDA tensor wait, on the device, for the work
+queued on the device's current stream before the call (an event hvd
+records there: _stream); neither this thread nor that stream blocks.
 """
 import atexit
 import itertools
@@ -173,16 +174,15 @@ def _device(tensors, what):
     return _C.DEVICE_CPU if device.type == "cpu" else device.index
 
 
-def _wait_stream(device):
-    """Before the engine reads a CUDA tensor: waits until the work already
-    queued on the device's current stream (the kernels that produced the
-    tensor, and the copies this module queued there) has finished.  The
-    engine copies on a stream of its own, from its thread, and cannot yet
-    wait for another stream's event, so the wait is on this thread:
-    synchronising the stream blocks exactly as long as recording an event
-    at its end and synchronising that would, with less to go wrong."""
-    if device != _C.DEVICE_CPU:
-        torch.cuda.current_stream(device).synchronize()
+def _stream(device):
+    """hvd_opts.stream of a call on device: the device's current stream,
+    whose queued work (the kernels that produced the tensors, the copies
+    this module queued there) the engine's copies wait for on the device
+    (an event recorded at the call), as Horovod's ready events do.  0 for
+    CPU tensors (unread)."""
+    if device == _C.DEVICE_CPU:
+        return 0
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def _refuse_adasum_on_cuda(op, device, what):
@@ -381,20 +381,20 @@ def _allreduce_group(tensors, in_place, name, op, prescale_factor, postscale_fac
                                   for s in srcs]
     name = _name(name, what, process_set)
     pre, post = float(prescale_factor), float(postscale_factor)
-    _wait_stream(device)
+    stream = _stream(device)
     natives = []
     if not grouped:
         src, dst = srcs[0], dsts[0]
         addr, count, code = _native(src)
         natives.append(_C.allreduce_async(addr, dst.data_ptr(), count, tuple(src.shape), code,
-                                          op, name, set_id, pre, post, (src, dst), device))
+                                          op, name, set_id, pre, post, (src, dst), device, stream))
     else:
         for sub_name, idx in _by_dtype(srcs, name):
             natives.append(_C.grouped_allreduce_async(
                 [srcs[i].data_ptr() for i in idx], [dsts[i].data_ptr() for i in idx],
                 [srcs[i].numel() for i in idx], _DTYPES[srcs[idx[0]].dtype], op, sub_name,
                 set_id, pre, post, (tuple(srcs[i] for i in idx), tuple(dsts[i] for i in idx)),
-                device))
+                device, stream))
 
     def finish(_):
         outputs = dsts
@@ -858,9 +858,9 @@ def _broadcast_async(tensor, in_place, root_rank, name, process_set):
         buf = tensor.clone(memory_format=torch.contiguous_format)
     addr, count, code = _native(buf)
     device = _device([buf], "broadcast")
-    _wait_stream(device)
+    stream = _stream(device)
     native = _C.broadcast_async(addr, count, tuple(buf.shape), code, root, name, set_id, (buf,),
-                                device)
+                                device, stream)
 
     def finish(_):
         if in_place and buf is not tensor:
@@ -952,21 +952,21 @@ def _reducescatter_group(tensors, name, op, process_set, prescale_factor, postsc
     srcs, blocks = zip(*[_scatter_input(_contiguous(t, what), n, what, name) for t in tensors])
     recvs = [s.new_empty((b,) + tuple(s.shape[1:])) for s, b in zip(srcs, blocks)]
     device = _device(srcs, what)
-    _wait_stream(device)
+    stream = _stream(device)
     natives = []
     if not grouped:
         src, recv = srcs[0], recvs[0]
         addr, count, code = _native(src)
         natives.append(_C.reducescatter_async(addr, recv.data_ptr(), count, tuple(src.shape),
                                               code, op, name, set_id, pre, post, (src, recv),
-                                              device))
+                                              device, stream))
     else:
         for sub_name, idx in _by_dtype(srcs, name):
             natives.append(_C.grouped_reducescatter_async(
                 [srcs[i].data_ptr() for i in idx], [recvs[i].data_ptr() for i in idx],
                 [srcs[i].numel() for i in idx], _DTYPES[srcs[idx[0]].dtype], op, sub_name,
                 set_id, pre, post, (tuple(srcs[i] for i in idx), tuple(recvs[i] for i in idx)),
-                device))
+                device, stream))
     mine = [recv[:_scatter_rows(t.shape[0], n)[me]] for t, recv in zip(tensors, recvs)]
     return _register(natives, lambda _: mine if grouped else mine[0])
 

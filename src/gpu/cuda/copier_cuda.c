@@ -107,9 +107,48 @@ static int copy_d2d_async(void *ctx, void *dst, const void *src, size_t bytes) {
       "cudaMemcpyAsync (device to device)");
 }
 
+static int wait_ready(void *ctx, void *ready) {
+  cuda_ctx *c = ctx;
+  return hvd__cudart_check(c->rt, c->rt->StreamWaitEvent(c->stream, (cudaEvent_t)ready, 0),
+                           "cudaStreamWaitEvent (the caller's stream)");
+}
+
 static const hvd__copier_ops cuda_ops = {
-    alloc_pinned, free_pinned, copy_d2h_async, copy_h2d_async, event_create, event_destroy,
-    event_record, event_query, event_wait,     alloc_device,   free_device,  copy_d2d_async};
+    alloc_pinned, free_pinned, copy_d2h_async, copy_h2d_async, event_create,   event_destroy,
+    event_record, event_query, event_wait,     alloc_device,   free_device,    copy_d2d_async,
+    wait_ready};
+
+/* Events belong to the device current when they are made: make this one
+ * on `device` and give the caller's thread its own device back. */
+static int record_ready(const hvd__cudart *rt, int device, void *stream, cudaEvent_t *ev) {
+  HVD__CHECK(hvd__cudart_check(rt, rt->SetDevice(device), "cudaSetDevice"));
+  HVD__CHECK(hvd__cudart_check(rt, rt->EventCreateWithFlags(ev, cudaEventDisableTiming),
+                               "cudaEventCreateWithFlags"));
+  int rc = hvd__cudart_check(rt, rt->EventRecord(*ev, (cudaStream_t)stream), "cudaEventRecord");
+  if (rc < 0) rt->EventDestroy(*ev);
+  return rc;
+}
+
+int hvd__cuda_ready_event(int device, void *stream, void **out) {
+  const hvd__cudart *rt;
+  int was;
+  *out = NULL;
+  HVD__CHECK(hvd__cudart_get(&rt));
+  HVD__CHECK(hvd__cudart_check(rt, rt->GetDevice(&was), "cudaGetDevice"));
+  cudaEvent_t ev;
+  int rc = record_ready(rt, device, stream, &ev);
+  if (was != device) rt->SetDevice(was);
+  if (rc < 0)
+    return hvd__err_prefix(rc, "marking the end of stream %p's work on CUDA device %d", stream,
+                           device);
+  *out = (void *)ev;
+  return 0;
+}
+
+void hvd__cuda_ready_event_free(void *ev) {
+  const hvd__cudart *rt;
+  if (ev && hvd__cudart_get(&rt) == 0) rt->EventDestroy((cudaEvent_t)ev);
+}
 
 int hvd__copier_cuda_create(hvd__copier *out, int device) {
   const hvd__cudart *rt;

@@ -15,4 +15,11 @@
 int hvd__copier_cuda_create(hvd__copier *out, int device);
 void hvd__copier_cuda_destroy(hvd__copier *c);
 
+/* An event recorded on the caller's `stream` of `device` (NULL: the
+ * legacy default stream), for a copier's wait_ready: the point after the
+ * work that produces a tensor.  Made on the calling thread, whose current
+ * device is left as it was. */
+int hvd__cuda_ready_event(int device, void *stream, void **out);
+void hvd__cuda_ready_event_free(void *ev);
+
 #endif /* HVD_GPU_COPIER_CUDA_H */
