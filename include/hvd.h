@@ -252,10 +252,11 @@ typedef struct {
    * is in.  The ranks negotiate host against device memory (not the
    * ordinal: each rank has its own GPU): a rank with host memory against
    * one with device memory fails with HVD_E_MISMATCH naming the tensor.
-   * Allreduce, broadcast and reducescatter of device tensors are staged
-   * through pinned host memory; allgather and alltoall fail with
-   * HVD_E_UNSUPPORTED (not yet), as does HOROVOD_GPU_OPERATIONS=NCCL
-   * (docs/gpu.md). */
+   * Device tensors are staged through host memory (docs/gpu.md); an
+   * allgather's or alltoall's *recvbuf is then device memory hvd
+   * allocated with cudaMalloc on that device: free it with cudaFree.
+   * Adasum on device memory fails with HVD_E_UNSUPPORTED (not yet), as
+   * does HOROVOD_GPU_OPERATIONS=NCCL. */
   int device;
   /* With device memory: the CUDA stream (a cudaStream_t) whose work
    * queued so far produces the buffers; NULL is CUDA's legacy default

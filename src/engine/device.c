@@ -70,14 +70,12 @@ int hvd__device_check(int type, int reduce_op, int all_submitted, const char *na
     return HVD_E_UNSUPPORTED;
   }
   const char *missing = NULL;
-  if (type != HVD_REQ_ALLREDUCE && type != HVD_REQ_BROADCAST && type != HVD_REQ_REDUCESCATTER)
-    missing = kind;
+  if (!hvd__request_moves_tensors(type)) missing = kind;
   else if (reduce_op == HVD_ADASUM && type == HVD_REQ_ALLREDUCE) missing = "Adasum";
   else if (!all_submitted) missing = "joined ranks standing in";
   if (!missing) return 0;
-  snprintf(why, cap, "%s '%s': device memory (hvd_opts.device) is not supported yet for %s: "
-           "allreduce, broadcast and reducescatter run staged (docs/gpu.md)", kind, name,
-           missing);
+  snprintf(why, cap, "%s '%s': device memory (hvd_opts.device) is not supported yet for %s "
+           "(docs/gpu.md)", kind, name, missing);
   return HVD_E_UNSUPPORTED;
 }
 
@@ -229,12 +227,16 @@ static int fusion_buffer(hvd_engine *e, size_t bytes) {
   return 0;
 }
 
+/* Waits for every copy queued so far. */
+static int settle(hvd_engine *e, uint64_t deadline) {
+  HVD__CHECK(e->copier.ops->event_record(e->copier.ctx, e->dev_done));
+  return e->copier.ops->event_wait(e->copier.ctx, e->dev_done, deadline);
+}
+
 /* The fusion buffer's last copy out, then a wait for every copy so far. */
 static int copy_out(hvd_engine *e, void *dst, const void *src, size_t bytes, uint64_t deadline) {
-  const hvd__copier_ops *ops = e->copier.ops;
-  if (bytes) HVD__CHECK(ops->copy_d2d_async(e->copier.ctx, dst, src, bytes));
-  HVD__CHECK(ops->event_record(e->copier.ctx, e->dev_done));
-  return ops->event_wait(e->copier.ctx, e->dev_done, deadline);
+  if (bytes) HVD__CHECK(e->copier.ops->copy_d2d_async(e->copier.ctx, dst, src, bytes));
+  return settle(e, deadline);
 }
 
 /* Several allreduces of one dtype, op and scales (fused by negotiation,
@@ -299,14 +301,91 @@ static int run_reducescatter(hvd_engine *e, hvd_comm *c, const pending *p) {
   return rc < 0 ? hvd__err_prefix(rc, "reducescatter '%s'", p->req.name) : 0;
 }
 
+/* ---- allgather, alltoall: whole tensors through host memory ----
+ * Their results have sizes only the collective learns, so they are not
+ * pipelined: the input is copied to the host, the host collective runs,
+ * and its result is copied into device memory the copier allocates
+ * (cudaMalloc), which the caller owns as it owns the host path's
+ * malloc()ed result. */
+
+/* A copy that missed its deadline may still write `host`: it is left
+ * allocated rather than freed under the copy. */
+static void free_unless_copying(void *host, int rc) {
+  if (rc != HVD_E_TIMEOUT) free(host);
+}
+
+/* p's input (bytes) in malloc()ed host memory. */
+static int input_to_host(hvd_engine *e, const pending *p, size_t bytes, void **out,
+                         uint64_t deadline) {
+  char *host = malloc(bytes ? bytes : 1);
+  if (!host) return hvd__err(HVD_E_NOMEM, "%zu bytes of host memory for the input", bytes);
+  int rc = wait_ready(e, p);
+  if (rc == 0 && bytes)
+    rc = e->copier.ops->copy_d2h_async(e->copier.ctx, host, p->mine->w.sendbuf, bytes);
+  if (rc == 0) rc = settle(e, deadline);
+  if (rc < 0) return free_unless_copying(host, rc), rc;
+  *out = host;
+  return 0;
+}
+
+/* The host result in new device memory (NULL when empty, as on the host). */
+static int result_to_device(hvd_engine *e, const void *host, size_t bytes, void **out,
+                            uint64_t deadline) {
+  const hvd__copier_ops *ops = e->copier.ops;
+  *out = NULL;
+  if (bytes == 0) return 0;
+  HVD__CHECK(ops->alloc_device(e->copier.ctx, bytes, out));
+  int rc = ops->copy_h2d_async(e->copier.ctx, *out, host, bytes);
+  if (rc == 0) rc = settle(e, deadline);
+  if (rc < 0 && rc != HVD_E_TIMEOUT) ops->free_device(e->copier.ctx, *out);
+  if (rc < 0) *out = NULL;
+  return rc;
+}
+
+static size_t sum(const size_t *v, int n) {
+  size_t s = 0;
+  for (int i = 0; i < n; i++) s += v[i];
+  return s;
+}
+
+static int run_gather(hvd_engine *e, hvd_comm *c, const pending *p) {
+  const entry *en = p->mine; /* every rank submitted (hvd__device_check) */
+  int type = p->req.type;
+  size_t esize = hvd_dtype_size((hvd_dtype)p->req.dtype);
+  size_t count = type == HVD_REQ_ALLTOALL ? sum(en->sendcounts, c->size) : en->w.local_count;
+  uint64_t deadline = hvd__now_ms() + DEADLINE_MS;
+  size_t *counts = calloc((size_t)c->size, sizeof *counts);
+  void *send = NULL, *out = NULL, *dev = NULL;
+  if (!counts) return hvd__err(HVD_E_NOMEM, "allocating %d counts", c->size);
+  hvd__timeline_begin(e->tl, p->req.name, type == HVD_REQ_ALLTOALL ? "STAGED_ALLTOALL"
+                                                                   : "STAGED_ALLGATHER", NULL);
+  int rc = input_to_host(e, p, count * esize, &send, deadline);
+  if (rc == 0) rc = hvd__gather(c, type, send, count, en->sendcounts, esize, &out, counts);
+  if (rc == 0) rc = result_to_device(e, out, sum(counts, c->size) * esize, &dev, deadline);
+  hvd__timeline_end(e->tl, p->req.name);
+  if (rc == 0) {
+    *en->w.out = dev;
+    if (en->w.out_counts) memcpy(en->w.out_counts, counts, (size_t)c->size * sizeof *counts);
+  }
+  free_unless_copying(out, rc);
+  free(send);
+  free(counts);
+  return rc < 0 ? hvd__err_prefix(rc, "%s '%s'", hvd__req_type_name(type), p->req.name) : 0;
+}
+
+static int run_one(hvd_engine *e, hvd_comm *c, const pending *p) {
+  switch (p->req.type) {
+    case HVD_REQ_REDUCESCATTER: return run_reducescatter(e, c, p);
+    case HVD_REQ_ALLGATHER:
+    case HVD_REQ_ALLTOALL: return run_gather(e, c, p);
+    default: return run_item(e, c, p);
+  }
+}
+
 int hvd__device_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
   HVD__CHECK(agree_on_copier(e, c, r, fatal));
   *fatal = 1;
   if (r->n > 1 && r->items[0]->req.type == HVD_REQ_ALLREDUCE) return run_fused(e, c, r);
-  for (int i = 0; i < r->n; i++) {
-    const pending *p = r->items[i];
-    HVD__CHECK(p->req.type == HVD_REQ_REDUCESCATTER ? run_reducescatter(e, c, p)
-                                                    : run_item(e, c, p));
-  }
+  for (int i = 0; i < r->n; i++) HVD__CHECK(run_one(e, c, r->items[i]));
   return 0;
 }

@@ -231,6 +231,10 @@ void hvd__unsent_add(hvd_engine *e, entry *en);
 
 /* execute.c */
 int hvd__execute(hvd_engine *e, response *r);
+/* allgather or alltoall (type) of host memory on c through the set's
+ * collectives: *out malloc()ed, counts[c->size] received per rank. */
+int hvd__gather(hvd_comm *c, int type, const void *send, size_t count,
+                const size_t *sendcounts, size_t esize, void **out, size_t *counts);
 
 /* tuning.c: the autotuner's side of the cycle */
 int hvd__tuning_start(hvd_engine *e);

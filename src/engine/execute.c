@@ -195,36 +195,30 @@ static int run_broadcast(const job *j, pending *p) {
   return hvd__broadcast(j->c, buf, bytes, p->req.root);
 }
 
-static int run_allgather(const job *j, pending *p) {
+int hvd__gather(hvd_comm *c, int type, const void *send, size_t count,
+                const size_t *sendcounts, size_t esize, void **out, size_t *counts) {
+  if (type == HVD_REQ_ALLTOALL)
+    return c->coll ? c->coll->alltoall(c, send, sendcounts, esize, out, counts)
+                   : hvd__alltoall(c, send, sendcounts, esize, out, counts);
+  return c->coll ? c->coll->allgather(c, send, count, esize, out, counts)
+                 : hvd__allgather(c, send, count, esize, out, counts);
+}
+
+/* allgather and alltoall: the result is the caller's (a joined rank
+ * standing in for an allgather sends nothing and drops it; negotiation
+ * refuses alltoall then). */
+static int run_gather(const job *j, pending *p) {
   entry *en = p->mine;
   void *out = NULL;
   size_t *counts = calloc((size_t)j->c->size, sizeof *counts);
   if (!counts) return hvd__err(HVD_E_NOMEM, "allocating %d counts", j->c->size);
-  const void *send = en ? en->w.sendbuf : NULL;
-  size_t count = en ? en->w.local_count : 0;
-  int rc = j->c->coll ? j->c->coll->allgather(j->c, send, count, j->esize, &out, counts)
-                      : hvd__allgather(j->c, send, count, j->esize, &out, counts);
+  int rc = hvd__gather(j->c, p->req.type, en ? en->w.sendbuf : NULL, en ? en->w.local_count : 0,
+                       en ? en->sendcounts : NULL, j->esize, &out, counts);
   if (rc == 0 && en) {
     *en->w.out = out;
     if (en->w.out_counts) memcpy(en->w.out_counts, counts, (size_t)j->c->size * sizeof *counts);
   } else {
     free(out);
-  }
-  free(counts);
-  return rc;
-}
-
-static int run_alltoall(const job *j, pending *p) {
-  entry *en = p->mine; /* a joined rank cannot stand in: negotiate refuses it */
-  size_t *counts = calloc((size_t)j->c->size, sizeof *counts);
-  if (!counts) return hvd__err(HVD_E_NOMEM, "allocating %d counts", j->c->size);
-  void *out = NULL;
-  int rc = j->c->coll
-               ? j->c->coll->alltoall(j->c, en->w.sendbuf, en->sendcounts, j->esize, &out, counts)
-               : hvd__alltoall(j->c, en->w.sendbuf, en->sendcounts, j->esize, &out, counts);
-  if (rc == 0) {
-    *en->w.out = out;
-    if (en->w.out_counts) memcpy(en->w.out_counts, counts, (size_t)j->c->size * sizeof *counts);
   }
   free(counts);
   return rc;
@@ -253,8 +247,8 @@ static int run_single(const job *j, pending *p, int64_t *value) {
   int id;
   switch (p->req.type) {
     case HVD_REQ_BROADCAST: return run_broadcast(j, p);
-    case HVD_REQ_ALLGATHER: return run_allgather(j, p);
-    case HVD_REQ_ALLTOALL: return run_alltoall(j, p);
+    case HVD_REQ_ALLGATHER:
+    case HVD_REQ_ALLTOALL: return run_gather(j, p);
     case HVD_REQ_REDUCESCATTER: return run_reducescatter(j, p);
     case HVD_REQ_BARRIER: return j->c->coll ? j->c->coll->barrier(j->c) : hvd__barrier(j->c);
     case HVD_REQ_PSET_ADD:

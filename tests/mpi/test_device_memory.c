@@ -7,8 +7,8 @@
  *     every rank with HVD_E_MISMATCH naming the collective, the tensor
  *     and which ranks sent which memory (allreduce, allgather, a group);
  *   - every rank with device memory (each its own ordinal: the ordinal is
- *     not negotiated) agrees; an allgather, which the device path does
- *     not run yet, fails on every rank with HVD_E_UNSUPPORTED "not
+ *     not negotiated) agrees; an Adasum allreduce, which the device path
+ *     does not run yet, fails on every rank with HVD_E_UNSUPPORTED "not
  *     supported yet" (test_device_staged runs what it does run);
  *   - the job goes on: a host allreduce afterwards gives the right sum.
  * The buffers are host memory throughout: nothing here reaches a copy.
@@ -77,16 +77,18 @@ static void host_against_device(void) {
 }
 
 /* Every rank on its own device: agreed (the ordinal is not negotiated),
- * and refused by the kinds the device path does not run yet. */
+ * and refused by what the device path does not run yet. */
 static void all_on_device(void) {
   hvd_opts o = on(rank);
-  float x[3] = {1, 2, 3};
-  void *out = NULL;
-  int rc = hvd_wait(hvd_allgather_async(x, 3, HVD_FLOAT32, &out, NULL, "dev.ag", &o));
-  expect(rc, HVD_E_UNSUPPORTED, "all on device", "allgather 'dev.ag': device memory",
-         "not supported yet");
-  CHECK(out == NULL, "a refused allgather left a result");
-  free(out);
+  float x[4] = {1, 2, 3, 4};
+  int rc = hvd_wait(hvd_allreduce_async_opts(x, x, 4, HVD_FLOAT32, HVD_ADASUM, "dev.adasum", &o));
+  if ((size & (size - 1)) == 0) /* else refused at the call: not a power of two */
+    expect(rc, HVD_E_UNSUPPORTED, "all on device", "allreduce 'dev.adasum': device memory",
+           "not supported yet for Adasum");
+  else
+    expect(rc, HVD_E_UNSUPPORTED, "all on device", "allreduce 'dev.adasum'",
+           "power-of-two number of ranks");
+  CHECK(x[0] == 1 && x[3] == 4, "a refused allreduce wrote its buffer");
 }
 
 static void job_goes_on(void) {
