@@ -25,8 +25,10 @@ NCCL at np 1): a check that the script works, not a measurement.
 Rank 0 prints Markdown tables, with the card, PyTorch and the load average.
 """
 import argparse
+import datetime
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -112,6 +114,7 @@ class Bench:
         once and checks the result (a path that runs but computes nonsense
         must not be timed); then the columns alternate.  Returns {column:
         median seconds, or why there is none}."""
+        start = time.perf_counter()
         times = {}
         for col, (check, _) in calls.items():
             try:
@@ -127,6 +130,10 @@ class Bench:
         for col in calls:
             s = self.slowest(times[col])
             out[col] = s if isinstance(s, str) else statistics.median(s)
+        if self.hvd.rank() == 0:  # progress, for a run that is cut off
+            print("torch_cuda_allreduce: np %d, %s done in %.1f s"
+                  % (self.hvd.size(), human(nbytes), time.perf_counter() - start),
+                  file=sys.stderr, flush=True)
         return out
 
 
@@ -262,16 +269,19 @@ def main():
     bench = Bench(hvd, device, args.reps)
     sizes = CPU_SIZES if args.cpu else GPU_SIZES
 
+    # a hung collective fails in a minute, not torch's default half hour
+    timeout = datetime.timedelta(seconds=60)
     if size == 1:
         backend = "gloo" if args.cpu else "nccl"
-        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
+                                timeout=timeout)
     else:
         port = hvd.broadcast_object(free_port() if rank == 0 else None, root_rank=0,
                                     name="gloo.port")
         dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
-                                rank=rank, world_size=size)
+                                rank=rank, world_size=size, timeout=timeout)
     if rank == 0:
-        print(describe(device, size, path, args.cpu))
+        print(describe(device, size, path, args.cpu), flush=True)
         print()
     if size == 1:
         ceiling_table(bench, sizes, hvd, backend)
