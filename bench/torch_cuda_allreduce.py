@@ -103,11 +103,15 @@ class Bench:
 
     def slowest(self, times):
         """Per call, the slowest rank's time (lists of equal length on every
-        rank, or a string saying why there are none)."""
-        every = self.hvd.allgather_object(times)
-        if any(isinstance(t, str) for t in every):
-            return next(t for t in every if isinstance(t, str))
-        return [max(ts) for ts in zip(*every)]
+        rank)."""
+        return [max(ts) for ts in zip(*self.hvd.allgather_object(times))]
+
+    def agree(self, why):
+        """{column: why it cannot run on this rank, or None} -> the same on
+        every rank: a column that failed anywhere runs nowhere (a rank
+        going on alone would wait for the others forever)."""
+        every = self.hvd.allgather_object(why)
+        return {col: next((w[col] for w in every if w[col]), None) for col in why}
 
     def run(self, nbytes, calls, barrier):
         """calls: {column: (warm-up check, timed call)}.  The warm-up runs
@@ -115,21 +119,21 @@ class Bench:
         must not be timed); then the columns alternate.  Returns {column:
         median seconds, or why there is none}."""
         start = time.perf_counter()
-        times = {}
+        why = {}
         for col, (check, _) in calls.items():
             try:
                 check()
-                times[col] = []
+                why[col] = None
             except (RuntimeError, ValueError) as e:  # HorovodInternalError is a RuntimeError
-                times[col] = why_not(e)
+                why[col] = why_not(e)
+        why = self.agree(why)
+        times = {col: [] for col in calls if not why[col]}
         for _ in range(self.reps or reps_for(nbytes)):
-            for col, (_, call) in calls.items():
-                if isinstance(times[col], list):
-                    times[col].append(self.timed(call, barrier))
-        out = {}
-        for col in calls:
-            s = self.slowest(times[col])
-            out[col] = s if isinstance(s, str) else statistics.median(s)
+            for col in times:
+                times[col].append(self.timed(calls[col][1], barrier))
+        out = dict(why)
+        for col in times:
+            out[col] = statistics.median(self.slowest(times[col]))
         if self.hvd.rank() == 0:  # progress, for a run that is cut off
             print("torch_cuda_allreduce: np %d, %s done in %.1f s"
                   % (self.hvd.size(), human(nbytes), time.perf_counter() - start),

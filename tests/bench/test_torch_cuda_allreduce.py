@@ -61,14 +61,66 @@ def test_without_a_gpu_skips_saying_why():
     assert "skipped (--cpu runs it on CPU tensors)" in out.stderr
 
 
-def test_refusal_becomes_a_cell():
+@pytest.fixture
+def b():
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import torch_cuda_allreduce
+        yield torch_cuda_allreduce
+    finally:
+        sys.path.remove(os.path.join(ROOT, "bench"))
+
+
+class FakeHvd:
+    """Rank 0 of a job whose other ranks' outcomes of the checks (the
+    dicts Bench.agree gathers) are `others`; their times are rank 0's."""
+    def __init__(self, others=()):
+        self.others = list(others)
+
+    def rank(self):
+        return 0
+
+    def size(self):
+        return 1 + len(self.others)
+
+    def allgather_object(self, obj):
+        return [obj] + (self.others if isinstance(obj, dict) else [obj] * len(self.others))
+
+
+def test_refusal_becomes_a_cell(b):
     """hvd's clean refusal of a path (HOROVOD_GPU_OPERATIONS=NCCL today)
     is the cell 'not supported yet', any other error its first line."""
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    import torch_cuda_allreduce as b
     msg = ("allreduce 'x': HOROVOD_GPU_OPERATIONS=NCCL: the NCCL path is not supported yet "
            "(unset it, ...)\nmore")
     assert b.why_not(RuntimeError(msg)) == "not supported yet"
     assert b.why_not(RuntimeError("boom\nsecond line")) == "failed: boom"
     assert b.ratio("not supported yet", 1.0) == "-"
     assert b.ratio(0.5, 1.0) == "2.00"
+
+
+def test_a_refused_column_is_skipped_and_the_others_timed(b):
+    import torch
+    bench = b.Bench(FakeHvd(), torch.device("cpu"), reps=3)
+    ran = []
+
+    def refuse():
+        raise RuntimeError("allreduce 'x': HOROVOD_GPU_OPERATIONS=NCCL: the NCCL path is "
+                           "not supported yet")
+    out = bench.run(4096, {"copy": (lambda: None, lambda: ran.append("copy")),
+                           "hvd": (refuse, lambda: ran.append("hvd"))}, lambda: None)
+    assert out["hvd"] == "not supported yet"
+    assert isinstance(out["copy"], float) and out["copy"] >= 0
+    assert ran == ["copy"] * 3
+
+
+def test_a_column_failed_on_another_rank_runs_nowhere(b):
+    """Every rank agrees on what runs: rank 0's check passed, another
+    rank's failed, so rank 0 does not time it either (it would wait alone)."""
+    import torch
+    other = {"gloo": "failed: wrong result", "hvd": None}
+    bench = b.Bench(FakeHvd([other]), torch.device("cpu"), reps=2)
+    ran = []
+    out = bench.run(4096, {"hvd": (lambda: None, lambda: ran.append("hvd")),
+                           "gloo": (lambda: None, lambda: ran.append("gloo"))}, lambda: None)
+    assert out["gloo"] == "failed: wrong result"
+    assert ran == ["hvd", "hvd"]
