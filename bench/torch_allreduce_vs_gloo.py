@@ -11,12 +11,13 @@ shows medians.  Rank 0 prints a Markdown table.
 """
 import argparse
 import os
-import socket
 import statistics
 import time
 
 import torch
 import torch.distributed as dist
+
+from torch_bench_common import free_port, human
 
 import hvd.torch as hvd
 
@@ -24,12 +25,6 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--min-bytes", type=int, default=4 << 10)
 parser.add_argument("--max-bytes", type=int, default=64 << 20)
 parser.add_argument("--reps", type=int, default=0, help="repetitions per size (0: by size)")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def reps_for(nbytes):
@@ -40,14 +35,6 @@ def reps_for(nbytes):
     if nbytes <= 16 << 20:
         return 6
     return 4
-
-
-def human(n):
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return "%d %s" % (n, unit)
-        n //= 1024
-    return "%d TiB" % n
 
 
 def main():

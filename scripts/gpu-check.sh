@@ -213,6 +213,9 @@ torch_cuda_tests() {
   return "$rc"
 }
 export -f torch_cuda_tests
+# torch_step sets these for the bench step: the Python with PyTorch, the
+# folder holding the hvd package built for it, or why there is none.
+torch_py="" torch_pkg="" torch_why=""
 torch_step() {
   local py why=""
   if [ -n "$pkg" ]; then
@@ -229,9 +232,11 @@ torch_step() {
     why="no Python with PyTorch here"
   fi
   if [ -n "$why" ]; then
+    torch_why=$why
     [ -n "$card" ] && { results+=("torch-cuda FAILED ($why)"); failed=$((failed + 1)); return; }
     results+=("torch-cuda skipped ($why)"); skipped=$((skipped + 1)); return
   fi
+  torch_py=$py torch_pkg=$PWD/$pkg
   local pypath=$PWD/$pkg
   "$py" -c 'import pytest' 2>/dev/null || pypath=$pypath:$PWD/$CARRY/pylib
   log "torch: $py, $("$py" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')"
@@ -242,6 +247,19 @@ torch_step() {
   done
 }
 torch_step
+
+# ---- the GPU benchmark (bench/torch-cuda-allreduce): hvd's staged
+# allreduce against gloo on CUDA tensors at np 2 and 4, the NCCL ceilings
+# at np 1; its tables stay in the log.  The torch step's Python and hvd
+# package; skipped (77) where PyTorch sees no GPU ----
+if [ -n "$torch_py" ]; then
+  run_step bench 200 env PY="$torch_py" PKG="$torch_pkg" HVDRUN="$bin/hvdrun" \
+    HOROVOD_GLOO_TIMEOUT_SECONDS=60 bench/torch-cuda-allreduce
+elif [ -n "$card" ]; then
+  results+=("bench FAILED ($torch_why)"); failed=$((failed + 1))
+else
+  results+=("bench skipped ($torch_why)"); skipped=$((skipped + 1))
+fi
 
 # compute-sanitizer over the C GPU tests: the pipeline alone, and the
 # engine's device path at np 1 (the sanitizer inside the rank).
