@@ -15,10 +15,14 @@ device is idle again; a call's time is the slowest rank's, the table shows
 the median of those.  busbw = 2 (n - 1) / n * bytes / time.
 
 np 1: the ceilings: a device-to-device copy of the same size
-(Tensor.copy_), torch.distributed's NCCL backend at world size 1, and
-hvd.torch with HOROVOD_GPU_OPERATIONS=NCCL (where hvd refuses that, the
-column says so).  At one rank busbw is 0, so this table shows algbw =
-bytes / time.
+(Tensor.copy_), the round trip through pinned host memory that the staged
+path's copies make (device to host and back, the tensor's bytes over the
+time of both: what staging cannot beat however well it overlaps),
+torch.distributed's NCCL backend at world size 1, and hvd.torch with
+HOROVOD_GPU_OPERATIONS=NCCL (where hvd refuses that, the column says so).
+At one rank busbw is 0, so this table shows algbw = bytes / time; an
+in-place allreduce of one rank has nothing to move, so the NCCL columns
+show the cost of a call, not a bandwidth.
 
 --cpu runs the same code on CPU tensors of a few KiB (gloo in place of
 NCCL at np 1): a check that the script works, not a measurement.
@@ -212,7 +216,17 @@ def ceiling_table(bench, sizes, hvd, backend):
         dst = bench.tensor(nbytes, 0.0)
         c = bench.tensor(nbytes, 1.0)
         h = bench.tensor(nbytes, 1.0)
+        host = torch.empty(nbytes // 4, dtype=torch.float32, pin_memory=bench.cuda)
         name = "bench.nccl.%d" % nbytes
+
+        def round_trip():
+            host.copy_(src, non_blocking=True)
+            dst.copy_(host, non_blocking=True)
+
+        def round_trip_check():
+            dst.fill_(0.0)
+            round_trip()
+            copy_check()
 
         def copy_check():
             dst.copy_(src)
@@ -224,19 +238,20 @@ def ceiling_table(bench, sizes, hvd, backend):
 
         calls = {
             "copy": (copy_check, lambda: dst.copy_(src)),
+            "host": (round_trip_check, round_trip),
             "torch": (allreduce_check(dist.all_reduce, c, 1.0), lambda: dist.all_reduce(c)),
             "hvd": (allreduce_check(hvd_ar, h, 1.0), lambda: hvd_ar(h)),
         }
         rows.append((nbytes, bench.run(nbytes, calls, lambda: None)))
-        del src, dst, c, h
-    print("| size | copy (ms) | copy (GB/s) | torch %s (GB/s) | hvd NCCL (GB/s) "
-          "| torch %s/copy | hvd NCCL/copy |" % (backend, backend))
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+        del src, dst, c, h, host
+    print("| size | copy (ms) | copy (GB/s) | via host (GB/s) | torch %s (GB/s) "
+          "| hvd NCCL (GB/s) | torch %s/copy | hvd NCCL/copy |" % (backend, backend))
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for nbytes, r in rows:
         cp, t, h = r["copy"], r["torch"], r["hvd"]
-        print("| %s | %s | %s | %s | %s | %s | %s |" % (
-            human(nbytes), ms(cp), cell(nbytes, cp), cell(nbytes, t), cell(nbytes, h),
-            ratio(t, cp), ratio(h, cp)))
+        print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            human(nbytes), ms(cp), cell(nbytes, cp), cell(nbytes, r["host"]), cell(nbytes, t),
+            cell(nbytes, h), ratio(t, cp), ratio(h, cp)))
 
 
 def describe(device, size, path, cpu):

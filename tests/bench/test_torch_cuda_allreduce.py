@@ -36,10 +36,10 @@ def test_cpu_run_prints_both_tables():
     text = out.stdout
     assert re.search(r"^np 1, CPU tensors \(--cpu.*HOROVOD_GPU_OPERATIONS=NCCL", text, re.M), text
     assert re.search(r"^np 2, CPU tensors \(--cpu.*HOROVOD_GPU_OPERATIONS=GLOO", text, re.M), text
-    assert ("| size | copy (ms) | copy (GB/s) | torch gloo (GB/s) | hvd NCCL (GB/s) "
-            "| torch gloo/copy | hvd NCCL/copy |") in text
+    assert ("| size | copy (ms) | copy (GB/s) | via host (GB/s) | torch gloo (GB/s) "
+            "| hvd NCCL (GB/s) | torch gloo/copy | hvd NCCL/copy |") in text
     assert "| size | hvd (ms) | gloo (ms) | hvd busbw (GB/s) | gloo busbw (GB/s) | hvd/gloo |" in text
-    ceil = rows(text, 7)
+    ceil = rows(text, 8)
     staged = rows(text, 6)
     assert [r.split("|")[1].strip() for r in ceil] == ["4 KiB", "16 KiB"], text
     assert [r.split("|")[1].strip() for r in staged] == ["4 KiB", "16 KiB"], text
