@@ -32,8 +32,7 @@
 #include "gpu/cuda/cudart.h"
 #endif
 
-#define CHUNK_BYTES ((size_t)1 << 20)
-#define SLOTS 3
+#define SLOTS 3 /* chunks in flight; their size: HOROVOD_STAGING_CHUNK_BYTES */
 #define DEADLINE_MS 600000 /* one tensor's staging, copies and collectives */
 
 static hvd__copier test_copier;
@@ -97,8 +96,10 @@ static int open_copier(hvd_engine *e, int device) {
                     "(HVD_WITH_CUDA)", device);
 #endif
   }
-  int rc = e->copier.ops->event_create(e->copier.ctx, &e->dev_done);
-  if (rc == 0) rc = hvd__staging_create(&e->staging, &e->copier, CHUNK_BYTES, SLOTS);
+  long chunk = 0;
+  int rc = hvd__param_int(HVD_P_STAGING_CHUNK_BYTES, &chunk);
+  if (rc == 0) rc = e->copier.ops->event_create(e->copier.ctx, &e->dev_done);
+  if (rc == 0) rc = hvd__staging_create(&e->staging, &e->copier, (size_t)chunk, SLOTS);
   if (rc < 0) hvd__device_close(e); /* sets no error: the message stays */
   return rc;
 }
