@@ -81,7 +81,7 @@
     "Smallest allreduce that copies once when it can; 0: the measured default, which on " \
     "the machine it was measured on is never (docs/algorithms.md); the first rank of each " \
     "host decides for it")                                                                \
-  X(STAGING_CHUNK_BYTES, "HOROVOD_STAGING_CHUNK_BYTES", INT, "1048576", 4096, 1L << 30,   \
+  X(STAGING_CHUNK_BYTES, "HOROVOD_STAGING_CHUNK_BYTES", INT, "4194304", 4096, 1L << 30,   \
     "Chunk of the staged path for device (CUDA) tensors: each chunk is copied to pinned " \
     "host memory, reduced there while the next ones copy, and copied back (3 in flight)") \
   X(GLOO_IFACE, "HOROVOD_GLOO_IFACE", STR, "", 0, 0,                                     \
