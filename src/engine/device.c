@@ -25,6 +25,7 @@
 #include "../env.h"
 #include "../reduce.h"
 #include "device.h"
+#include "device_nccl.h"
 #include "engine_int.h"
 #include "gpu/staging.h"
 #ifdef HVD_WITH_CUDA
@@ -64,11 +65,6 @@ int hvd__device_check(int type, int reduce_op, int all_submitted, const char *na
     snprintf(why, cap, "%s '%s': %s='%s' is not NCCL, MPI or GLOO", kind, name, knob, value);
     return HVD_E_ENV;
   }
-  if (value && strcasecmp(value, "NCCL") == 0) {
-    snprintf(why, cap, "%s '%s': %s=NCCL: the NCCL path is not supported yet (unset it, or MPI "
-             "or GLOO, for the staged path; docs/gpu.md)", kind, name, knob);
-    return HVD_E_UNSUPPORTED;
-  }
   const char *missing = NULL;
   if (type != HVD_REQ_ALLREDUCE && type != HVD_REQ_BROADCAST && type != HVD_REQ_REDUCESCATTER)
     missing = kind;
@@ -79,6 +75,13 @@ int hvd__device_check(int type, int reduce_op, int all_submitted, const char *na
            "allreduce, broadcast and reducescatter run staged (docs/gpu.md)", kind, name,
            missing);
   return HVD_E_UNSUPPORTED;
+}
+
+/* HOROVOD_GPU_OPERATIONS / HOROVOD_GPU_ALLREDUCE=NCCL: device_nccl.c. */
+static int nccl_chosen(int type) {
+  const char *value;
+  path_knob(type, &value);
+  return value && strcasecmp(value, "NCCL") == 0;
 }
 
 /* ---- the copier ---- */
@@ -300,6 +303,7 @@ static int run_reducescatter(hvd_engine *e, hvd_comm *c, const pending *p) {
 }
 
 int hvd__device_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
+  if (nccl_chosen(r->items[0]->req.type)) return hvd__nccl_execute(e, r, c, fatal);
   HVD__CHECK(agree_on_copier(e, c, r, fatal));
   *fatal = 1;
   if (r->n > 1 && r->items[0]->req.type == HVD_REQ_ALLREDUCE) return run_fused(e, c, r);
