@@ -447,10 +447,23 @@ static int launch_broadcast(path *np, ncclComm_t comm, const hvd_request *q, voi
                 "ncclBroadcast", deadline);
 }
 
-/* Queues r's collectives on the stream. */
+/* The stream waits (on the device, not here) for the work each caller
+ * queued on its own stream before handing its tensor over (hvd_work.ready). */
+static int wait_ready(const path *np, const response *r) {
+  for (int i = 0; i < r->n; i++) {
+    void *ready = r->items[i]->mine->w.ready;
+    if (ready)
+      HVD__CHECK(CUDA(np, np->rt->StreamWaitEvent(np->stream, (cudaEvent_t)ready, 0),
+                      "cudaStreamWaitEvent (the caller's stream)"));
+  }
+  return 0;
+}
+
+/* Queues r's collectives on the stream, after the callers' work. */
 static int launch(path *np, ncclComm_t comm, const hvd_comm *c, const response *r,
                   uint64_t deadline) {
   const hvd_request *q = &r->items[0]->req;
+  HVD__CHECK(wait_ready(np, r));
   if (q->type == HVD_REQ_BROADCAST) {
     for (int i = 0; i < r->n; i++)
       HVD__CHECK(launch_broadcast(np, comm, &r->items[i]->req, r->items[i]->mine->w.recvbuf,

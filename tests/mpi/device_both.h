@@ -8,8 +8,9 @@
  *
  * Like testing.h: static functions only.  The program defines rank, size,
  * checks and failures, and, before including this, its device memory
- * (dev_alloc, dev_free, upload, download) and on_device(), the hvd_opts
- * of a call on it.
+ * (dev_alloc, dev_free, upload, download), on_device(), the hvd_opts
+ * of a call on it, and, in builds with CUDA, rt (NULL: no CUDA device
+ * memory, side_stream does nothing).
  */
 #ifndef HVD_TESTS_MPI_DEVICE_BOTH_H
 #define HVD_TESTS_MPI_DEVICE_BOTH_H
@@ -157,6 +158,45 @@ static void reducescatters(void) {
   }
   reducescatter_both(HVD_FLOAT32, HVD_AVERAGE, 4099);
   reducescatter_both(HVD_FLOAT32, HVD_MAX, (size_t)size * 1000);
+}
+
+/* The caller's stream (hvd_opts.stream), on CUDA (rt set): when hvd is called, the tensor
+ * is still to be written by work queued on a stream of the caller's (4
+ * GiB of device copies, milliseconds, then the tensor's upload from
+ * pinned memory), and nobody synchronises: hvd's copies must wait for
+ * that work on the device.  The other checks upload with cudaMemcpy,
+ * whose DMA may still be running on the legacy stream when it returns
+ * (the NULL stream's case). */
+static void side_stream(void) {
+#ifdef HVD_WITH_CUDA
+  if (!rt) return;
+  const size_t count = 1000, bytes = count * 4, big = (size_t)256 << 20;
+  cudaStream_t s;
+  void *pinned = NULL, *a = dev_alloc(big), *b = dev_alloc(big), *dev = dev_alloc(bytes);
+  CHECK(rt->StreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
+            rt->HostAlloc(&pinned, bytes, cudaHostAllocDefault) == cudaSuccess && a && b && dev,
+        "side stream: setting up");
+  float *host = malloc(bytes), *got = malloc(bytes);
+  fill(pinned, HVD_FLOAT32, count, 77);
+  memcpy(host, pinned, bytes);
+  for (int i = 0; i < 16; i++) rt->MemcpyAsync(b, a, big, cudaMemcpyDeviceToDevice, s);
+  rt->MemcpyAsync(dev, pinned, bytes, cudaMemcpyHostToDevice, s);
+  hvd_opts o = on_device(), h = HVD_OPTS_INIT;
+  o.stream = s;
+  int rc = hvd_wait(hvd_allreduce_async_opts(dev, dev, count, HVD_FLOAT32, HVD_SUM, "side", &o));
+  CHECK(rc == 0, "side stream: %s", hvd_last_error());
+  download(got, dev, bytes);
+  rc = hvd_wait(hvd_allreduce_async_opts(host, host, count, HVD_FLOAT32, HVD_SUM, "side.host",
+                                         &h));
+  CHECK(rc == 0 && memcmp(got, host, bytes) == 0,
+        "side stream: the result differs from the host path's (hvd did not wait for the "
+        "caller's stream?)");
+  rt->StreamSynchronize(s);
+  rt->StreamDestroy(s);
+  rt->FreeHost(pinned);
+  dev_free(a), dev_free(b), dev_free(dev);
+  free(host), free(got);
+#endif
 }
 
 static void expect_refused(int rc, int code, const char *a, const char *b) {

@@ -15,7 +15,9 @@
  *     ncclRedOpCreatePreMulSum); six enqueued at once and a group (one
  *     response: through the fusion buffer); broadcast of 1 byte and 3 MiB
  *     from the last rank; reducescatter (counts dividing by the size and
- *     not: ncclReduceScatter and the allreduce-and-keep-a-share); the
+ *     not: ncclReduceScatter and the allreduce-and-keep-a-share); a tensor
+ *     written by work still queued on the caller's stream (hvd_opts.stream:
+ *     NCCL's stream waits for it); the
  *     refusals, each on every rank with the tensor's name, the buffer
  *     untouched and the job going on: scale factors on int32, int16,
  *     allgather, a tensor on another device than the path's.
@@ -149,6 +151,7 @@ int main(void) {
   broadcast_both(1);
   broadcast_both(3u << 20);
   reducescatters();
+  side_stream();
   refusals();
   job_goes_on();
   hvd_shutdown();
