@@ -17,13 +17,22 @@
  *     from the last rank; reducescatter (counts dividing by the size and
  *     not: ncclReduceScatter and the allreduce-and-keep-a-share); a tensor
  *     written by work still queued on the caller's stream (hvd_opts.stream:
- *     NCCL's stream waits for it); the
+ *     NCCL's stream waits for it); a process set (a communicator of its
+ *     own); the
  *     refusals, each on every rank with the tensor's name, the buffer
  *     untouched and the job going on: scale factors on int32, int16,
  *     allgather, a tensor on another device than the path's.
  *
+ *   hvdrun -np 1 test_device_nccl nccl_error    (on tests/fake_gpu's NCCL
+ *                                      with FAKE_NCCL_FAIL=1) an NCCL
+ *     error fails the tensor naming it and NCCL's message; the engine
+ *     stops (the communicator may be mid-collective), later calls fail,
+ *     and shutdown does not hang.
+ *
  * Without a GPU (or without NCCL in the build) it says why and exits 77,
  * or 1 with HVD_TEST_EXPECT_GPU=1 (scripts/gpu-check.sh on a GPU).
+ * ctest runs it on tests/fake_gpu's CPU stand-ins for libcudart and
+ * libnccl (tests/CMakeLists.txt).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,9 +71,12 @@ static void download(void *host, const void *dev, size_t n) {
 
 static void dev_free(void *p) { rt->Free(p); }
 
+static int pset; /* the process set of the device calls: 0, the global one */
+
 static hvd_opts on_device(void) {
   hvd_opts o = HVD_OPTS_INIT;
   o.device = device;
+  o.process_set = pset;
   return o;
 }
 
@@ -90,6 +102,24 @@ static void allreduces(void) {
   allreduce_both(HVD_FLOAT32, HVD_SUM, 300000, 0, 0.5, 4.0);
   allreduce_both(HVD_FLOAT64, HVD_SUM, 3000, 1, 0.25, 1.0);
   allreduce_both(HVD_FLOAT32, HVD_AVERAGE, 3000, 1, 2.0, 1.0);
+}
+
+/* A process set of every rank: its own NCCL communicator, made at its
+ * first call; the results are the global set's. */
+static void process_set(void) {
+  int *ranks = malloc((size_t)size * sizeof *ranks);
+  for (int i = 0; i < size; i++) ranks[i] = i;
+  int id = hvd_add_process_set(ranks, size);
+  CHECK(id > 0, "hvd_add_process_set: %s", hvd_last_error());
+  if (id > 0) {
+    pset = id;
+    allreduce_both(HVD_FLOAT32, HVD_SUM, 1000, 0, 1.0, 1.0);
+    broadcast_both(100);
+    reducescatter_both(HVD_INT32, HVD_SUM, 1001);
+    pset = 0;
+    CHECK(hvd_remove_process_set(id) == 0, "hvd_remove_process_set: %s", hvd_last_error());
+  }
+  free(ranks);
 }
 
 /* Each refused on every rank naming the tensor, the buffer untouched. */
@@ -136,7 +166,25 @@ static void job_goes_on(void) {
   dev_free(dx);
 }
 
-int main(void) {
+/* An NCCL failure past the agreement: the tensor fails naming itself and
+ * NCCL's text, and the engine stops rather than risk a communicator left
+ * mid-collective. */
+static void nccl_error(void) {
+  float x = 1.0f, *dx = dev_alloc(sizeof x);
+  upload(dx, &x, sizeof x);
+  hvd_opts o = on_device();
+  int rc = hvd_wait(hvd_allreduce_async_opts(dx, dx, 1, HVD_FLOAT32, HVD_SUM, "broken", &o));
+  const char *msg = hvd_last_error();
+  CHECK(rc == HVD_E_SYSTEM && strstr(msg, "allreduce 'broken'") &&
+            strstr(msg, "ncclAllReduce: ") && strstr(msg, "FAKE_NCCL_FAIL is set"),
+        "an NCCL error: %s '%s'", hvd_err_name(rc), msg);
+  rc = hvd_wait(hvd_allreduce_async(&x, &x, 1, HVD_FLOAT32, HVD_SUM, "after.broken"));
+  CHECK(rc < 0, "a call after the engine stopped: %s", hvd_err_name(rc));
+  dev_free(dx);
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "ops";
   limit_stalls();
   gpu_required(hvd__cudart_get(&rt));
   gpu_required(hvd__cudart_device_count(rt));
@@ -146,12 +194,18 @@ int main(void) {
   size = hvd_size();
   device = hvd_local_rank();
   CALL(hvd__cudart_check(rt, rt->SetDevice(device), "cudaSetDevice"));
+  if (strcmp(mode, "nccl_error") == 0) {
+    nccl_error();
+    hvd_shutdown();
+    return report_checks("test_device_nccl", rank, size, checks, failures);
+  }
   allreduces();
   many_at_once(NULL);
   broadcast_both(1);
   broadcast_both(3u << 20);
   reducescatters();
   side_stream();
+  process_set();
   refusals();
   job_goes_on();
   hvd_shutdown();
