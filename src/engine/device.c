@@ -303,7 +303,8 @@ static int run_reducescatter(hvd_engine *e, hvd_comm *c, const pending *p) {
 }
 
 int hvd__device_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
-  if (nccl_chosen(r->items[0]->req.type)) return hvd__nccl_execute(e, r, c, fatal);
+  int type = r->items[0]->req.type;
+  if (nccl_chosen(type) && hvd__nccl_runs(type)) return hvd__nccl_execute(e, r, c, fatal);
   HVD__CHECK(agree_on_copier(e, c, r, fatal));
   *fatal = 1;
   if (r->n > 1 && r->items[0]->req.type == HVD_REQ_ALLREDUCE) return run_fused(e, c, r);

@@ -54,6 +54,10 @@ int hvd__device_agree(hvd_comm *c, int rc, const char *what, int *fatal) {
                   what);
 }
 
+int hvd__nccl_runs(int type) {
+  return type == HVD_REQ_ALLREDUCE || type == HVD_REQ_BROADCAST || type == HVD_REQ_REDUCESCATTER;
+}
+
 #ifndef HVD_WITH_NCCL
 
 int hvd__nccl_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
@@ -153,6 +157,9 @@ static int plan_reduction(const hvd_request *q, int size, reduction *rd, char *w
 /* 0, or every rank fails r with the same message: nothing was sent. */
 static int refuse(const response *r, int size) {
   const hvd_request *q = &r->items[0]->req; /* a fused response's items share all this */
+  if (!hvd__nccl_runs(q->type))
+    return hvd__err(HVD_E_UNSUPPORTED, "%s '%s': not through NCCL", hvd__req_type_name(q->type),
+                    q->name);
   if (q->type == HVD_REQ_BROADCAST) return 0; /* bytes */
   reduction rd;
   char why[512];
@@ -506,10 +513,11 @@ int hvd__nccl_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
   if (rc == 0) return 0;
   nccl_comm *k = find_comm(np, q->process_set, c);
   if (k) drop_comm(np, k);
+  /* The engine names each tensor; a fused response's failure names the group. */
   if (r->n > 1)
     return hvd__err_prefix(rc, "%s of %d tensors ('%s', ...) through NCCL",
                            hvd__req_type_name(q->type), r->n, q->name);
-  return hvd__err_prefix(rc, "%s '%s' through NCCL", hvd__req_type_name(q->type), q->name);
+  return rc;
 }
 
 #endif /* HVD_WITH_NCCL */
