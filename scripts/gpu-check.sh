@@ -27,7 +27,7 @@ BUILD=build-gpu
 CARRY=$BUILD/carry
 # The programs, as paths in the build tree.
 PROGRAMS=(tests/test_cuda_loader tests/test_gpu_staging tests/test_gpu_nccl
-  tests/test_staged_allreduce tests/test_device_staged hvdrun)
+  tests/test_staged_allreduce tests/test_device_staged tests/test_device_nccl hvdrun)
 # hvd.torch's CUDA tests (pytest in every rank, through hvdrun).
 TORCH_TESTS=tests/python/test_torch_cuda.py
 # The GPU machine's Python: hvd._C is a CPython extension, built for it.
@@ -188,6 +188,11 @@ for np in 1 2 4; do
   run_step "device-staged-np$np" 120 env HVD_STAGING_COPIER=$copier \
     HOROVOD_GLOO_TIMEOUT_SECONDS=30 "$bin/hvdrun" -np "$np" "$bin/test_device_staged"
 done
+# The engine's NCCL path (HOROVOD_GPU_OPERATIONS=NCCL): the same ops
+# bitwise against the host path.  np 1 only: NCCL refuses two ranks on
+# one GPU.  Skips (77) without a GPU.
+run_step nccl-engine-np1 120 env HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_GLOO_TIMEOUT_SECONDS=30 \
+  "$bin/hvdrun" -np 1 "$bin/test_device_nccl"
 
 # ---- hvd.torch on CUDA tensors: the machine's PyTorch, every op against
 # the CPU path, pytest in every rank through hvdrun ----

@@ -65,7 +65,8 @@
     "collectives, for a job formed through MPI; hvd's engine still negotiates and fuses)") \
   X(GPU_OPERATIONS, "HOROVOD_GPU_OPERATIONS", STR, "", 0, 0,                             \
     "How collectives on device (CUDA) memory run: MPI or GLOO (or unset): staged through " \
-    "pinned host memory; NCCL: not supported yet (HVD_E_UNSUPPORTED)")                    \
+    "pinned host memory; NCCL: NCCL's collectives on the GPU (allreduce, broadcast, "     \
+    "reducescatter)")                                                                     \
   X(GPU_ALLREDUCE, "HOROVOD_GPU_ALLREDUCE", STR, "", 0, 0,                               \
     "HOROVOD_GPU_OPERATIONS for allreduces alone, where set")                             \
   X(SHM_DISABLE, "HOROVOD_SHM_DISABLE", BOOL, "0", 0, 1,                                  \

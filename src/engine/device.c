@@ -25,6 +25,7 @@
 #include "../env.h"
 #include "../reduce.h"
 #include "device.h"
+#include "device_nccl.h"
 #include "engine_int.h"
 #include "gpu/staging.h"
 #ifdef HVD_WITH_CUDA
@@ -63,11 +64,6 @@ int hvd__device_check(int type, int reduce_op, int all_submitted, const char *na
     snprintf(why, cap, "%s '%s': %s='%s' is not NCCL, MPI or GLOO", kind, name, knob, value);
     return HVD_E_ENV;
   }
-  if (value && strcasecmp(value, "NCCL") == 0) {
-    snprintf(why, cap, "%s '%s': %s=NCCL: the NCCL path is not supported yet (unset it, or MPI "
-             "or GLOO, for the staged path; docs/gpu.md)", kind, name, knob);
-    return HVD_E_UNSUPPORTED;
-  }
   const char *missing = NULL;
   if (!hvd__request_moves_tensors(type)) missing = kind;
   else if (reduce_op == HVD_ADASUM && type == HVD_REQ_ALLREDUCE) missing = "Adasum";
@@ -76,6 +72,13 @@ int hvd__device_check(int type, int reduce_op, int all_submitted, const char *na
   snprintf(why, cap, "%s '%s': device memory (hvd_opts.device) is not supported yet for %s "
            "(docs/gpu.md)", kind, name, missing);
   return HVD_E_UNSUPPORTED;
+}
+
+/* HOROVOD_GPU_OPERATIONS / HOROVOD_GPU_ALLREDUCE=NCCL: device_nccl.c. */
+static int nccl_chosen(int type) {
+  const char *value;
+  path_knob(type, &value);
+  return value && strcasecmp(value, "NCCL") == 0;
 }
 
 /* ---- the copier ---- */
@@ -384,6 +387,8 @@ static int run_one(hvd_engine *e, hvd_comm *c, const pending *p) {
 }
 
 int hvd__device_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
+  int type = r->items[0]->req.type;
+  if (nccl_chosen(type) && hvd__nccl_runs(type)) return hvd__nccl_execute(e, r, c, fatal);
   HVD__CHECK(agree_on_copier(e, c, r, fatal));
   *fatal = 1;
   if (r->n > 1 && r->items[0]->req.type == HVD_REQ_ALLREDUCE) return run_fused(e, c, r);

@@ -2,10 +2,10 @@
  * device.h -- the engine's path for tensors in device memory
  * (hvd_opts.device): staged through pinned host memory by the staging
  * pipeline (gpu/staging.h), each chunk run by the host collective as soon
- * as its copy arrives (docs/gpu.md).
+ * as its copy arrives (docs/gpu.md); or, with HOROVOD_GPU_OPERATIONS /
+ * HOROVOD_GPU_ALLREDUCE=NCCL, through NCCL (device_nccl.h).
  *
- * What runs there (allreduce, broadcast, reducescatter; HOROVOD_GPU_OPERATIONS /
- * HOROVOD_GPU_ALLREDUCE unset, MPI or GLOO) is decided in negotiation,
+ * What runs there (allreduce, broadcast, reducescatter) is decided in negotiation,
  * from what every rank knows alike; the rest fails every rank's tensor
  * with HVD_E_UNSUPPORTED "not supported yet" (or HVD_E_ENV for a knob
  * that is not Horovod's value) before a byte moves.

@@ -32,6 +32,7 @@
 #include "../env.h"
 #include "../startup.h"
 #include "device.h"
+#include "device_nccl.h"
 #include "engine_int.h"
 
 
@@ -365,6 +366,7 @@ void hvd__engine_dealloc(hvd_engine *e) {
   free(e->join_cycle);
   free(e->scratch);
   hvd__device_close(e);
+  hvd__nccl_close(e);
   free(e->held);
   free(e->ready);
   free(e->fast);

@@ -180,6 +180,7 @@ struct hvd_engine {
   void *dev_fusion;          /* the device fusion buffer (the copier's memory) */
   size_t dev_fusion_cap;
   hvd__copy_event *dev_done; /* the fused tensors' copies out of it */
+  struct hvd__nccl_path *nccl; /* the NCCL path (device_nccl.c), made at its first response */
   int njoined;
   uint8_t *joined;    /* [size]: joined in the current join round */
   uint64_t join_since_ms, join_warned_ms; /* local clock: the stall inspector's */

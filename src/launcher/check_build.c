@@ -10,10 +10,9 @@
  * rendezvous and the coordinator-free negotiation) and its TCP and
  * shared-memory collectives stand where Gloo stands, configured by the
  * same HOROVOD_GLOO_* variables.  TensorFlow, PyTorch, Keras, MPI, NCCL and
- * CUDA come from the build's generated hvd_build_config.h.  NCCL and CUDA
- * are marked only once collectives run on device tensors: a build with the
- * CUDA and NCCL loaders (src/gpu) does not do that yet (docs/gpu.md), and a
- * mark would promise operations that are not there.  CUDA has no line in
+ * CUDA come from the build's generated hvd_build_config.h: such a build
+ * runs collectives on device tensors (the engine's staged and NCCL paths,
+ * docs/gpu.md).  CUDA has no line in
  * horovodrun's layout: it gets a section of its own after horovodrun's, so
  * that readers of those lines find them unchanged.
  */
@@ -21,9 +20,6 @@
 
 #include "hvd.h"
 #include "hvd_build_config.h"
-
-/* 1 once the engine runs collectives on device tensors (issue 27). */
-#define HVD_GPU_TENSORS 0
 
 static void line(FILE *out, int have, const char *what) {
   fprintf(out, "    [%c] %s\n", have ? 'X' : ' ', what);
@@ -39,11 +35,11 @@ void check_build_print(FILE *out) {
   line(out, HVD_BUILT_MPI, "MPI");
   line(out, 1, "Gloo");
   fprintf(out, "\nAvailable Tensor Operations:\n");
-  line(out, HVD_BUILT_NCCL && HVD_GPU_TENSORS, "NCCL");
+  line(out, HVD_BUILT_NCCL, "NCCL");
   line(out, 0, "DDL");
   line(out, 0, "CCL");
   line(out, HVD_BUILT_MPI, "MPI");
   line(out, 1, "Gloo");
   fprintf(out, "\nAvailable Devices:\n");
-  line(out, HVD_BUILT_CUDA && HVD_GPU_TENSORS, "CUDA");
+  line(out, HVD_BUILT_CUDA, "CUDA");
 }

@@ -740,16 +740,14 @@ def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
     """horovodrun --check-build's lines, in its order: PyTorch when hvd._C
     was built here, TensorFlow and Keras when hvd.tensorflow's op library
     was (Keras after horovodrun's three), MPI when the build has it, Gloo
-    (hvd's own controller and operations) always, nothing else (NCCL and
-    CUDA stay unmarked, built or not, until the engine runs device tensors:
-    docs/gpu.md); no job is
-    started."""
+    (hvd's own controller and operations) always, NCCL and CUDA when the
+    build has them (the engine's NCCL and staged paths: docs/gpu.md),
+    nothing else; no job is started."""
     torch = any(n.startswith("_C") for n in os.listdir(os.path.join(build_dir, "python", "hvd"))) \
         if os.path.isdir(os.path.join(build_dir, "python", "hvd")) else False
     mpi = built_with(build_dir, "HVD_WITH_MPI")
-    built_config(build_dir, "HVD_BUILT_NCCL")  # the build says, whatever it says
-    built_config(build_dir, "HVD_BUILT_CUDA")
-    nccl = cuda = False
+    nccl = built_config(build_dir, "HVD_BUILT_NCCL")
+    cuda = built_config(build_dir, "HVD_BUILT_CUDA")
     tf = os.path.isdir(os.path.join(build_dir, "python", "hvd", "tensorflow")) and any(
         n.startswith("_hvd_tf_ops") for n in os.listdir(os.path.join(build_dir, "python", "hvd",
                                                                    "tensorflow")))

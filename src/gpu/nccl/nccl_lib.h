@@ -19,9 +19,13 @@ typedef ncclResult_t hvd__nccl_void_fn(void);
   X(GetLastError, "ncclGetLastError", __typeof__(ncclGetLastError))     \
   X(GetUniqueId, "ncclGetUniqueId", __typeof__(ncclGetUniqueId))        \
   X(CommInitRank, "ncclCommInitRank", __typeof__(ncclCommInitRank))     \
+  X(CommInitRankConfig, "ncclCommInitRankConfig", __typeof__(ncclCommInitRankConfig)) \
+  X(CommFinalize, "ncclCommFinalize", __typeof__(ncclCommFinalize))     \
   X(CommDestroy, "ncclCommDestroy", __typeof__(ncclCommDestroy))        \
   X(CommAbort, "ncclCommAbort", __typeof__(ncclCommAbort))              \
   X(CommGetAsyncError, "ncclCommGetAsyncError", __typeof__(ncclCommGetAsyncError)) \
+  X(RedOpCreatePreMulSum, "ncclRedOpCreatePreMulSum", __typeof__(ncclRedOpCreatePreMulSum)) \
+  X(RedOpDestroy, "ncclRedOpDestroy", __typeof__(ncclRedOpDestroy))     \
   X(AllReduce, "ncclAllReduce", __typeof__(ncclAllReduce))              \
   X(AllGather, "ncclAllGather", __typeof__(ncclAllGather))              \
   X(Broadcast, "ncclBroadcast", __typeof__(ncclBroadcast))              \
