@@ -144,13 +144,7 @@ void hvd__device_ready_free(void *ready) {
 #endif
 }
 
-/* Every rank of c has a copier?  The failing rank says why, the others
- * name it; *fatal is 0 then (every rank knows, nothing was sent), 1 when
- * the agreement itself failed. */
-static int agree_on_copier(hvd_engine *e, hvd_comm *c, const response *r, int *fatal) {
-  const entry *mine = r->items[0]->mine;
-  int device = mine ? mine->w.device : 0;
-  int rc = open_copier(e, device);
+int hvd__device_agree(hvd_comm *c, int rc, const char *what, int *fatal) {
   char why[512];
   snprintf(why, sizeof why, "%s", rc < 0 ? hvd_last_error() : "");
   int32_t failed = rc < 0 ? (int32_t)c->rank + 1 : 0; /* the highest failing rank, plus 1 */
@@ -159,11 +153,20 @@ static int agree_on_copier(hvd_engine *e, hvd_comm *c, const response *r, int *f
   *fatal = 1;
   HVD__CHECK(c->coll ? c->coll->allreduce(c, &at, &one, 1, HVD_INT32, HVD_MAX)
                      : hvd__allreduce_small(c, &failed, 1, HVD_INT32, HVD_MAX));
-  if (failed == 0) return 0;
   *fatal = 0;
-  if (rc < 0) return hvd__err(rc, "rank %d has no copier for device memory: %s", c->rank, why);
-  return hvd__err(HVD_E_UNSUPPORTED, "rank %d has no copier for device memory (its own error "
-                  "says why)", (int)failed - 1);
+  if (failed == 0) return 0;
+  if (rc < 0) return hvd__err(rc, "rank %d %s: %s", c->rank, what, why);
+  return hvd__err(HVD_E_UNSUPPORTED, "rank %d %s (its own error says why)", (int)failed - 1,
+                  what);
+}
+
+/* Every rank of c has a copier?  The failing rank says why, the others
+ * name it; *fatal is 0 then (every rank knows, nothing was sent), 1 when
+ * the agreement itself failed. */
+static int agree_on_copier(hvd_engine *e, hvd_comm *c, const response *r, int *fatal) {
+  const entry *mine = r->items[0]->mine;
+  int rc = open_copier(e, mine ? mine->w.device : 0);
+  return hvd__device_agree(c, rc, "has no copier for device memory", fatal);
 }
 
 /* ---- running ---- */

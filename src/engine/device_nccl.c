@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "../coll/coll.h"
+#include "device.h"
 #include "engine_int.h"
 #ifdef HVD_WITH_NCCL
 #include "gpu/cuda/cudart.h"
@@ -37,22 +38,6 @@
 #define DEADLINE_MS 600000 /* one response's collectives, or a communicator's set-up */
 #define CLOSE_MS 10000     /* a communicator's finalisation at shutdown */
 #define NO_PATH "has no NCCL path for device memory"
-
-int hvd__device_agree(hvd_comm *c, int rc, const char *what, int *fatal) {
-  char why[512];
-  snprintf(why, sizeof why, "%s", rc < 0 ? hvd_last_error() : "");
-  int32_t failed = rc < 0 ? (int32_t)c->rank + 1 : 0; /* the highest failing rank, plus 1 */
-  void *at = &failed;
-  size_t one = 1;
-  *fatal = 1;
-  HVD__CHECK(c->coll ? c->coll->allreduce(c, &at, &one, 1, HVD_INT32, HVD_MAX)
-                     : hvd__allreduce_small(c, &failed, 1, HVD_INT32, HVD_MAX));
-  *fatal = 0;
-  if (failed == 0) return 0;
-  if (rc < 0) return hvd__err(rc, "rank %d %s: %s", c->rank, what, why);
-  return hvd__err(HVD_E_UNSUPPORTED, "rank %d %s (its own error says why)", (int)failed - 1,
-                  what);
-}
 
 int hvd__nccl_runs(int type) {
   return type == HVD_REQ_ALLREDUCE || type == HVD_REQ_BROADCAST || type == HVD_REQ_REDUCESCATTER;
