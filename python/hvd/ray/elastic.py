@@ -49,7 +49,7 @@ class ElasticRayExecutor:
     def create_settings(min_np=1, max_np=None, reset_limit=None, elastic_timeout=600,
                         timeout_s=30, ssh_identity_file=None, nics=None, cooldown_range=None,
                         verbose=None, prefix_output_with_timestamp=False, *,
-                        discovery_interval=2.0, host_discovery_script=None):
+                        discovery_interval=1.0, host_discovery_script=None):
         """Settings as horovod.ray's: min_np/max_np bound the workers,
         elastic_timeout how long to wait for min_np of them, timeout_s
         hvd.init()'s and ssh's start (HOROVOD_START_TIMEOUT), reset_limit

@@ -157,8 +157,8 @@ def run(fn, args=(), kwargs=None, np=1, min_np=None, max_np=None, hosts=None, ho
     np ranks are placed on `hosts` ("host:slots,..." or a list of them) or
     `hostfile`, on this machine without either; min_np/max_np make the job
     elastic (hvdrun's --min-np/--max-np; elastic_timeout is its
-    --elastic-timeout, how long to wait for min_np workers).  `env` adds to the ranks'
-    environment (this process's passes through).  When a rank raises,
+    --elastic-timeout, how long to wait for min_np workers).  `env` adds
+    to the ranks' environment (this process's passes through).  When a rank raises,
     run() raises that exception (its type and message; a note names the
     rank and host, and __cause__ holds the rank's traceback) once hvdrun
     has stopped the job.  Horovod's names (num_proc, min_num_proc,

@@ -2,13 +2,13 @@
 (Ray, Spark) says which hosts are alive and how many slots each has;
 hvdrun asks a discovery script.
 
-    with Discovery(list_hosts, interval=2.0) as d:
+    with Discovery(list_hosts, interval=1.0) as d:
         hvd.run(fn, np=2, min_np=2, host_discovery_script=d.script)
 
 list_hosts() returns [(host, slots), ...].  A thread calls it every
 `interval` seconds and replaces a file with its answer; the script hvdrun
-runs prints that file.  hvdrun runs the script often (every few seconds),
-and the engine's Python API is in this process, not in the script's, so
+runs prints that file.  hvdrun runs the script about once a second, and
+the engine's Python API is in this process, not in the script's, so
 the file is the meeting point: the script needs nothing but `cat`.
 A listing that fails to come (the engine's API raised) leaves the last
 one in place, so a hiccup of the engine does not drop every host.
@@ -32,7 +32,7 @@ def listing_text(hosts):
 class Discovery:
     """A discovery script whose listing a thread keeps current."""
 
-    def __init__(self, list_hosts, interval=2.0):
+    def __init__(self, list_hosts, interval=1.0):
         self._list_hosts = list_hosts
         self._interval = interval
         self._stop = threading.Event()
