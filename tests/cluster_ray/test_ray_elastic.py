@@ -26,7 +26,7 @@ import fn_checks  # noqa: E402
 STEPS, DIE_AT = 12, 4
 
 DRIVER = textwrap.dedent("""
-    import json, os, signal, sys, tempfile, threading, time
+    import json, os, shutil, signal, sys, tempfile, threading, time
     sys.path.insert(0, %(runner)r)
     import cloudpickle, ray, fn_checks
     cloudpickle.register_pickle_by_value(fn_checks)
@@ -72,6 +72,7 @@ DRIVER = textwrap.dedent("""
     out["node_values"] = executor(2, 4, 60).run(fn_checks.elastic_steps,
                                                 args=(%(steps)d, %(die_at)d, marker, hold))
     t.join()
+    shutil.rmtree(tmp)
     print("RESULT " + json.dumps(out))
     """)
 

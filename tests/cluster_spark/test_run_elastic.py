@@ -23,7 +23,7 @@ import fn_checks  # noqa: E402
 STEPS, DIE_AT = 12, 4
 
 DRIVER = textwrap.dedent("""
-    import json, os, signal, sys, tempfile, threading, time
+    import json, os, shutil, signal, sys, tempfile, threading, time
     sys.path.insert(0, %(runner)r)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     import cloudpickle, fn_checks
@@ -79,6 +79,7 @@ DRIVER = textwrap.dedent("""
         fn_checks.elastic_steps, args=(%(steps)d, %(die_at)d, marker, hold), num_proc=4,
         min_np=2, max_np=4, start_timeout=60, elastic_timeout=60, env={%(token)r: "1"})
     t.join()
+    shutil.rmtree(os.path.dirname(marker))
     spark.stop()
     out["keys"], out["events"] = [k.hex() for k in keys], events
     print("RESULT " + json.dumps(out))
