@@ -252,6 +252,23 @@ def ps(pids):
     return out.stdout
 
 
+def run_driver(cluster, script, env, host='h0', timeout=600):
+    """Runs a driver program (python -c SCRIPT) in a host, as launchers
+    run; returns its run and the JSON it printed after 'RESULT ', failing
+    with its output's tail where it failed or printed none."""
+    import json
+    import sys
+
+    r = cluster.run(host, [sys.executable, '-c', script], env=env, capture_output=True,
+                    text=True, timeout=timeout)
+    tail = r.stdout[-4000:] + r.stderr[-4000:]
+    assert r.returncode == 0, tail
+    line = [l for l in r.stdout.splitlines() if l.startswith('RESULT ')]
+    assert line, tail
+    r.result_line = line[0]
+    return r, json.loads(line[0][len('RESULT '):])
+
+
 def assert_nothing_left(cluster, timeout=10.0):
     """Nothing of a job may outlive it on any host (daemons aside)."""
     left = cluster.wait_no_pids(timeout=timeout)

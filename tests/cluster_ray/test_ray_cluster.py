@@ -3,11 +3,11 @@ h0, the driver on h0 too, as launchers run inside a host): 4 hosts x 1
 and x 2 actors, numbered host by host with the places hvdrun would give;
 at x 2 the core collectives exact across hosts (hvd.torch); an actor killed mid-job makes
 run() raise naming its rank, and every actor's process is gone."""
-import json
 import os
-import subprocess
 import sys
 import textwrap
+
+from hvdcluster import run_driver
 
 DRIVER = textwrap.dedent("""
     import json, os, signal, socket, sys, time
@@ -67,12 +67,7 @@ def test_ray_executor_across_hosts(ray_cluster, build_dir):
     script = DRIVER % dict(runner=os.path.abspath(runner), address=address)
     env = dict(os.environ, PYTHONPATH=os.path.join(build_dir, "python"),
                RAY_AUTH_MODE="disabled")
-    r = cluster.run("h0", [sys.executable, "-c", script], env=env, capture_output=True,
-                    text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
-    assert line, r.stdout[-3000:] + r.stderr[-3000:]
-    out = json.loads(line[0][len("RESULT "):])
+    _, out = run_driver(cluster, script, env)
     for per_host in (1, 2):
         n = 4 * per_host
         places = out["place%d" % per_host]

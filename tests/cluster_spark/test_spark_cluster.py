@@ -16,7 +16,7 @@ import subprocess
 import sys
 import textwrap
 
-from hvdcluster import STATE
+from hvdcluster import STATE, run_driver
 
 DRIVER = textwrap.dedent("""
     import glob, json, os, signal, socket, sys, tempfile, time
@@ -103,12 +103,7 @@ def test_spark_run_across_hosts(spark_cluster, build_dir):
     runner = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runner")
     script = DRIVER % dict(runner=os.path.abspath(runner), master=master, addr=cluster.addr(0))
     env = dict(os.environ, PYTHONPATH=os.path.join(build_dir, "python"))
-    r = cluster.run("h0", [sys.executable, "-c", script], env=env, capture_output=True,
-                    text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
-    assert line, r.stdout[-3000:] + r.stderr[-3000:]
-    out = json.loads(line[0][len("RESULT "):])
+    r, out = run_driver(cluster, script, env)
     for per_host in (1, 2):
         n = 4 * per_host
         places = out["place%d" % per_host]
@@ -145,7 +140,7 @@ def test_spark_run_across_hosts(spark_cluster, build_dir):
     # driver's output.
     secrets = [x.encode() for x in out["secrets"]]
     assert len(secrets) == 5
-    written = [r.stderr.encode(), r.stdout.replace(line[0], "").encode()]
+    written = [r.stderr.encode(), r.stdout.replace(r.result_line, "").encode()]
     for top in (out["events"], os.path.join(STATE, "spark")):
         for d, _, files in os.walk(top):
             for f in files:

@@ -2,7 +2,8 @@
 for the file): ranks as actors, values by rank, collectives exact, the
 executable object, run_remote, a failing or killed rank (its exception
 names it; every actor is gone), and the round's secret nowhere in Ray's
-logs.  Runs under the venv's python (ray and torch from scripts/venv.sh)."""
+logs; ElasticRayExecutor on the one node (its slots, a job of them,
+argument errors).  Runs under the venv's python (ray and torch from scripts/venv.sh)."""
 import glob
 import os
 import sys
@@ -12,7 +13,7 @@ import cloudpickle
 import pytest
 
 ray = pytest.importorskip("ray")  # the venv has it; ctest runs this only there
-from hvd.ray import RayExecutor  # noqa: E402
+from hvd.ray import ElasticRayExecutor, RayExecutor  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runner"))
 import fn_checks  # noqa: E402
@@ -114,10 +115,40 @@ def test_failing_rank_ends_the_job(local_ray, how):
 
 
 def test_argument_errors():
-    with pytest.raises(NotImplementedError, match="elastic"):
+    with pytest.raises(NotImplementedError, match="ElasticRayExecutor"):
         RayExecutor(None, num_workers=2, min_workers=1)
     with pytest.raises(ValueError, match="num_workers or num_hosts"):
         RayExecutor(None)
+    with pytest.raises(ValueError, match="min_np must be at least 1"):
+        ElasticRayExecutor.create_settings(min_np=0)
+    with pytest.raises(ValueError, match="max_np 1 is below min_np 2"):
+        ElasticRayExecutor.create_settings(min_np=2, max_np=1)
+    with pytest.raises(ValueError, match="host_discovery_script"):
+        ElasticRayExecutor(ElasticRayExecutor.create_settings(), override_discovery=False)
+    with pytest.raises(RuntimeError, match="start\\(\\) first"):
+        ElasticRayExecutor(ElasticRayExecutor.create_settings()).run(len)
+
+
+def _rank_size():
+    from hvd import _C
+
+    _C.init()
+    return (_C.rank(), _C.size())
+
+
+def test_elastic_executor_on_the_local_node(local_ray):
+    """The one node's CPUs over cpus_per_slot are the slots; hvdrun's
+    elastic driver starts that many workers on it (this machine: no ssh).
+    tests/cluster_ray kills a worker and a node mid-job."""
+    assert ElasticRayExecutor.__module__ == "hvd.ray.elastic"
+    from hvd.ray.elastic import ray_hosts
+
+    assert [s for _, s in ray_hosts(cpus_per_slot=2)] == [NCPUS // 2]
+    ex = ElasticRayExecutor(ElasticRayExecutor.create_settings(min_np=1, max_np=4,
+                                                               timeout_s=60),
+                            cpus_per_slot=2)
+    ex.start()
+    assert ex.run(_rank_size) == [(0, 2), (1, 2)]
 
 
 def test_fashion_mnist_example_on_ray(local_ray, tmp_path):

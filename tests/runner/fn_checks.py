@@ -3,6 +3,7 @@ tests/spark) run on their ranks, and what to expect of them.  The ranks
 cannot import this file: each suite registers it with cloudpickle (and
 Ray's and Spark's copies) to travel by value, as a notebook's code does."""
 import os
+import time
 
 
 def collectives(scale):
@@ -60,3 +61,101 @@ def fashion_mnist_example(data_dir):
         sys.path.pop(0)
     return example, ["--epochs", "1", "--train-limit", "6000", "--test-limit", "1000",
                      "--lr", "0.05", "--batch-size", "32", "--data-dir", data_dir]
+
+
+def elastic_steps(steps, die_at, marker, hold=None):
+    """An elastic training loop (hvd.elastic.run, ObjectState, a commit
+    every step): each step adds the job's size, summed by an allreduce of
+    ones, to state.total and the size to state.sizes.  The worker of rank
+    1 kills itself (SIGKILL) as step die_at begins, once: it writes its
+    pid to `marker` first (in /tmp, which the emulated hosts share), and a
+    worker that finds the marker does not die.  With `hold` (a path), the
+    workers stop at step die_at instead until hvdrun announces a change of
+    hosts (rank 0 creates `hold` first, for the test to take a host away
+    then); at most 300 s.  Returns what the final workers agree on, and
+    what each saw."""
+    import signal
+    import socket
+
+    import torch
+    import hvd.torch as ht
+
+    ht.init()
+    state = ht.elastic.ObjectState(step=0, total=0.0, sizes=())
+    resets = []
+    state.register_reset_callbacks([lambda: resets.append(ht.size())])
+
+    @ht.elastic.run
+    def train(state):
+        while state.step < steps:
+            if state.step == die_at and ht.rank() == 1 and not os.path.exists(marker):
+                with open(marker, "w") as f:
+                    f.write(str(os.getpid()))
+                os.kill(os.getpid(), signal.SIGKILL)
+            if state.step == die_at and hold and not os.path.exists(hold + ".seen"):
+                _wait_for_host_update(hold, ht.rank() == 0)
+            s = ht.allreduce(torch.ones(1, dtype=torch.float64), op=ht.Sum, name="ones")
+            state.total += float(s[0])
+            state.sizes = state.sizes + (ht.size(),)  # a new tuple: commit/restore copy
+            state.step += 1
+            state.commit()
+        return dict(rank=ht.rank(), size=ht.size(), step=state.step, total=state.total,
+                    sizes=list(state.sizes), resets=resets, host=socket.gethostname())
+
+    return train(state)
+
+
+def _wait_for_host_update(hold, first):
+    from hvd import _C
+
+    stamp, deadline = _C.elastic_updates()[0], time.monotonic() + 300
+    if first:
+        open(hold, "w").close()
+    while _C.elastic_updates()[0] == stamp and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if first:
+        open(hold + ".seen", "w").close()  # once: a re-formed job goes on
+
+
+def check_elastic(values, steps, die_at, first_size):
+    """What elastic_steps' final workers must say: ranks 0..n-1 in order,
+    one size n, every committed step there once, the total the sum of the
+    sizes the allreduces saw, the first job whole until die_at, and a job
+    re-formed after the kill (the survivors' reset callbacks ran)."""
+    n = len(values)
+    assert [v["rank"] for v in values] == list(range(n)), values
+    assert n >= 1 and all(v["size"] == n for v in values), values
+    ref = values[0]
+    for v in values:
+        assert (v["step"], v["total"], v["sizes"]) == (ref["step"], ref["total"],
+                                                       ref["sizes"]), values
+    assert ref["step"] == steps and len(ref["sizes"]) == steps, values
+    assert ref["total"] == float(sum(ref["sizes"])), values
+    assert ref["sizes"][:die_at] == [first_size] * die_at, values
+    assert min(ref["sizes"][die_at:]) < first_size, values  # a job without the dead one
+    assert any(v["resets"] for v in values), values
+
+
+def procs_with(marker):
+    """The processes whose environment holds `marker` (a job's variable):
+    the emulated hosts share this machine's process table."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def procs_left(marker, timeout=30.0):
+    """procs_with(marker) once they are gone or timeout s have passed."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while procs_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return procs_with(marker)

@@ -69,20 +69,6 @@ def test_exception_that_cannot_travel_comes_as_runtime_error():
     assert info.value.hvd_rank == 1
 
 
-def _procs_with(token):
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                if token.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 def _die_or_sleep():
     if os.environ["HOROVOD_RANK"] == "1":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -95,10 +81,7 @@ def test_rank_killed_fails_run_and_nothing_is_left():
                                            r"not return") as info:
         hvd.run(_die_or_sleep, np=3, env={token: "1"})
     assert "rank 1" in str(info.value)  # hvdrun's last words name the killed rank
-    deadline = time.monotonic() + 30
-    while _procs_with(token) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert _procs_with(token) == []
+    assert fn_checks.procs_left(token) == []
 
 
 def test_elastic_on_one_host():
@@ -130,3 +113,25 @@ def test_hvdrun_missing_says_so(monkeypatch):
     monkeypatch.setenv("HVD_HVDRUN", "/nonexistent/hvdrun")
     with pytest.raises(RuntimeError, match="HVD_HVDRUN names /nonexistent/hvdrun, not a program"):
         hvd.run(len, np=1)
+
+
+def _sent_away():
+    from hvd.common.exceptions import HorovodInternalError
+
+    raise HorovodInternalError("forming the next job: hvdrun refused the registration: its "
+                               "host was removed from the job")
+
+
+def test_elastic_worker_sent_away_reports_nothing(monkeypatch):
+    """An elastic worker whose host hvdrun removed is refused when it tries
+    to join the next job; hvdrun stops it and judges the job itself, so the
+    worker must not report that as the function's failure (run() would
+    raise it).  Outside an elastic job the same error is reported."""
+    from hvd.runner.task import call
+
+    payload = cloudpickle.dumps((_sent_away, (), {}))
+    sent = []
+    monkeypatch.setenv("HOROVOD_ELASTIC_WORKER_ID", "3")
+    assert call(payload, 0, sent.append) is True and sent == []
+    monkeypatch.delenv("HOROVOD_ELASTIC_WORKER_ID")
+    assert call(payload, 0, sent.append) is False and sent[0][0] == "err"

@@ -2,7 +2,9 @@
 ranks as the tasks of a barrier stage, values by rank, collectives exact,
 a rank that raises or a task killed (run() raises, naming the rank where
 it can; every rank's process is gone), and the job's secret nowhere in
-Spark's event log (what its UI shows) or its log output.  Runs under the
+Spark's event log (what its UI shows) or its log output; run_elastic on
+the local master (workers under hvdrun's elastic driver) and its min_np
+failure.  Runs under the
 venv's python (pyspark and torch from scripts/venv.sh)."""
 import glob
 import os
@@ -112,9 +114,29 @@ def test_failing_rank_ends_the_job(spark, tmp_path, how):
     assert [p for p in pids if fn_checks.pid_alive(p)] == []
 
 
-def test_run_elastic_says_not_yet():
-    with pytest.raises(NotImplementedError, match="not there yet"):
-        hvd.spark.run_elastic(len)
+def _rank_size():
+    from hvd import _C
+
+    _C.init()
+    return (_C.rank(), _C.size())
+
+
+def test_run_elastic_on_the_local_master(spark):
+    """A local master's executor is the driver: hvdrun's elastic driver
+    discovers localhost with the context's slots and starts the workers
+    here (the emulated hosts' suite, cluster.spark, kills one mid-job)."""
+    assert hvd.spark.spark_hosts(spark.sparkContext) == [("localhost", NSLOTS)]
+    assert hvd.spark.run_elastic(_rank_size, num_proc=2, min_np=1, max_np=2,
+                                 start_timeout=60) == [(0, 2), (1, 2)]
+
+
+def test_run_elastic_min_np_never_reached(spark):
+    """More workers than slots, ever: hvdrun waits elastic_timeout, then
+    run_elastic raises saying why; no worker started."""
+    with pytest.raises(RuntimeError, match="fewer than --min-np 5"):
+        hvd.spark.run_elastic(_rank_size, num_proc=5, elastic_timeout=3, start_timeout=30)
+    with pytest.raises(ValueError, match="min_np <= num_proc <= max_np"):
+        hvd.spark.run_elastic(_rank_size, num_proc=2, min_np=3)
 
 
 def test_fashion_mnist_example_on_spark(spark, tmp_path):

@@ -19,16 +19,18 @@ A failing rank makes run()/execute() raise its exception (a note names the
 rank and node; an actor that died wins over its peers' "rank R lost")
 after every actor of the executor is killed: the others may
 be inside a collective with it, and nothing of a failed job is left; call
-start() again to go on.  Elastic training on Ray (min_workers/max_workers,
-ElasticRayExecutor) is not there yet: it raises NotImplementedError.
+start() again to go on.  Elastic training on Ray is ElasticRayExecutor
+(elastic.py); Horovod's elastic form of RayExecutor (min_workers,
+max_workers) raises NotImplementedError and points there.
 """
 import os
 import socket
 from types import SimpleNamespace
 
+from hvd.ray.elastic import ElasticRayExecutor
 from hvd.runner.rendezvous import Rendezvous, rank_env
 
-__all__ = ["RayExecutor"]
+__all__ = ["RayExecutor", "ElasticRayExecutor"]
 
 
 class _Worker:
@@ -74,8 +76,9 @@ class RayExecutor:
                  reset_limit=None, cooldown_range=None, elastic_timeout=1200,
                  override_discovery=True, cpus_per_slot=None, gpus_per_slot=None):
         if min_workers is not None or max_workers is not None:
-            raise NotImplementedError("hvd.ray: elastic executors (min_workers, max_workers) "
-                                      "are not there yet; hvd.run(..., min_np=...) is elastic")
+            raise NotImplementedError("hvd.ray: RayExecutor(min_workers=..., max_workers=...) "
+                                      "is not there; elastic training on Ray is "
+                                      "hvd.ray.ElasticRayExecutor")
         if (num_workers is None) == (num_hosts is None):
             raise ValueError("RayExecutor: give num_workers or num_hosts (with "
                              "num_workers_per_host), one of them")

@@ -61,6 +61,7 @@ def _command(opt, np):
     _flag(argv, "--max-np", opt["max_np"])
     _flag(argv, "--slots-per-host", opt["slots"])
     _flag(argv, "--reset-limit", opt["reset_limit"])
+    _flag(argv, "--elastic-timeout", opt["elastic_timeout"])
     _flag(argv, "--host-discovery-script", opt["host_discovery_script"])
     if opt["cooldown_range"] is not None:
         argv += ["--blacklist-cooldown-range"] + [str(int(v)) for v in opt["cooldown_range"]]
@@ -148,14 +149,16 @@ def run(fn, args=(), kwargs=None, np=1, min_np=None, max_np=None, hosts=None, ho
         env=None, *, slots=None, reset_limit=None, cooldown_range=None,
         host_discovery_script=None, disable_cache=None, output_filename=None, verbose=None,
         use_gloo=None, use_mpi=None, mpi_args=None, executable=None, launcher=None,
-        num_proc=None, min_num_proc=None, max_num_proc=None, network_interface=None):
+        num_proc=None, min_num_proc=None, max_num_proc=None, network_interface=None,
+        elastic_timeout=None):
     """Runs fn(*args, **kwargs) on every rank of a job and returns the
     list of its return values, indexed by rank.
 
     np ranks are placed on `hosts` ("host:slots,..." or a list of them) or
     `hostfile`, on this machine without either; min_np/max_np make the job
-    elastic (hvdrun's --min-np/--max-np).  `env` adds to the ranks'
-    environment (this process's passes through).  When a rank raises,
+    elastic (hvdrun's --min-np/--max-np; elastic_timeout is its
+    --elastic-timeout, how long to wait for min_np workers).  `env` adds
+    to the ranks' environment (this process's passes through).  When a rank raises,
     run() raises that exception (its type and message; a note names the
     rank and host, and __cause__ holds the rank's traceback) once hvdrun
     has stopped the job.  Horovod's names (num_proc, min_num_proc,
@@ -183,6 +186,7 @@ def run(fn, args=(), kwargs=None, np=1, min_np=None, max_np=None, hosts=None, ho
     opt = dict(hosts=hosts, hostfile=hostfile, ssh_port=ssh_port,
                ssh_identity_file=ssh_identity_file, start_timeout=start_timeout, min_np=min_np,
                max_np=max_np, slots=slots, reset_limit=reset_limit,
+               elastic_timeout=elastic_timeout,
                cooldown_range=cooldown_range, host_discovery_script=host_discovery_script,
                output_filename=output_filename, verbose=verbose, launcher=launcher, nics=nics,
                use_mpi=use_mpi, mpi_args=mpi_args, executable=executable)

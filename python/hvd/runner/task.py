@@ -41,9 +41,23 @@ def _describe(exc):
     return (pickled, "%s.%s" % (type(exc).__module__, type(exc).__qualname__), str(exc), tb)
 
 
+def _sent_away(exc):
+    """True when hvdrun's elastic driver turned this worker away (its host
+    was removed from the job, or the job is over): hvdrun decided, it stops
+    the worker and reports the job's outcome itself, so this is no failure
+    of the function.  libhvd says so as "hvdrun refused the registration"
+    (src/rdzv/rdzv.c) when the worker tries to join the next job."""
+    from hvd.common.exceptions import HorovodInternalError
+
+    return (os.environ.get("HOROVOD_ELASTIC_WORKER_ID") is not None
+            and isinstance(exc, HorovodInternalError)
+            and "hvdrun refused the registration" in str(exc))
+
+
 def call(payload, rank, send):
     """Calls the cloudpickled (fn, args, kwargs) and sends ("ok", ...) or
-    ("err", ...) through send(message).  Returns True when fn returned."""
+    ("err", ...) through send(message).  Returns True when fn returned, or
+    when an elastic worker was sent away (nothing is sent then)."""
     import cloudpickle
 
     host = socket.gethostname()
@@ -51,6 +65,8 @@ def call(payload, rank, send):
         fn, args, kwargs = cloudpickle.loads(payload)
         value = fn(*args, **kwargs)
     except BaseException as exc:  # noqa: B902 (SystemExit too: the driver must hear)
+        if _sent_away(exc):
+            return True
         send(("err", _rank_now(rank), host, _describe(exc)))
         return False
     send(("ok", _rank_now(rank), host, cloudpickle.dumps(value)))

@@ -18,7 +18,10 @@ A rank that raises makes run() raise its exception (a note names the rank
 and host) at once: the stage is cancelled, so no task is left running.  A
 task that dies without a word (its Python worker killed) fails the stage;
 run() does not retry it (a retried task could not join the finished
-round) and raises a RuntimeError saying so.  run_elastic is not there yet.
+round) and raises a RuntimeError saying so.
+
+run_elastic() is elastic training on the Spark application's executors'
+hosts, under hvdrun's elastic driver (see its docstring).
 """
 import contextlib
 import os
@@ -30,7 +33,7 @@ from hvd.runner import channel
 from hvd.runner.rendezvous import Rendezvous, rank_env
 from hvd.runner.results import Collector
 
-__all__ = ["run", "run_elastic"]
+__all__ = ["run", "run_elastic", "spark_hosts"]
 
 
 def _driver_addr(sc):
@@ -175,8 +178,71 @@ def _spark_summary(error):
     return "\n".join(lines[:6])
 
 
-def run_elastic(*args, **kwargs):
-    """Not there yet: hvd.spark.run_elastic (Spark tasks that come and go
-    while the job trains) needs hvd's elastic driver in this process."""
-    raise NotImplementedError("hvd.spark.run_elastic is not there yet; hvd.spark.run runs a "
-                              "fixed number of tasks, hvd.run(..., min_np=...) is elastic")
+def spark_hosts(sc):
+    """[(host, slots)] of the Spark application's live executors: each
+    executor's cores over spark.task.cpus, summed by host, in the order
+    Spark lists them.  With a local master the driver is the executor."""
+    if sc.master.startswith("local"):
+        return [("localhost", sc.defaultParallelism)]
+    cpus = max(1, int(sc.getConf().get("spark.task.cpus", "1")))
+    executors = sc._jsc.sc().statusStore().executorList(True)
+    slots = {}
+    for i in range(executors.size()):
+        e = executors.apply(i)
+        if e.id() == "driver":
+            continue
+        host = e.hostPort().rsplit(":", 1)[0].strip("[]")
+        slots[host] = slots.get(host, 0) + int(e.totalCores()) // cpus
+    return list(slots.items())
+
+
+def run_elastic(fn, args=(), kwargs={}, num_proc=None, min_np=None, max_np=None,
+                start_timeout=None, elastic_timeout=None, reset_limit=None, env=None,
+                stdout=None, stderr=None, verbose=1, nics=None,
+                prefix_output_with_timestamp=False):
+    """Runs fn(*args, **kwargs) as an elastic hvd job on the hosts of the
+    Spark application's executors; returns the values of the workers that
+    finished, by their final rank.
+
+    The elastic driver is hvdrun's, run by hvd.run from this process: its
+    host discovery lists the live executors' hosts, with their cores
+    over spark.task.cpus as slots (spark_hosts), and hvdrun starts the
+    workers there over ssh, as it starts any; an executor Spark loses
+    leaves the listing, and hvdrun treats its host as lost.  num_proc
+    (default the context's default parallelism) is the first job's size,
+    min_np and max_np (default num_proc) its bounds; start_timeout
+    (HOROVOD_SPARK_START_TIMEOUT, 600 s) bounds ssh's start and
+    hvd.init()'s wait, elastic_timeout (HOROVOD_ELASTIC_TIMEOUT, 600 s)
+    the wait for min_np workers.  The workers' output goes to stdout and
+    stderr (default this process's), prefixed with their rank.  Nothing
+    of the job goes through Spark: its secret is in hvdrun's and the
+    workers' environment only."""
+    import contextlib
+    import sys
+
+    import hvd.runner
+    from hvd.runner.discovery import Discovery
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None:
+        raise RuntimeError("hvd.spark.run_elastic: no active SparkContext; create a "
+                           "SparkSession first")
+    num_proc = int(num_proc or sc.defaultParallelism)
+    min_np, max_np = int(min_np or num_proc), int(max_np or num_proc)
+    if not min_np <= num_proc <= max_np:
+        raise ValueError("hvd.spark.run_elastic: needs min_np <= num_proc <= max_np, not "
+                         "%d <= %d <= %d" % (min_np, num_proc, max_np))
+    if start_timeout is None:
+        start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", "600"))
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.redirect_stdout(stdout or sys.stdout))
+        stack.enter_context(contextlib.redirect_stderr(stderr or sys.stderr))
+        d = stack.enter_context(Discovery(lambda: spark_hosts(sc)))
+        if verbose >= 2:
+            print("hvd.spark.run_elastic: the executors' hosts now:\n" + d.listing(),
+                  file=sys.stderr)
+        return hvd.runner.run(fn, args, kwargs, np=num_proc, min_np=min_np, max_np=max_np,
+                              start_timeout=start_timeout, elastic_timeout=elastic_timeout,
+                              reset_limit=reset_limit, env=env, network_interfaces=nics,
+                              verbose=verbose >= 2, host_discovery_script=d.script)

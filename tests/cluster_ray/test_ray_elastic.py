@@ -1,0 +1,109 @@
+"""hvd.ray.ElasticRayExecutor on the Ray cluster of the 4 emulated hosts
+(the driver on h0): a node's CPUs over cpus_per_slot give one slot per
+node, and hvdrun's elastic driver starts a worker on each over ssh.
+
+- The worker of rank 1 killed mid-job: the others re-form and finish, and
+  the final workers' values come back by rank, agreeing on every
+  committed step (fn_checks.check_elastic).
+- min_np above what the nodes give: run() raises within elastic_timeout,
+  saying so.
+- A Ray node lost mid-job (h3's raylet killed while the workers wait for
+  it): Ray's listing drops it, hvdrun takes the host away as it takes a
+  lost host, and the job finishes on h0..h2.
+
+Nothing of the jobs is left on any host.  This file runs after
+test_ray_cluster.py: it leaves Ray with a node fewer."""
+import os
+import sys
+import textwrap
+import uuid
+
+from hvdcluster import run_driver
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runner"))
+import fn_checks  # noqa: E402
+
+STEPS, DIE_AT = 12, 4
+
+DRIVER = textwrap.dedent("""
+    import json, os, shutil, signal, sys, tempfile, threading, time
+    sys.path.insert(0, %(runner)r)
+    import cloudpickle, ray, fn_checks
+    cloudpickle.register_pickle_by_value(fn_checks)
+    ray.init(address=%(address)r)
+    from hvd.ray import ElasticRayExecutor
+    from hvd.ray.elastic import ray_hosts
+
+    out = {"hosts": ray_hosts(cpus_per_slot=2)}
+    tmp = tempfile.mkdtemp(prefix="hvd-ray-elastic-")  # /tmp: the hosts share it
+    marker = os.path.join(tmp, "died")
+
+    def executor(min_np, max_np, elastic_timeout):
+        settings = ElasticRayExecutor.create_settings(min_np=min_np, max_np=max_np,
+                                                      elastic_timeout=elastic_timeout,
+                                                      timeout_s=60)
+        ex = ElasticRayExecutor(settings, cpus_per_slot=2, env_vars={%(token)r: "1"})
+        ex.start()
+        return ex
+
+    out["values"] = executor(2, 4, 60).run(fn_checks.elastic_steps,
+                                           args=(%(steps)d, %(die_at)d, marker))
+    out["died"] = int(open(marker).read())
+
+    try:  # min_np above the nodes' slots: hvdrun waits elastic_timeout, then says why
+        executor(5, 5, 5).run(fn_checks.elastic_steps, args=(1, 9, marker))
+        out["short"] = "returned"
+    except RuntimeError as e:
+        out["short"] = str(e)
+
+    hold = os.path.join(tmp, "hold")
+
+    def lose_node():  # h3's raylet killed once the workers wait at step die_at
+        deadline = time.monotonic() + 300
+        while not os.path.exists(hold) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.kill(%(raylet)d, signal.SIGKILL)
+        while %(h3)r in [h for h, _ in ray_hosts(2)] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        out["node_gone"] = %(h3)r not in [h for h, _ in ray_hosts(2)]
+
+    t = threading.Thread(target=lose_node)
+    t.start()
+    out["node_values"] = executor(2, 4, 60).run(fn_checks.elastic_steps,
+                                                args=(%(steps)d, %(die_at)d, marker, hold))
+    t.join()
+    shutil.rmtree(tmp)
+    print("RESULT " + json.dumps(out))
+    """)
+
+
+def raylet_of(cluster, host):
+    for pid in cluster.pids(host):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                if b"/raylet" in f.read().split(b"\0")[0]:
+                    return pid
+        except OSError:
+            pass
+    raise AssertionError("no raylet running in %s" % host)
+
+
+def test_elastic_ray_executor(ray_cluster, build_dir):
+    cluster = ray_cluster
+    cluster.check()
+    address = cluster.cmd("ray", "address", check=True).stdout.strip()
+    token = "HVD_TEST_ELASTIC_RAY_" + uuid.uuid4().hex
+    script = DRIVER % dict(runner=os.path.dirname(os.path.abspath(fn_checks.__file__)),
+                           address=address, token=token, steps=STEPS, die_at=DIE_AT,
+                           raylet=raylet_of(cluster, "h3"), h3=cluster.addr(3))
+    env = cluster.env(PYTHONPATH=os.path.join(build_dir, "python"), RAY_AUTH_MODE="disabled",
+                      HOROVOD_GLOO_TIMEOUT_SECONDS="10")
+    _, out = run_driver(cluster, script, env)
+    assert sorted(out["hosts"]) == [[cluster.addr(i), 1] for i in range(4)], out["hosts"]
+    fn_checks.check_elastic(out["values"], STEPS, DIE_AT, first_size=4)
+    assert not fn_checks.pid_alive(out["died"])
+    assert "fewer than --min-np 5" in out["short"], out["short"]
+    assert out["node_gone"]
+    fn_checks.check_elastic(out["node_values"], STEPS, DIE_AT, first_size=4)
+    assert sorted(v["host"] for v in out["node_values"]) == ["h0", "h1", "h2"], out
+    assert fn_checks.procs_left(token) == []  # the workers, hvdrun's agents
