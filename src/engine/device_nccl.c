@@ -72,6 +72,8 @@ struct hvd__nccl_path {
   cudaEvent_t done;    /* recorded after a response's work */
   void *fusion;        /* the NCCL path's device fusion buffer */
   size_t fusion_cap;
+  void *host;          /* pinned: the hierarchical allreduce's shard, across hosts */
+  size_t host_cap;
   nccl_comm *comms;
 };
 typedef struct hvd__nccl_path path;
@@ -217,6 +219,7 @@ static void path_free(path *np) {
   if (np->rt) {
     np->rt->SetDevice(np->device);
     if (np->fusion) np->rt->Free(np->fusion);
+    if (np->host) np->rt->FreeHost(np->host);
     if (np->done) np->rt->EventDestroy(np->done);
     if (np->stream) np->rt->StreamDestroy(np->stream);
   }
@@ -256,6 +259,10 @@ static int open_path(hvd_engine *e, int device) {
   return 0;
 }
 
+/* The key of a host's communicator in the hierarchical allreduce (the
+ * global set's only: the hierarchy is the global communicator's). */
+#define HOST_KEY (-1)
+
 static nccl_comm *find_comm(const path *np, int set, const hvd_comm *c) {
   for (nccl_comm *k = np ? np->comms : NULL; k; k = k->next)
     if (k->set == set && k->size == c->size && k->rank == c->rank) return k;
@@ -284,14 +291,14 @@ static int init_comm(path *np, const ncclUniqueId *id, const hvd_comm *c, ncclCo
   return rc;
 }
 
-/* The set's communicator, every rank agreeing that it has one: made at
- * the set's first NCCL response.  *fatal 0 when every rank fails alike. */
-static int agree_on_comm(hvd_engine *e, hvd_comm *c, const response *r, ncclComm_t *out,
-                         int *fatal) {
-  const hvd_request *q = &r->items[0]->req;
+/* The communicator of c's ranks (key: the process set, or HOST_KEY),
+ * every rank agreeing that it has one: made at the first NCCL response
+ * that needs it.  *fatal 0 when every rank fails alike. */
+static int agree_on_comm(hvd_engine *e, hvd_comm *c, const response *r, int key,
+                         ncclComm_t *out, int *fatal) {
   int rc = open_path(e, r->items[0]->mine->w.device);
   path *np = e->nccl;
-  nccl_comm *k = rc == 0 ? find_comm(np, q->process_set, c) : NULL;
+  nccl_comm *k = rc == 0 ? find_comm(np, key, c) : NULL;
   ncclUniqueId id;
   memset(&id, 0, sizeof id);
   if (rc == 0 && !k && c->rank == 0)
@@ -312,7 +319,7 @@ static int agree_on_comm(hvd_engine *e, hvd_comm *c, const response *r, ncclComm
     free(k);
     return ok;
   }
-  *k = (nccl_comm){q->process_set, c->size, c->rank, comm, np->comms};
+  *k = (nccl_comm){key, c->size, c->rank, comm, np->comms};
   np->comms = k;
   *out = comm;
   return 0;
@@ -351,6 +358,28 @@ static int copy(const path *np, void *dst, const void *src, size_t bytes) {
   if (!bytes || dst == src) return 0;
   return CUDA(np, np->rt->MemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, np->stream),
               "cudaMemcpyAsync (device to device)");
+}
+
+/* r's tensors one after the other into the fusion buffer fb (in), or
+ * back out into each recvbuf (out), queued on the stream. */
+static int fuse(const path *np, const response *r, char *fb, size_t esize) {
+  size_t off = 0;
+  for (int i = 0; i < r->n; i++) {
+    size_t bytes = r->items[i]->req.count * esize;
+    HVD__CHECK(copy(np, fb + off, r->items[i]->mine->w.sendbuf, bytes));
+    off += bytes;
+  }
+  return 0;
+}
+
+static int unfuse(const path *np, const response *r, const char *fb, size_t esize) {
+  size_t off = 0;
+  for (int i = 0; i < r->n; i++) {
+    size_t bytes = r->items[i]->req.count * esize;
+    HVD__CHECK(copy(np, r->items[i]->mine->w.recvbuf, fb + off, bytes));
+    off += bytes;
+  }
+  return 0;
 }
 
 /* One reduction's NCCL op (a pre-multiplied sum made for the call). */
@@ -396,23 +425,13 @@ static int launch_allreduce(path *np, const reducer *x, const response *r) {
   const hvd_request *q = &r->items[0]->req;
   if (r->n == 1) return allreduce(x, r->items[0]->mine->w.sendbuf, r->items[0]->mine->w.recvbuf,
                                   q->count);
-  size_t esize = hvd_dtype_size((hvd_dtype)q->dtype), total = 0, off = 0;
+  size_t esize = hvd_dtype_size((hvd_dtype)q->dtype), total = 0;
   for (int i = 0; i < r->n; i++) total += r->items[i]->req.count;
   HVD__CHECK(fusion_buffer(np, total * esize));
   char *fb = np->fusion;
-  for (int i = 0; i < r->n; i++) {
-    size_t bytes = r->items[i]->req.count * esize;
-    HVD__CHECK(copy(np, fb + off, r->items[i]->mine->w.sendbuf, bytes));
-    off += bytes;
-  }
+  HVD__CHECK(fuse(np, r, fb, esize));
   HVD__CHECK(allreduce(x, fb, fb, total));
-  off = 0;
-  for (int i = 0; i < r->n; i++) {
-    size_t bytes = r->items[i]->req.count * esize;
-    HVD__CHECK(copy(np, r->items[i]->mine->w.recvbuf, fb + off, bytes));
-    off += bytes;
-  }
-  return 0;
+  return unfuse(np, r, fb, esize);
 }
 
 /* ncclReduceScatter when the count divides by the size (hvd's split is
@@ -439,6 +458,83 @@ static int launch_broadcast(path *np, ncclComm_t comm, const hvd_request *q, voi
                 "ncclBroadcast", deadline);
 }
 
+/* ---- the hierarchical allreduce (HOROVOD_HIERARCHICAL_ALLREDUCE) ----
+ * As Horovod's NCCLHierarchicalAllreduce: the tensors in the fusion
+ * buffer, padded to a multiple of the host's ranks; ncclReduceScatter
+ * within the host leaves each local rank one shard; that shard goes to
+ * pinned host memory and hvd's host allreduce among the ranks of the same
+ * local rank on the other hosts (c->cross: TCP); back to the device, and
+ * ncclAllGather within the host.  Every rank ends with the same bits: each
+ * shard is reduced once, by one cross allreduce, and copied to the rest. */
+
+/* On the global communicator with its hierarchy built (the switch on,
+ * hosts of one size: coll/hierarchical.c), for an allreduce whose two
+ * halves compose: Sum, Min, Max, Product, and on float32/float64 Average
+ * and scale factors as one pre-multiplied sum.  Else the flat path. */
+static int hierarchical(const hvd_comm *c, const hvd_request *q) {
+  if (q->type != HVD_REQ_ALLREDUCE || !c->hierarchical || !c->local || !c->cross) return 0;
+  int floating = q->dtype == HVD_FLOAT32 || q->dtype == HVD_FLOAT64;
+  int scaled = q->op == HVD_AVERAGE || q->prescale * q->postscale != 1.0;
+  return !scaled || floating;
+}
+
+/* The reduction within the host: an Average becomes a sum pre-multiplied
+ * by its scale over the job's size, so that the cross step only sums. */
+static int host_reducer(reducer *x, const path *np, ncclComm_t comm, const hvd_request *q,
+                        int size, uint64_t deadline) {
+  hvd_request sum = *q;
+  if (q->op == HVD_AVERAGE) sum.op = HVD_SUM, sum.prescale = q->prescale / size;
+  return reducer_open(x, np, comm, &sum, size, deadline);
+}
+
+static int host_buffer(path *np, size_t bytes) {
+  if (bytes <= np->host_cap) return 0;
+  if (np->host) np->rt->FreeHost(np->host);
+  np->host = NULL, np->host_cap = 0;
+  HVD__CHECK(CUDA(np, np->rt->HostAlloc(&np->host, bytes ? bytes : 1, cudaHostAllocDefault),
+                  "cudaHostAlloc (the hierarchical allreduce's shard)"));
+  np->host_cap = bytes;
+  return 0;
+}
+
+/* This rank's shard (count elements at dev) reduced across the hosts. */
+static int cross_allreduce(path *np, ncclComm_t local, hvd_comm *cross, const hvd_request *q,
+                           void *dev, size_t count, uint64_t deadline) {
+  hvd_dtype dtype = (hvd_dtype)q->dtype;
+  hvd_op rop = q->op == HVD_AVERAGE ? HVD_SUM : (hvd_op)q->op;
+  size_t bytes = count * hvd_dtype_size(dtype);
+  void *host = np->host;
+  if (bytes)
+    HVD__CHECK(CUDA(np, np->rt->MemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, np->stream),
+                    "cudaMemcpyAsync (device to host)"));
+  HVD__CHECK(wait_done(np, local, deadline));
+  HVD__CHECK(cross->coll ? cross->coll->allreduce(cross, &host, &count, 1, dtype, rop)
+                         : hvd__allreduce(cross, host, host, count, dtype, rop));
+  if (!bytes) return 0;
+  return CUDA(np, np->rt->MemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, np->stream),
+              "cudaMemcpyAsync (host to device)");
+}
+
+static int launch_hierarchical(path *np, const reducer *x, hvd_comm *c, const response *r) {
+  const hvd_request *q = &r->items[0]->req;
+  size_t esize = hvd_dtype_size((hvd_dtype)q->dtype), total = 0;
+  for (int i = 0; i < r->n; i++) total += r->items[i]->req.count;
+  size_t hosts_ranks = (size_t)c->local->size, shard = (total + hosts_ranks - 1) / hosts_ranks;
+  HVD__CHECK(fusion_buffer(np, shard * hosts_ranks * esize));
+  HVD__CHECK(host_buffer(np, shard * esize));
+  char *fb = np->fusion, *mine = fb + (size_t)c->local->rank * shard * esize;
+  HVD__CHECK(fuse(np, r, fb, esize));
+  /* The padding past `total` is reduced too, and never read. */
+  HVD__CHECK(settle(np, x->comm, np->nc->ReduceScatter(fb, mine, shard, x->rd.type, x->rd.op,
+                                                       x->comm, np->stream),
+                    "ncclReduceScatter (within the host)", x->deadline));
+  HVD__CHECK(cross_allreduce(np, x->comm, c->cross, q, mine, shard, x->deadline));
+  HVD__CHECK(settle(np, x->comm, np->nc->AllGather(mine, fb, shard, x->rd.type, x->comm,
+                                                   np->stream),
+                    "ncclAllGather (within the host)", x->deadline));
+  return unfuse(np, r, fb, esize);
+}
+
 /* The stream waits (on the device, not here) for the work each caller
  * queued on its own stream before handing its tensor over (hvd_work.ready). */
 static int wait_ready(const path *np, const response *r) {
@@ -452,7 +548,7 @@ static int wait_ready(const path *np, const response *r) {
 }
 
 /* Queues r's collectives on the stream, after the callers' work. */
-static int launch(path *np, ncclComm_t comm, const hvd_comm *c, const response *r,
+static int launch(path *np, ncclComm_t comm, hvd_comm *c, const response *r, int hier,
                   uint64_t deadline) {
   const hvd_request *q = &r->items[0]->req;
   HVD__CHECK(wait_ready(np, r));
@@ -463,40 +559,65 @@ static int launch(path *np, ncclComm_t comm, const hvd_comm *c, const response *
     return 0;
   }
   reducer x;
-  HVD__CHECK(reducer_open(&x, np, comm, q, c->size, deadline));
+  HVD__CHECK(hier ? host_reducer(&x, np, comm, q, c->size, deadline)
+                  : reducer_open(&x, np, comm, q, c->size, deadline));
   int rc = 0;
-  if (q->type == HVD_REQ_ALLREDUCE) rc = launch_allreduce(np, &x, r);
+  if (q->type == HVD_REQ_ALLREDUCE)
+    rc = hier ? launch_hierarchical(np, &x, c, r) : launch_allreduce(np, &x, r);
   for (int i = 0; rc == 0 && q->type == HVD_REQ_REDUCESCATTER && i < r->n; i++)
     rc = launch_reducescatter(np, &x, c, r->items[i]->mine);
   reducer_close(&x);
   return rc;
 }
 
-static const char *timeline_name(int type) {
+static const char *timeline_name(int type, int hier) {
   return type == HVD_REQ_BROADCAST       ? "NCCL_BROADCAST"
          : type == HVD_REQ_REDUCESCATTER ? "NCCL_REDUCESCATTER"
+         : hier                          ? "NCCL_HIERARCHICAL_ALLREDUCE"
                                          : "NCCL_ALLREDUCE";
+}
+
+/* The NCCL communicator r runs on: its set's, or for the hierarchical
+ * allreduce its host's, every rank of the job agreeing that it has it.
+ * A host's communicator is made by its ranks at the first hierarchical
+ * response, so whether one exists is alike on every rank: the branch
+ * below is the same everywhere, and afterwards one agreement of the
+ * whole job is all a response costs. */
+static int agree(hvd_engine *e, hvd_comm *c, const response *r, int hier, ncclComm_t *comm,
+                 int *fatal) {
+  if (!hier) return agree_on_comm(e, c, r, r->items[0]->req.process_set, comm, fatal);
+  nccl_comm *k = find_comm(e->nccl, HOST_KEY, c->local);
+  int rc;
+  if (k) {
+    rc = open_path(e, r->items[0]->mine->w.device);
+    *comm = k->comm;
+  } else {
+    rc = agree_on_comm(e, c->local, r, HOST_KEY, comm, fatal);
+    if (rc < 0 && *fatal) return rc;
+  }
+  return hvd__device_agree(c, rc, "has no NCCL path within its host", fatal);
 }
 
 int hvd__nccl_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
   const hvd_request *q = &r->items[0]->req;
   *fatal = 0;
   HVD__CHECK(refuse(r, c->size));
+  int hier = hierarchical(c, q);
   ncclComm_t comm;
-  HVD__CHECK(agree_on_comm(e, c, r, &comm, fatal));
+  HVD__CHECK(agree(e, c, r, hier, &comm, fatal));
   *fatal = 1;
   path *np = e->nccl;
   uint64_t deadline = hvd__now_ms() + DEADLINE_MS;
   for (int i = 0; i < r->n; i++)
-    hvd__timeline_begin(e->tl, r->items[i]->req.name, timeline_name(q->type), NULL);
-  int rc = launch(np, comm, c, r, deadline);
+    hvd__timeline_begin(e->tl, r->items[i]->req.name, timeline_name(q->type, hier), NULL);
+  int rc = launch(np, comm, c, r, hier, deadline);
   /* Wait even after a failed launch: what was queued must end before
    * the buffers are given back. */
   int wrc = wait_done(np, comm, deadline);
   if (rc == 0) rc = wrc;
   for (int i = 0; i < r->n; i++) hvd__timeline_end(e->tl, r->items[i]->req.name);
   if (rc == 0) return 0;
-  nccl_comm *k = find_comm(np, q->process_set, c);
+  nccl_comm *k = hier ? find_comm(np, HOST_KEY, c->local) : find_comm(np, q->process_set, c);
   if (k) drop_comm(np, k);
   /* The engine names each tensor; a fused response's failure names the group. */
   if (r->n > 1)

@@ -1,7 +1,9 @@
 /*
  * fake_nccl.c -- a CPU stand-in for libnccl, built as libnccl.so.<major>
  * beside fake_cudart.c's libcudart (which says why): communicators of one
- * rank, whose collectives are copies (a pre-multiplied sum multiplies).
+ * rank, whose collectives are copies (a pre-multiplied sum multiplies),
+ * and of several ranks of one machine, which meet in shared memory
+ * (fake_nccl_ranks.c).
  *
  * A non-blocking communicator (ncclConfig_t.blocking = 0) behaves as
  * NCCL's may: its set-up and every collective answer ncclInProgress and
@@ -10,8 +12,12 @@
  * makes every collective fail (ncclSystemError), for the error path.
  */
 #include <nccl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "fake_nccl_ranks.h"
 
 #define MAX_OPS 16
 
@@ -20,6 +26,7 @@ struct ncclComm {
   int polls;               /* ncclCommGetAsyncError answers ncclInProgress this many more times */
   double scalar[MAX_OPS];  /* the pre-multiplied sums' scalars */
   int used[MAX_OPS];
+  fake_ranks *ranks;       /* several ranks: their shared memory; NULL for one */
 };
 
 static ncclResult_t started(ncclComm_t comm) {
@@ -53,33 +60,41 @@ const char *ncclGetLastError(ncclComm_t comm) {
   return failing() ? "FAKE_NCCL_FAIL is set" : "";
 }
 
+/* The id names the shared memory a communicator of several ranks meets in. */
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
-  memset(id, 0x5a, sizeof *id);
+  static unsigned made;
+  memset(id, 0, sizeof *id);
+  snprintf(id->internal, sizeof id->internal, "/hvd-fake-nccl.%ld.%u", (long)getpid(), ++made);
   return ncclSuccess;
 }
 
-static ncclResult_t init(ncclComm_t *out, int nranks, int rank, int nonblocking) {
-  if (nranks != 1 || rank != 0) return ncclInvalidUsage; /* one rank only */
+static ncclResult_t init(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
+                         int nonblocking) {
+  if (nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
   *out = calloc(1, sizeof **out);
   if (!*out) return ncclSystemError;
   (*out)->nonblocking = nonblocking;
+  if (nranks > 1 && !((*out)->ranks = fake_ranks_join(id.internal, nranks, rank))) {
+    free(*out);
+    *out = NULL;
+    return ncclSystemError;
+  }
   return started(*out);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
-  (void)id;
-  return init(comm, nranks, rank, 0);
+  return init(comm, nranks, id, rank, 0);
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
                                     ncclConfig_t *config) {
-  (void)id;
-  return init(comm, nranks, rank, config && config->blocking == 0);
+  return init(comm, nranks, id, rank, config && config->blocking == 0);
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) { return started(comm); }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm) fake_ranks_leave(comm->ranks);
   free(comm);
   return ncclSuccess;
 }
@@ -114,57 +129,86 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   return ncclSuccess;
 }
 
-static size_t type_size(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8: case ncclUint8: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-    default: return 0;
-  }
+/* The op as fake_nccl_ranks.h takes it: NCCL's, or a pre-multiplied sum. */
+static ncclResult_t red_of(ncclComm_t comm, ncclRedOp_t op, fake_red *red) {
+  *red = (fake_red){op, 0, 1.0};
+  if ((int)op < ncclNumOps) return ncclSuccess;
+  int i = (int)op - ncclNumOps;
+  if (i >= MAX_OPS || !comm->used[i]) return ncclInvalidArgument;
+  red->premul = 1;
+  red->scalar = comm->scalar[i];
+  return ncclSuccess;
+}
+
+/* What every collective checks first (and FAKE_NCCL_FAIL). */
+static ncclResult_t check(ncclComm_t comm, const void *send, void *recv, size_t count,
+                          ncclDataType_t t) {
+  if (!fake_type_size(t) || !comm || (count && (!send || !recv))) return ncclInvalidArgument;
+  return failing() ? ncclSystemError : ncclSuccess;
+}
+
+/* A collective's end: a non-blocking communicator says "in progress". */
+static ncclResult_t finish(ncclComm_t comm, ncclResult_t r) {
+  return r == ncclSuccess ? started(comm) : r;
 }
 
 /* One rank's reduction of count elements: a copy, or x * scalar. */
-static ncclResult_t reduce(const void *send, void *recv, size_t count, ncclDataType_t t,
-                           ncclRedOp_t op, ncclComm_t comm) {
-  size_t es = type_size(t);
-  if (!es || !comm || (count && (!send || !recv))) return ncclInvalidArgument;
-  if (failing()) return ncclSystemError;
-  if ((int)op < ncclNumOps) {
-    memmove(recv, send, count * es);
-    return started(comm);
+static void reduce_alone(const void *send, void *recv, size_t count, ncclDataType_t t,
+                         fake_red red) {
+  if (!red.premul) {
+    memmove(recv, send, count * fake_type_size(t));
+    return;
   }
-  int i = (int)op - ncclNumOps;
-  if (i >= MAX_OPS || !comm->used[i]) return ncclInvalidArgument;
   for (size_t k = 0; k < count; k++)
-    if (t == ncclFloat32) ((float *)recv)[k] = ((const float *)send)[k] * (float)comm->scalar[i];
-    else ((double *)recv)[k] = ((const double *)send)[k] * comm->scalar[i];
-  return started(comm);
+    if (t == ncclFloat32) ((float *)recv)[k] = ((const float *)send)[k] * (float)red.scalar;
+    else ((double *)recv)[k] = ((const double *)send)[k] * red.scalar;
 }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  return reduce(send, recv, count, t, op, comm);
+  fake_red red;
+  ncclResult_t r = check(comm, send, recv, count, t);
+  if (r == ncclSuccess) r = red_of(comm, op, &red);
+  if (r != ncclSuccess) return r;
+  if (comm->ranks) return finish(comm, fake_ranks_allreduce(comm->ranks, send, recv, count, t, red));
+  reduce_alone(send, recv, count, t, red);
+  return started(comm);
 }
 
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, ncclDataType_t t,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  return reduce(send, recv, recvcount, t, op, comm);
+  fake_red red;
+  ncclResult_t r = check(comm, send, recv, recvcount, t);
+  if (r == ncclSuccess) r = red_of(comm, op, &red);
+  if (r != ncclSuccess) return r;
+  if (comm->ranks)
+    return finish(comm, fake_ranks_reduce_scatter(comm->ranks, send, recv, recvcount, t, red));
+  reduce_alone(send, recv, recvcount, t, red);
+  return started(comm);
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t,
                            ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  return reduce(send, recv, count, t, ncclSum, comm);
+  ncclResult_t r = check(comm, send, recv, count, t);
+  if (r != ncclSuccess) return r;
+  if (comm->ranks) return finish(comm, fake_ranks_allgather(comm->ranks, send, recv, count, t));
+  memmove(recv, send, count * fake_type_size(t));
+  return started(comm);
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t,
                            int root, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
+  ncclResult_t r = check(comm, send, recv, count, t);
+  if (r != ncclSuccess) return r;
+  if (comm->ranks)
+    return finish(comm, fake_ranks_broadcast(comm->ranks, send, recv, count, t, root));
   if (root != 0) return ncclInvalidArgument;
-  return reduce(send, recv, count, t, ncclSum, comm);
+  memmove(recv, send, count * fake_type_size(t));
+  return started(comm);
 }
 
 /* Point to point needs a second rank. */

@@ -23,6 +23,14 @@
  *     untouched and the job going on: scale factors on int32, int16,
  *     Adasum, a tensor on another device than the path's.
  *
+ *   HOROVOD_HIERARCHICAL_ALLREDUCE=1 hvdrun -np 2 -H localhost:1,127.0.0.1:1 \
+ *       test_device_nccl hier        (gpu-check: nccl-hier-np2; two emulated
+ *                                      hosts of one rank, each its own NCCL
+ *                                      communicator on the one GPU)
+ *     the allreduces above (not the integer Average, which is flat) through
+ *     the hierarchical form: ncclReduceScatter within the host, hvd's
+ *     allreduce across hosts, ncclAllGather; the cross step counted.
+ *
  *   hvdrun -np 1 test_device_nccl nccl_error    (on tests/fake_gpu's NCCL
  *                                      with FAKE_NCCL_FAIL=1) an NCCL
  *     error fails the tensor naming it and NCCL's message; the engine
@@ -50,6 +58,7 @@ int main(void) {
 }
 #else
 #include "../unit/gpu_required.h"
+#include "api_hooks.h"
 #include "gpu/cuda/cudart.h"
 
 static int rank, size, device, checks, failures;
@@ -82,7 +91,11 @@ static hvd_opts on_device(void) {
 
 #include "device_both.h"
 
-static void allreduces(void) {
+/* hier: the hierarchical allreduce runs Average and scale factors as a
+ * pre-multiplied sum, on float32/float64 only; an integer Average takes
+ * the flat path, whose communicator of every rank the one-GPU machine
+ * (and the stand-in) cannot make. */
+static void allreduces(int hier) {
   static const size_t counts[] = {1, 1000, 1310720 + 3};
   for (size_t k = 0; k < LEN(counts); k++) {
     allreduce_both(HVD_FLOAT32, HVD_SUM, counts[k], 1, 1.0, 1.0);
@@ -98,10 +111,32 @@ static void allreduces(void) {
   allreduce_both(HVD_FLOAT32, HVD_MIN, 300000, 1, 1.0, 1.0);
   allreduce_both(HVD_FLOAT32, HVD_PRODUCT, 1000, 1, 1.0, 1.0);
   allreduce_both(HVD_FLOAT32, HVD_AVERAGE, 300000, 1, 1.0, 1.0);
-  allreduce_both(HVD_INT32, HVD_AVERAGE, 300000, 0, 1.0, 1.0);
+  if (!hier) allreduce_both(HVD_INT32, HVD_AVERAGE, 300000, 0, 1.0, 1.0);
   allreduce_both(HVD_FLOAT32, HVD_SUM, 300000, 0, 0.5, 4.0);
   allreduce_both(HVD_FLOAT64, HVD_SUM, 3000, 1, 0.25, 1.0);
   allreduce_both(HVD_FLOAT32, HVD_AVERAGE, 3000, 1, 2.0, 1.0);
+}
+
+/* HOROVOD_HIERARCHICAL_ALLREDUCE=1 on hosts hvdrun emulates: a device
+ * allreduce takes the hierarchical form, whose one host step is hvd's
+ * allreduce on the cross communicator (its count advances by exactly one)
+ * and which leaves the host communicator of hvd's own hierarchy alone
+ * (NCCL's within the host does that part). */
+static void hierarchy_used(void) {
+  enum { N = 1000 };
+  float x[N], *dx = dev_alloc(sizeof x);
+  for (int i = 0; i < N; i++) x[i] = (float)(i + rank);
+  upload(dx, x, sizeof x);
+  hvd_opts o = on_device();
+  uint32_t local0, cross0, local1, cross1;
+  CALL(hvd_wait(hvd_allreduce_async_opts(dx, dx, N, HVD_FLOAT32, HVD_SUM, "hier.first", &o)));
+  CALL(hvd__hier_counts(&local0, &cross0));
+  CALL(hvd_wait(hvd_allreduce_async_opts(dx, dx, N, HVD_FLOAT32, HVD_SUM, "hier.second", &o)));
+  CALL(hvd__hier_counts(&local1, &cross1));
+  CHECK(cross1 - cross0 == 1 && local1 == local0,
+        "a hierarchical NCCL allreduce moved the cross count by %u and the local one by %u "
+        "(expected 1 and 0)", cross1 - cross0, local1 - local0);
+  dev_free(dx);
 }
 
 /* A process set of every rank: its own NCCL communicator, made at its
@@ -199,7 +234,15 @@ int main(int argc, char **argv) {
     hvd_shutdown();
     return report_checks("test_device_nccl", rank, size, checks, failures);
   }
-  allreduces();
+  if (strcmp(mode, "hier") == 0) {
+    allreduces(1);
+    many_at_once(NULL);
+    hierarchy_used();
+    job_goes_on();
+    hvd_shutdown();
+    return report_checks("test_device_nccl", rank, size, checks, failures);
+  }
+  allreduces(0);
   many_at_once(NULL);
   broadcast_both(1);
   broadcast_both(3u << 20);
