@@ -40,7 +40,12 @@
 #define NO_PATH "has no NCCL path for device memory"
 
 int hvd__nccl_runs(int type) {
-  return type == HVD_REQ_ALLREDUCE || type == HVD_REQ_BROADCAST || type == HVD_REQ_REDUCESCATTER;
+  return type == HVD_REQ_ALLREDUCE || type == HVD_REQ_BROADCAST ||
+         type == HVD_REQ_REDUCESCATTER || type == HVD_REQ_ALLGATHER || type == HVD_REQ_ALLTOALL;
+}
+
+static int moves_bytes(int type) {
+  return type == HVD_REQ_BROADCAST || type == HVD_REQ_ALLGATHER || type == HVD_REQ_ALLTOALL;
 }
 
 #ifndef HVD_WITH_NCCL
@@ -147,7 +152,7 @@ static int refuse(const response *r, int size) {
   if (!hvd__nccl_runs(q->type))
     return hvd__err(HVD_E_UNSUPPORTED, "%s '%s': not through NCCL", hvd__req_type_name(q->type),
                     q->name);
-  if (q->type == HVD_REQ_BROADCAST) return 0; /* bytes */
+  if (moves_bytes(q->type)) return 0; /* no reduction: any dtype */
   reduction rd;
   char why[512];
   int code = plan_reduction(q, size, &rd, why, sizeof why);
@@ -535,6 +540,111 @@ static int launch_hierarchical(path *np, const reducer *x, hvd_comm *c, const re
   return unfuse(np, r, fb, esize);
 }
 
+/* ---- allgather and alltoall: into device memory the path allocates ----
+ * As on the staged path, the result is cudaMalloc'ed device memory the
+ * caller frees with cudaFree.  What each rank receives from each is
+ * learned first by hvd's host collective on c (one size_t per rank, or
+ * per pair); then the data moves through NCCL in one group: ncclAllGather
+ * when every rank sends as much, else one ncclBroadcast per rank (as
+ * Horovod does for uneven allgathers), and ncclSend/ncclRecv per peer for
+ * alltoall. */
+
+static size_t sum_of(const size_t *v, int n) {
+  size_t s = 0;
+  for (int i = 0; i < n; i++) s += v[i];
+  return s;
+}
+
+/* got[r]: elements rank r sends this rank (allgather: its whole count). */
+static int exchange_counts(hvd_comm *c, int type, const entry *en, size_t *got) {
+  size_t n = (size_t)c->size, mine = en->w.local_count, *ones = NULL, *per = NULL;
+  void *out = NULL;
+  if (type == HVD_REQ_ALLTOALL && !(ones = malloc(n * sizeof *ones)))
+    return hvd__err(HVD_E_NOMEM, "allocating %zu counts", n);
+  for (size_t i = 0; ones && i < n; i++) ones[i] = 1;
+  per = calloc(n, sizeof *per);
+  int rc = per ? 0 : hvd__err(HVD_E_NOMEM, "allocating %zu counts", n);
+  if (rc == 0)
+    rc = type == HVD_REQ_ALLTOALL
+             ? hvd__gather(c, type, en->sendcounts, 0, ones, sizeof(size_t), &out, per)
+             : hvd__gather(c, type, &mine, 1, NULL, sizeof mine, &out, per);
+  if (rc == 0) memcpy(got, out, n * sizeof *got);
+  free(out), free(per), free(ones);
+  return rc;
+}
+
+/* One group: NCCL's calls in it, then ncclGroupEnd polled to its end. */
+static int group_end(const path *np, ncclComm_t comm, int rc, uint64_t deadline) {
+  int end = settle(np, comm, np->nc->GroupEnd(), "ncclGroupEnd", deadline);
+  return rc < 0 ? rc : end;
+}
+
+static int queue_allgather(const path *np, ncclComm_t comm, const hvd_comm *c, const void *send,
+                           char *out, const size_t *counts, size_t esize, uint64_t deadline) {
+  int even = 1, rc = 0;
+  for (int r = 1; r < c->size; r++) even &= counts[r] == counts[0];
+  if (even)
+    return counts[0] ? settle(np, comm, np->nc->AllGather(send, out, counts[0] * esize, ncclUint8,
+                                                          comm, np->stream),
+                              "ncclAllGather", deadline)
+                     : 0;
+  HVD__CHECK(settle(np, comm, np->nc->GroupStart(), "ncclGroupStart", deadline));
+  size_t off = 0;
+  for (int r = 0; rc == 0 && r < c->size; off += counts[r] * esize, r++)
+    if (counts[r])
+      rc = settle(np, comm, np->nc->Broadcast(r == c->rank ? send : out + off, out + off,
+                                              counts[r] * esize, ncclUint8, r, comm, np->stream),
+                  "ncclBroadcast (allgather)", deadline);
+  return group_end(np, comm, rc, deadline);
+}
+
+static int queue_alltoall(const path *np, ncclComm_t comm, const hvd_comm *c, const entry *en,
+                          char *out, const size_t *counts, size_t esize, uint64_t deadline) {
+  const char *send = en->w.sendbuf;
+  size_t soff = 0, roff = 0;
+  int rc = 0;
+  HVD__CHECK(settle(np, comm, np->nc->GroupStart(), "ncclGroupStart", deadline));
+  for (int p = 0; rc == 0 && p < c->size; p++) {
+    size_t sb = en->sendcounts[p] * esize, rb = counts[p] * esize;
+    if (sb)
+      rc = settle(np, comm, np->nc->Send(send + soff, sb, ncclUint8, p, comm, np->stream),
+                  "ncclSend (alltoall)", deadline);
+    if (rc == 0 && rb)
+      rc = settle(np, comm, np->nc->Recv(out + roff, rb, ncclUint8, p, comm, np->stream),
+                  "ncclRecv (alltoall)", deadline);
+    soff += sb, roff += rb;
+  }
+  return group_end(np, comm, rc, deadline);
+}
+
+/* One allgather or alltoall, to its end: its result is the caller's then. */
+static int run_gather(path *np, ncclComm_t comm, hvd_comm *c, const entry *en,
+                      uint64_t deadline) {
+  int type = en->w.req.type;
+  size_t esize = hvd_dtype_size((hvd_dtype)en->w.req.dtype);
+  size_t *counts = calloc((size_t)c->size, sizeof *counts);
+  if (!counts) return hvd__err(HVD_E_NOMEM, "allocating %d counts", c->size);
+  void *out = NULL;
+  int rc = exchange_counts(c, type, en, counts);
+  size_t bytes = sum_of(counts, c->size) * esize;
+  if (rc == 0 && bytes)
+    rc = CUDA(np, np->rt->Malloc(&out, bytes), "cudaMalloc (the result)");
+  if (rc == 0)
+    rc = type == HVD_REQ_ALLTOALL
+             ? queue_alltoall(np, comm, c, en, out, counts, esize, deadline)
+             : queue_allgather(np, comm, c, en->w.sendbuf, out, counts, esize, deadline);
+  int wrc = wait_done(np, comm, deadline); /* even after a failure: nothing may write out later */
+  if (rc == 0) rc = wrc;
+  if (rc == 0) {
+    *en->w.out = out;
+    if (en->w.out_counts) memcpy(en->w.out_counts, counts, (size_t)c->size * sizeof *counts);
+  } else if (out && wrc == 0) {
+    np->rt->Free(out);
+  }
+  free(counts);
+  return rc;
+}
+
 /* The stream waits (on the device, not here) for the work each caller
  * queued on its own stream before handing its tensor over (hvd_work.ready). */
 static int wait_ready(const path *np, const response *r) {
@@ -573,8 +683,18 @@ static int launch(path *np, ncclComm_t comm, hvd_comm *c, const response *r, int
 static const char *timeline_name(int type, int hier) {
   return type == HVD_REQ_BROADCAST       ? "NCCL_BROADCAST"
          : type == HVD_REQ_REDUCESCATTER ? "NCCL_REDUCESCATTER"
+         : type == HVD_REQ_ALLGATHER     ? "NCCL_ALLGATHER"
+         : type == HVD_REQ_ALLTOALL      ? "NCCL_ALLTOALL"
          : hier                          ? "NCCL_HIERARCHICAL_ALLREDUCE"
                                          : "NCCL_ALLREDUCE";
+}
+
+/* r's allgathers or alltoalls, one after the other, after the callers' work. */
+static int run_gathers(path *np, ncclComm_t comm, hvd_comm *c, const response *r,
+                       uint64_t deadline) {
+  HVD__CHECK(wait_ready(np, r));
+  for (int i = 0; i < r->n; i++) HVD__CHECK(run_gather(np, comm, c, r->items[i]->mine, deadline));
+  return 0;
 }
 
 /* The NCCL communicator r runs on: its set's, or for the hierarchical
@@ -610,11 +730,16 @@ int hvd__nccl_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
   uint64_t deadline = hvd__now_ms() + DEADLINE_MS;
   for (int i = 0; i < r->n; i++)
     hvd__timeline_begin(e->tl, r->items[i]->req.name, timeline_name(q->type, hier), NULL);
-  int rc = launch(np, comm, c, r, hier, deadline);
-  /* Wait even after a failed launch: what was queued must end before
-   * the buffers are given back. */
-  int wrc = wait_done(np, comm, deadline);
-  if (rc == 0) rc = wrc;
+  int rc;
+  if (q->type == HVD_REQ_ALLGATHER || q->type == HVD_REQ_ALLTOALL) {
+    rc = run_gathers(np, comm, c, r, deadline);
+  } else {
+    rc = launch(np, comm, c, r, hier, deadline);
+    /* Wait even after a failed launch: what was queued must end before
+     * the buffers are given back. */
+    int wrc = wait_done(np, comm, deadline);
+    if (rc == 0) rc = wrc;
+  }
   for (int i = 0; i < r->n; i++) hvd__timeline_end(e->tl, r->items[i]->req.name);
   if (rc == 0) return 0;
   nccl_comm *k = hier ? find_comm(np, HOST_KEY, c->local) : find_comm(np, q->process_set, c);

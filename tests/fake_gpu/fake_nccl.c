@@ -12,6 +12,7 @@
  * makes every collective fail (ncclSystemError), for the error path.
  */
 #include <nccl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,23 +212,71 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
   return started(comm);
 }
 
-/* Point to point needs a second rank. */
+/* ---- point to point: queued in a group, exchanged at its end ---- */
+
+#define MAX_PEERS 64
+
+/* The group's sends and receives, per peer, on one communicator. */
+static struct {
+  int depth;
+  ncclComm_t comm;
+  const void *send[MAX_PEERS];
+  size_t sbytes[MAX_PEERS];
+  void *recv[MAX_PEERS];
+  size_t rbytes[MAX_PEERS];
+} group;
+
+/* One rank: its sends to itself are its receives. */
+static ncclResult_t exchange_alone(void) {
+  if (group.sbytes[0] != group.rbytes[0]) return ncclInvalidUsage;
+  if (group.sbytes[0]) memmove(group.recv[0], group.send[0], group.sbytes[0]);
+  return ncclSuccess;
+}
+
+static ncclResult_t run_group(void) {
+  ncclComm_t comm = group.comm;
+  ncclResult_t r = ncclSuccess;
+  if (comm) r = comm->ranks ? fake_ranks_exchange(comm->ranks, group.send, group.sbytes,
+                                                  group.recv, group.rbytes)
+                            : exchange_alone();
+  memset(&group, 0, sizeof group);
+  return comm ? finish(comm, r) : r;
+}
+
+static ncclResult_t queue(int is_send, void *buf, size_t count, ncclDataType_t t, int peer,
+                          ncclComm_t comm) {
+  ncclResult_t r = check(comm, buf, buf, count, t);
+  if (r != ncclSuccess) return r;
+  if (peer < 0 || peer >= MAX_PEERS || (group.comm && group.comm != comm))
+    return ncclInvalidUsage; /* one communicator per group, here */
+  group.comm = comm;
+  if (is_send) group.send[peer] = buf, group.sbytes[peer] = count * fake_type_size(t);
+  else group.recv[peer] = buf, group.rbytes[peer] = count * fake_type_size(t);
+  return group.depth ? ncclSuccess : run_group(); /* alone: a group of one */
+}
+
 ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t t, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-  (void)send, (void)count, (void)t, (void)peer, (void)comm, (void)stream;
-  return ncclInvalidUsage;
+  (void)stream;
+  return queue(1, (void *)(uintptr_t)send, count, t, peer, comm);
 }
 
 ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  (void)recv, (void)count, (void)t, (void)peer, (void)comm, (void)stream;
-  return ncclInvalidUsage;
+  (void)stream;
+  return queue(0, recv, count, t, peer, comm);
 }
 
 /* nccl.h declares these without a prototype. */
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 
-ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
+ncclResult_t ncclGroupStart(void) {
+  group.depth++;
+  return ncclSuccess;
+}
 
-ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
+ncclResult_t ncclGroupEnd(void) {
+  if (group.depth == 0) return ncclInvalidUsage;
+  return --group.depth ? ncclSuccess : run_group();
+}

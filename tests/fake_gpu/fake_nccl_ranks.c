@@ -248,3 +248,37 @@ ncclResult_t fake_ranks_broadcast(fake_ranks *g, const void *send, void *recv, s
   }
   return ncclSuccess;
 }
+
+/* Every rank's sbytes, as a matrix: all[s * n + d] is what s sends d. */
+static int share_sizes(fake_ranks *g, const size_t *sbytes, size_t *all) {
+  size_t row = (size_t)g->n * sizeof *sbytes;
+  if (post(g, sbytes, row)) return -1;
+  for (int r = 0; r < g->n; r++) memcpy(all + (size_t)r * (size_t)g->n, slot(g, r), row);
+  return barrier(g);
+}
+
+static size_t chunks_of(size_t bytes) { return (bytes + SLOT - 1) / SLOT; }
+
+ncclResult_t fake_ranks_exchange(fake_ranks *g, const void *const *send, const size_t *sbytes,
+                                 void *const *recv, const size_t *rbytes) {
+  size_t n = (size_t)g->n, me = (size_t)g->rank;
+  size_t *all = malloc(n * n * sizeof *all);
+  if (!all || share_sizes(g, sbytes, all)) return free(all), ncclSystemError;
+  /* Round k: every rank s sends to s + k and receives from s - k, in
+   * as many steps as the largest of those messages needs. */
+  for (size_t k = 0; k < n; k++) {
+    size_t to = (me + k) % n, from = (me + n - k) % n, steps = 0;
+    for (size_t s = 0; s < n; s++)
+      if (chunks_of(all[s * n + (s + k) % n]) > steps) steps = chunks_of(all[s * n + (s + k) % n]);
+    if (all[from * n + me] != rbytes[from]) return free(all), ncclInvalidUsage;
+    for (size_t j = 0; j < steps; j++) {
+      size_t out = sbytes[to] > j * SLOT ? min_size(SLOT, sbytes[to] - j * SLOT) : 0;
+      size_t in = rbytes[from] > j * SLOT ? min_size(SLOT, rbytes[from] - j * SLOT) : 0;
+      if (post(g, out ? (const char *)send[to] + j * SLOT : "", out)) return free(all), ncclSystemError;
+      if (in) memcpy((char *)recv[from] + j * SLOT, slot(g, (int)from), in);
+      if (barrier(g)) return free(all), ncclSystemError;
+    }
+  }
+  free(all);
+  return ncclSuccess;
+}

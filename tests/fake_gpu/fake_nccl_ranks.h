@@ -39,6 +39,12 @@ ncclResult_t fake_ranks_allgather(fake_ranks *g, const void *send, void *recv, s
 ncclResult_t fake_ranks_broadcast(fake_ranks *g, const void *send, void *recv, size_t count,
                                   ncclDataType_t t, int root);
 
+/* Point to point as one exchange (a group of ncclSend/ncclRecv, at most
+ * one each way per peer): send[p] (sbytes[p] bytes) goes to rank p,
+ * recv[p] (rbytes[p]) comes from it; NULL or 0 where none. */
+ncclResult_t fake_ranks_exchange(fake_ranks *g, const void *const *send, const size_t *sbytes,
+                                 void *const *recv, const size_t *rbytes);
+
 /* Bytes of one element of t; 0 for a type the fake does not know. */
 size_t fake_type_size(ncclDataType_t t);
 

@@ -205,4 +205,48 @@ static void expect_refused(int rc, int code, const char *a, const char *b) {
         hvd_err_name(rc), msg, hvd_err_name(code), a, b);
 }
 
+/* allgather (count elements from rank r: count + r) or alltoall (to rank
+ * d: count + d + r) on the device path and on the host path: the device
+ * result (new device memory) and the counts against the host path's. */
+static void gather_both(int alltoall, size_t count) {
+  size_t sendcounts[4], mine = alltoall ? 0 : count + (size_t)rank; /* np <= 4 */
+  for (int d = 0; alltoall && d < size; d++) mine += sendcounts[d] = count + (size_t)(d + rank);
+  int32_t *send = malloc(mine * 4 + 4), *dsend = dev_alloc(mine * 4);
+  fill(send, HVD_INT32, mine, count * 3 + (size_t)alltoall);
+  upload(dsend, send, mine * 4);
+  hvd_opts o = on_device();
+  void *dout = NULL, *hout = NULL;
+  size_t dcounts[4] = {0}, hcounts[4] = {0};
+  char name[64];
+  snprintf(name, sizeof name, "%s.%zu", alltoall ? "a2a" : "ag", count);
+  int rc = hvd_wait(alltoall ? hvd_alltoall_async(dsend, sendcounts, HVD_INT32, &dout, dcounts,
+                                                  name, &o)
+                             : hvd_allgather_async(dsend, mine, HVD_INT32, &dout, dcounts, name,
+                                                   &o));
+  CHECK(rc == 0, "%s on device: %s", name, hvd_last_error());
+  strcat(name, ".host");
+  CALL(hvd_wait(alltoall ? hvd_alltoall_async(send, sendcounts, HVD_INT32, &hout, hcounts, name,
+                                              NULL)
+                         : hvd_allgather_async(send, mine, HVD_INT32, &hout, hcounts, name, NULL)));
+  size_t total = 0;
+  for (int r = 0; r < size; r++) total += hcounts[r];
+  CHECK(memcmp(dcounts, hcounts, sizeof dcounts) == 0, "%s: the device path's counts differ",
+        name);
+  char *got = malloc(total * 4 + 1);
+  if (total) download(got, dout, total * 4);
+  CHECK(total ? dout && memcmp(got, hout, total * 4) == 0 : dout == NULL,
+        "%s: the device path's result differs from the host path's", name);
+  if (dout) dev_free(dout);
+  free(hout), free(got), free(send);
+  dev_free(dsend);
+}
+
+static void gathers(void) {
+  static const size_t counts[] = {0, 1, 1000, 300000};
+  for (size_t k = 0; k < LEN(counts); k++) {
+    gather_both(0, counts[k]);
+    gather_both(1, counts[k]);
+  }
+}
+
 #endif /* HVD_TESTS_MPI_DEVICE_BOTH_H */

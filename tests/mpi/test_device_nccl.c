@@ -15,7 +15,10 @@
  *     ncclRedOpCreatePreMulSum); six enqueued at once and a group (one
  *     response: through the fusion buffer); broadcast of 1 byte and 3 MiB
  *     from the last rank; reducescatter (counts dividing by the size and
- *     not: ncclReduceScatter and the allreduce-and-keep-a-share); a tensor
+ *     not: ncclReduceScatter and the allreduce-and-keep-a-share); allgather
+ *     and alltoall of 0 to 300000 elements per rank, uneven (ncclAllGather,
+ *     or a group of ncclBroadcast; ncclSend/ncclRecv), into device memory
+ *     hvd allocates, against the host path's results and counts; a tensor
  *     written by work still queued on the caller's stream (hvd_opts.stream:
  *     NCCL's stream waits for it); a process set (a communicator of its
  *     own); the
@@ -23,10 +26,10 @@
  *     untouched and the job going on: scale factors on int32, int16,
  *     Adasum, a tensor on another device than the path's.
  *
- *   HOROVOD_HIERARCHICAL_ALLREDUCE=1 hvdrun -np 2 -H localhost:1,127.0.0.1:1 \
- *       test_device_nccl hier        (gpu-check: nccl-hier-np2; two emulated
- *                                      hosts of one rank, each its own NCCL
- *                                      communicator on the one GPU)
+ *   HOROVOD_HIERARCHICAL_ALLREDUCE=1 hvdrun -np 4 -H localhost:2,127.0.0.1:2 \
+ *       test_device_nccl hier        (on tests/fake_gpu's libraries: two
+ *                                      emulated hosts of two ranks; needs two
+ *                                      GPUs per host on real ones)
  *     the allreduces above (not the integer Average, which is flat) through
  *     the hierarchical form: ncclReduceScatter within the host, hvd's
  *     allreduce across hosts, ncclAllGather; the cross step counted.
@@ -247,6 +250,7 @@ int main(int argc, char **argv) {
   broadcast_both(1);
   broadcast_both(3u << 20);
   reducescatters();
+  gathers();
   side_stream();
   process_set();
   refusals();
