@@ -349,17 +349,12 @@ static int result_to_device(hvd_engine *e, const void *host, size_t bytes, void 
   return rc;
 }
 
-static size_t sum(const size_t *v, int n) {
-  size_t s = 0;
-  for (int i = 0; i < n; i++) s += v[i];
-  return s;
-}
-
 static int run_gather(hvd_engine *e, hvd_comm *c, const pending *p) {
-  const entry *en = p->mine; /* every rank submitted (hvd__device_check) */
+  entry *en = p->mine; /* every rank submitted (hvd__device_check) */
   int type = p->req.type;
   size_t esize = hvd_dtype_size((hvd_dtype)p->req.dtype);
-  size_t count = type == HVD_REQ_ALLTOALL ? sum(en->sendcounts, c->size) : en->w.local_count;
+  size_t count = type == HVD_REQ_ALLTOALL ? hvd__counts_sum(en->sendcounts, c->size)
+                                          : en->w.local_count;
   uint64_t deadline = hvd__now_ms() + DEADLINE_MS;
   size_t *counts = calloc((size_t)c->size, sizeof *counts);
   void *send = NULL, *out = NULL, *dev = NULL;
@@ -368,11 +363,11 @@ static int run_gather(hvd_engine *e, hvd_comm *c, const pending *p) {
                                                                    : "STAGED_ALLGATHER", NULL);
   int rc = input_to_host(e, p, count * esize, &send, deadline);
   if (rc == 0) rc = hvd__gather(c, type, send, count, en->sendcounts, esize, &out, counts);
-  if (rc == 0) rc = result_to_device(e, out, sum(counts, c->size) * esize, &dev, deadline);
+  if (rc == 0)
+    rc = result_to_device(e, out, hvd__counts_sum(counts, c->size) * esize, &dev, deadline);
   hvd__timeline_end(e->tl, p->req.name);
   if (rc == 0) {
-    *en->w.out = dev;
-    if (en->w.out_counts) memcpy(en->w.out_counts, counts, (size_t)c->size * sizeof *counts);
+    hvd__gather_deliver(en, dev, counts, c->size);
   }
   free_unless_copying(out, rc);
   free(send);
@@ -391,7 +386,7 @@ static int run_one(hvd_engine *e, hvd_comm *c, const pending *p) {
 
 int hvd__device_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
   int type = r->items[0]->req.type;
-  if (nccl_chosen(type) && hvd__nccl_runs(type)) return hvd__nccl_execute(e, r, c, fatal);
+  if (nccl_chosen(type)) return hvd__nccl_execute(e, r, c, fatal);
   HVD__CHECK(agree_on_copier(e, c, r, fatal));
   *fatal = 1;
   if (r->n > 1 && r->items[0]->req.type == HVD_REQ_ALLREDUCE) return run_fused(e, c, r);

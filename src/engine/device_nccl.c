@@ -39,15 +39,6 @@
 #define CLOSE_MS 10000     /* a communicator's finalisation at shutdown */
 #define NO_PATH "has no NCCL path for device memory"
 
-int hvd__nccl_runs(int type) {
-  return type == HVD_REQ_ALLREDUCE || type == HVD_REQ_BROADCAST ||
-         type == HVD_REQ_REDUCESCATTER || type == HVD_REQ_ALLGATHER || type == HVD_REQ_ALLTOALL;
-}
-
-static int moves_bytes(int type) {
-  return type == HVD_REQ_BROADCAST || type == HVD_REQ_ALLGATHER || type == HVD_REQ_ALLTOALL;
-}
-
 #ifndef HVD_WITH_NCCL
 
 int hvd__nccl_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
@@ -149,10 +140,8 @@ static int plan_reduction(const hvd_request *q, int size, reduction *rd, char *w
 /* 0, or every rank fails r with the same message: nothing was sent. */
 static int refuse(const response *r, int size) {
   const hvd_request *q = &r->items[0]->req; /* a fused response's items share all this */
-  if (!hvd__nccl_runs(q->type))
-    return hvd__err(HVD_E_UNSUPPORTED, "%s '%s': not through NCCL", hvd__req_type_name(q->type),
-                    q->name);
-  if (moves_bytes(q->type)) return 0; /* no reduction: any dtype */
+  if (q->type != HVD_REQ_ALLREDUCE && q->type != HVD_REQ_REDUCESCATTER)
+    return 0; /* no reduction: bytes move, any dtype */
   reduction rd;
   char why[512];
   int code = plan_reduction(q, size, &rd, why, sizeof why);
@@ -549,12 +538,6 @@ static int launch_hierarchical(path *np, const reducer *x, hvd_comm *c, const re
  * Horovod does for uneven allgathers), and ncclSend/ncclRecv per peer for
  * alltoall. */
 
-static size_t sum_of(const size_t *v, int n) {
-  size_t s = 0;
-  for (int i = 0; i < n; i++) s += v[i];
-  return s;
-}
-
 /* got[r]: elements rank r sends this rank (allgather: its whole count). */
 static int exchange_counts(hvd_comm *c, int type, const entry *en, size_t *got) {
   size_t n = (size_t)c->size, mine = en->w.local_count, *ones = NULL, *per = NULL;
@@ -618,7 +601,7 @@ static int queue_alltoall(const path *np, ncclComm_t comm, const hvd_comm *c, co
 }
 
 /* One allgather or alltoall, to its end: its result is the caller's then. */
-static int run_gather(path *np, ncclComm_t comm, hvd_comm *c, const entry *en,
+static int run_gather(path *np, ncclComm_t comm, hvd_comm *c, entry *en,
                       uint64_t deadline) {
   int type = en->w.req.type;
   size_t esize = hvd_dtype_size((hvd_dtype)en->w.req.dtype);
@@ -626,7 +609,7 @@ static int run_gather(path *np, ncclComm_t comm, hvd_comm *c, const entry *en,
   if (!counts) return hvd__err(HVD_E_NOMEM, "allocating %d counts", c->size);
   void *out = NULL;
   int rc = exchange_counts(c, type, en, counts);
-  size_t bytes = sum_of(counts, c->size) * esize;
+  size_t bytes = hvd__counts_sum(counts, c->size) * esize;
   if (rc == 0 && bytes)
     rc = CUDA(np, np->rt->Malloc(&out, bytes), "cudaMalloc (the result)");
   if (rc == 0)
@@ -636,8 +619,7 @@ static int run_gather(path *np, ncclComm_t comm, hvd_comm *c, const entry *en,
   int wrc = wait_done(np, comm, deadline); /* even after a failure: nothing may write out later */
   if (rc == 0) rc = wrc;
   if (rc == 0) {
-    *en->w.out = out;
-    if (en->w.out_counts) memcpy(en->w.out_counts, counts, (size_t)c->size * sizeof *counts);
+    hvd__gather_deliver(en, out, counts, c->size);
   } else if (out && wrc == 0) {
     np->rt->Free(out);
   }

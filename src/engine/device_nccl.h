@@ -17,12 +17,7 @@ struct hvd_engine;
 struct response;
 struct hvd_comm;
 
-/* 1 for the kinds the NCCL path runs (allreduce, broadcast,
- * reducescatter); the others take the staged path's rules whatever the
- * knob says. */
-int hvd__nccl_runs(int type);
-
-/* Runs r (allreduce, broadcast or reducescatter, every rank's tensor in
+/* Runs r (any collective that moves tensors, every rank's tensor in
  * device memory: hvd__device_check) through NCCL on communicator c's
  * ranks.  *fatal as hvd__device_execute's: 0 when every rank failed r
  * cleanly before a byte moved (a rank without a GPU or NCCL, a dtype or

@@ -236,6 +236,10 @@ int hvd__execute(hvd_engine *e, response *r);
  * collectives: *out malloc()ed, counts[c->size] received per rank. */
 int hvd__gather(hvd_comm *c, int type, const void *send, size_t count,
                 const size_t *sendcounts, size_t esize, void **out, size_t *counts);
+/* An allgather's or alltoall's result (out, counts[n]) handed to en's
+ * caller, whichever path made it. */
+void hvd__gather_deliver(entry *en, void *out, const size_t *counts, int n);
+size_t hvd__counts_sum(const size_t *counts, int n);
 
 /* tuning.c: the autotuner's side of the cycle */
 int hvd__tuning_start(hvd_engine *e);

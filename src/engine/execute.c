@@ -204,6 +204,17 @@ int hvd__gather(hvd_comm *c, int type, const void *send, size_t count,
                  : hvd__allgather(c, send, count, esize, out, counts);
 }
 
+void hvd__gather_deliver(entry *en, void *out, const size_t *counts, int n) {
+  *en->w.out = out;
+  if (en->w.out_counts) memcpy(en->w.out_counts, counts, (size_t)n * sizeof *counts);
+}
+
+size_t hvd__counts_sum(const size_t *counts, int n) {
+  size_t s = 0;
+  for (int i = 0; i < n; i++) s += counts[i];
+  return s;
+}
+
 /* allgather and alltoall: the result is the caller's (a joined rank
  * standing in for an allgather sends nothing and drops it; negotiation
  * refuses alltoall then). */
@@ -215,8 +226,7 @@ static int run_gather(const job *j, pending *p) {
   int rc = hvd__gather(j->c, p->req.type, en ? en->w.sendbuf : NULL, en ? en->w.local_count : 0,
                        en ? en->sendcounts : NULL, j->esize, &out, counts);
   if (rc == 0 && en) {
-    *en->w.out = out;
-    if (en->w.out_counts) memcpy(en->w.out_counts, counts, (size_t)j->c->size * sizeof *counts);
+    hvd__gather_deliver(en, out, counts, j->c->size);
   } else {
     free(out);
   }
