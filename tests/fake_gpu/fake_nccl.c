@@ -165,29 +165,32 @@ static void reduce_alone(const void *send, void *recv, size_t count, ncclDataTyp
     else ((double *)recv)[k] = ((const double *)send)[k] * red.scalar;
 }
 
-ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
+/* Allreduce and reduce-scatter: what each rank receives, count elements,
+ * is one rank's input alone, or across ranks what `ranks` computes. */
+typedef ncclResult_t ranks_reduce_fn(fake_ranks *g, const void *send, void *recv, size_t count,
+                                     ncclDataType_t t, fake_red red);
+
+static ncclResult_t reduction(ranks_reduce_fn *ranks, const void *send, void *recv,
+                              size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm) {
   fake_red red;
   ncclResult_t r = check(comm, send, recv, count, t);
   if (r == ncclSuccess) r = red_of(comm, op, &red);
   if (r != ncclSuccess) return r;
-  if (comm->ranks) return finish(comm, fake_ranks_allreduce(comm->ranks, send, recv, count, t, red));
+  if (comm->ranks) return finish(comm, ranks(comm->ranks, send, recv, count, t, red));
   reduce_alone(send, recv, count, t, red);
   return started(comm);
+}
+
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  return reduction(fake_ranks_allreduce, send, recv, count, t, op, comm);
 }
 
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, ncclDataType_t t,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  fake_red red;
-  ncclResult_t r = check(comm, send, recv, recvcount, t);
-  if (r == ncclSuccess) r = red_of(comm, op, &red);
-  if (r != ncclSuccess) return r;
-  if (comm->ranks)
-    return finish(comm, fake_ranks_reduce_scatter(comm->ranks, send, recv, recvcount, t, red));
-  reduce_alone(send, recv, recvcount, t, red);
-  return started(comm);
+  return reduction(fake_ranks_reduce_scatter, send, recv, recvcount, t, op, comm);
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t,

@@ -274,7 +274,8 @@ ncclResult_t fake_ranks_exchange(fake_ranks *g, const void *const *send, const s
     for (size_t j = 0; j < steps; j++) {
       size_t out = sbytes[to] > j * SLOT ? min_size(SLOT, sbytes[to] - j * SLOT) : 0;
       size_t in = rbytes[from] > j * SLOT ? min_size(SLOT, rbytes[from] - j * SLOT) : 0;
-      if (post(g, out ? (const char *)send[to] + j * SLOT : "", out)) return free(all), ncclSystemError;
+      const char *src = out ? (const char *)send[to] + j * SLOT : "";
+      if (post(g, src, out)) return free(all), ncclSystemError;
       if (in) memcpy((char *)recv[from] + j * SLOT, slot(g, (int)from), in);
       if (barrier(g)) return free(all), ncclSystemError;
     }
