@@ -187,6 +187,18 @@ class Cluster:
         r = self.cmd(*args, check=True)
         return [int(p) for p in r.stdout.split()]
 
+    def pid_of(self, host, program):
+        """The first PID on a host whose argv[0] contains program (bytes),
+        or None (one PID namespace: its /proc is visible here)."""
+        for pid in self.pids(host):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if program in f.read().split(b"\0")[0]:
+                        return pid
+            except OSError:
+                pass
+        return None
+
     def wait_no_pids(self, host=None, timeout=5.0):
         """Wait until nothing runs on the host(s); return what is left."""
         deadline = time.monotonic() + timeout

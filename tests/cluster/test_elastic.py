@@ -88,13 +88,9 @@ def worker_pid(cluster, host):
     """The elastic worker's pid on a host (one PID namespace: visible here)."""
     end = time.monotonic() + 20
     while time.monotonic() < end:
-        for pid in cluster.pids(host):
-            try:
-                with open("/proc/%d/cmdline" % pid, "rb") as f:
-                    if b"elastic_worker" in f.read().split(b"\0")[0]:
-                        return pid
-            except OSError:
-                pass
+        pid = cluster.pid_of(host, b"elastic_worker")
+        if pid:
+            return pid
         time.sleep(0.1)
     pytest.fail("no elastic worker on %s" % host)
 
