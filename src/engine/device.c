@@ -215,9 +215,10 @@ static int run_item(hvd_engine *e, hvd_comm *c, const pending *p) {
   const void *src = bcast ? en->w.recvbuf : en->w.sendbuf;
   hvd__timeline_begin(e->tl, p->req.name, bcast ? "STAGED_BROADCAST" : "STAGED_ALLREDUCE", NULL);
   int rc = wait_ready(e, p);
-  if (rc == 0) rc = hvd__staging_run(e->staging, en->w.recvbuf, src, bytes, j.esize,
-                            bcast ? broadcast_chunk : allreduce_chunk, &j,
-                            hvd__now_ms() + DEADLINE_MS);
+  if (rc == 0)
+    rc = hvd__staging_run(e->staging, en->w.recvbuf, src, bytes, j.esize,
+                          bcast ? broadcast_chunk : allreduce_chunk, &j,
+                          hvd__now_ms() + DEADLINE_MS);
   hvd__timeline_end(e->tl, p->req.name);
   return rc < 0 ? hvd__err_prefix(rc, "%s '%s'", hvd__req_type_name(p->req.type), p->req.name)
                 : 0;
@@ -366,9 +367,7 @@ static int run_gather(hvd_engine *e, hvd_comm *c, const pending *p) {
   if (rc == 0)
     rc = result_to_device(e, out, hvd__counts_sum(counts, c->size) * esize, &dev, deadline);
   hvd__timeline_end(e->tl, p->req.name);
-  if (rc == 0) {
-    hvd__gather_deliver(en, dev, counts, c->size);
-  }
+  if (rc == 0) hvd__gather_deliver(en, dev, counts, c->size);
   free_unless_copying(out, rc);
   free(send);
   free(counts);
@@ -389,7 +388,7 @@ int hvd__device_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
   if (nccl_chosen(type)) return hvd__nccl_execute(e, r, c, fatal);
   HVD__CHECK(agree_on_copier(e, c, r, fatal));
   *fatal = 1;
-  if (r->n > 1 && r->items[0]->req.type == HVD_REQ_ALLREDUCE) return run_fused(e, c, r);
+  if (r->n > 1 && type == HVD_REQ_ALLREDUCE) return run_fused(e, c, r);
   for (int i = 0; i < r->n; i++) HVD__CHECK(run_one(e, c, r->items[i]));
   return 0;
 }

@@ -78,14 +78,9 @@ DRIVER = textwrap.dedent("""
 
 
 def raylet_of(cluster, host):
-    for pid in cluster.pids(host):
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                if b"/raylet" in f.read().split(b"\0")[0]:
-                    return pid
-        except OSError:
-            pass
-    raise AssertionError("no raylet running in %s" % host)
+    pid = cluster.pid_of(host, b"/raylet")
+    assert pid, "no raylet running in %s" % host
+    return pid
 
 
 def test_elastic_ray_executor(ray_cluster, build_dir):
