@@ -40,6 +40,10 @@
  *     stops (the communicator may be mid-collective), later calls fail,
  *     and shutdown does not hang.
  *
+ *   HOROVOD_HIERARCHICAL_ALLREDUCE=1 hvdrun -np 4 -H localhost:2,127.0.0.1:2 \
+ *       test_device_nccl hier_error  the same failure in the hierarchical
+ *                                      form's first NCCL step, on every rank.
+ *
  * Without a GPU (or without NCCL in the build) it says why and exits 77,
  * or 1 with HVD_TEST_EXPECT_GPU=1 (scripts/gpu-check.sh on a GPU).
  * ctest runs it on tests/fake_gpu's CPU stand-ins for libcudart and
@@ -207,14 +211,14 @@ static void job_goes_on(void) {
 /* An NCCL failure past the agreement: the tensor fails naming itself and
  * NCCL's text, and the engine stops rather than risk a communicator left
  * mid-collective. */
-static void nccl_error(void) {
+static void nccl_error(const char *call) {
   float x = 1.0f, *dx = dev_alloc(sizeof x);
   upload(dx, &x, sizeof x);
   hvd_opts o = on_device();
   int rc = hvd_wait(hvd_allreduce_async_opts(dx, dx, 1, HVD_FLOAT32, HVD_SUM, "broken", &o));
   const char *msg = hvd_last_error();
   CHECK(rc == HVD_E_SYSTEM && strstr(msg, "allreduce 'broken'") &&
-            strstr(msg, "ncclAllReduce: ") && strstr(msg, "FAKE_NCCL_FAIL is set"),
+            strstr(msg, call) && strstr(msg, "FAKE_NCCL_FAIL is set"),
         "an NCCL error: %s '%s'", hvd_err_name(rc), msg);
   rc = hvd_wait(hvd_allreduce_async(&x, &x, 1, HVD_FLOAT32, HVD_SUM, "after.broken"));
   CHECK(rc < 0, "a call after the engine stopped: %s", hvd_err_name(rc));
@@ -232,8 +236,9 @@ int main(int argc, char **argv) {
   size = hvd_size();
   device = hvd_local_rank();
   CALL(hvd__cudart_check(rt, rt->SetDevice(device), "cudaSetDevice"));
-  if (strcmp(mode, "nccl_error") == 0) {
-    nccl_error();
+  if (strcmp(mode, "nccl_error") == 0 || strcmp(mode, "hier_error") == 0) {
+    nccl_error(strcmp(mode, "hier_error") == 0 ? "ncclReduceScatter (within the host): "
+                                               : "ncclAllReduce: ");
     hvd_shutdown();
     return report_checks("test_device_nccl", rank, size, checks, failures);
   }
