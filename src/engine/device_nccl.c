@@ -22,6 +22,7 @@
  */
 #include "device_nccl.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -609,7 +610,10 @@ static int run_gather(path *np, ncclComm_t comm, hvd_comm *c, entry *en,
   if (!counts) return hvd__err(HVD_E_NOMEM, "allocating %d counts", c->size);
   void *out = NULL;
   int rc = exchange_counts(c, type, en, counts);
-  size_t bytes = hvd__counts_sum(counts, c->size) * esize;
+  size_t total = hvd__counts_sum(counts, c->size), bytes = total * esize;
+  if (rc == 0 && total > SIZE_MAX / esize)
+    rc = hvd__err(HVD_E_PROTOCOL, "the ranks' counts add up to more than memory holds (%zu "
+                  "elements of %zu bytes)", total, esize);
   if (rc == 0 && bytes)
     rc = CUDA(np, np->rt->Malloc(&out, bytes), "cudaMalloc (the result)");
   if (rc == 0)

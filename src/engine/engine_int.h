@@ -239,6 +239,7 @@ int hvd__gather(hvd_comm *c, int type, const void *send, size_t count,
 /* An allgather's or alltoall's result (out, counts[n]) handed to en's
  * caller, whichever path made it. */
 void hvd__gather_deliver(entry *en, void *out, const size_t *counts, int n);
+/* SIZE_MAX when the sum does not fit (counts a peer sent). */
 size_t hvd__counts_sum(const size_t *counts, int n);
 
 /* tuning.c: the autotuner's side of the cycle */

@@ -25,6 +25,7 @@
  * fused allreduces as one call over each tensor, reduced alone -- except
  * Adasum, which is hvd's own algorithm.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,7 +212,7 @@ void hvd__gather_deliver(entry *en, void *out, const size_t *counts, int n) {
 
 size_t hvd__counts_sum(const size_t *counts, int n) {
   size_t s = 0;
-  for (int i = 0; i < n; i++) s += counts[i];
+  for (int i = 0; i < n; i++) s = counts[i] > SIZE_MAX - s ? SIZE_MAX : s + counts[i];
   return s;
 }
 
