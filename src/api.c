@@ -272,7 +272,15 @@ int hvd__tune_history(hvd_tune_change *out, int cap) {
 
 int hvd__cycle_counts(uint64_t *fast, uint64_t *full) {
   HVD__CHECK(enter("hvd__cycle_counts"));
-  hvd__engine_cycle_counts(ctx.engine, fast, full);
+  hvd__engine_cycle_counts(ctx.engine, fast, full, NULL);
+  leave();
+  return 0;
+}
+
+int hvd__rider_count(uint64_t *rode) {
+  uint64_t fast, full;
+  HVD__CHECK(enter("hvd__rider_count"));
+  hvd__engine_cycle_counts(ctx.engine, &fast, &full, rode);
   leave();
   return 0;
 }

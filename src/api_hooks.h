@@ -30,6 +30,8 @@ int hvd__hier_counts(uint32_t *local, uint32_t *cross);
 /* For tests: the running engine's hvd__engine_cycle_counts; -1 before
  * hvd_init. */
 int hvd__cycle_counts(uint64_t *fast, uint64_t *full);
+/* For tests: tensors reduced on the fast path's exchange (engine/rider.c). */
+int hvd__rider_count(uint64_t *rode);
 
 /* For tests: the running engine's hvd__engine_tune_history. */
 int hvd__tune_history(hvd_tune_change *out, int cap);

@@ -32,6 +32,9 @@
     "Bytes of allreduces fused into one collective; 0 disables fusion")                   \
   X(CACHE_CAPACITY, "HOROVOD_CACHE_CAPACITY", INT, "1024", 0, 1 << 20,                    \
     "Entries of the response cache (tensors negotiated with one bit); 0 disables it")     \
+  X(FAST_PATH_RIDER_BYTES, "HOROVOD_FAST_PATH_RIDER_BYTES", INT, "4096", 0, 1 << 20,     \
+    "Largest cached allreduce whose values travel with the fast path's cache bits "      \
+    "(one round instead of two for a small tensor called in a loop); 0 disables it")    \
   X(AUTOTUNE, "HOROVOD_AUTOTUNE", BOOL, "0", 0, 1,                                        \
     "Tune the fusion threshold, cycle time, response cache and hierarchical allreduce "    \
     "while the job runs, by Bayesian optimisation of the bytes per second the engine "     \

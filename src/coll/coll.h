@@ -104,6 +104,19 @@ int hvd__broadcast(hvd_comm *c, void *buf, size_t bytes, int root);
 int hvd__allgather(hvd_comm *c, const void *sbuf, size_t count, size_t esize, void **rbuf,
                    size_t *counts);
 
+/* Every rank's `bytes` (the same on every rank) into rbuf, which holds
+ * c->size blocks, in rank order; no counts exchanged. */
+int hvd__allgather_equal(hvd_comm *c, const void *sbuf, size_t bytes, void *rbuf);
+
+/* out = the allreduce of vecs[0 .. c->size-1] (rank r's count elements
+ * at vecs[r], all in hand) with the bits `algo` would give: HVD_AR_SHM's
+ * rank order (half types summed in float32, rounded once) or
+ * HVD_AR_RECURSIVE_DOUBLING's tree (rounded after each step); AVERAGE
+ * divided.  vecs are overwritten.  HVD_E_UNSUPPORTED for any other
+ * algorithm (gathered.c). */
+int hvd__reduce_gathered(hvd_comm *c, hvd_ar_algo algo, void *const *vecs, size_t count,
+                         hvd_dtype dtype, hvd_op op, void *out);
+
 /* scounts[] has c->size entries; *rbuf malloc()ed, rcounts[] filled. */
 int hvd__alltoall(hvd_comm *c, const void *sbuf, const size_t *scounts, size_t esize,
                   void **rbuf, size_t *rcounts);

@@ -15,6 +15,9 @@
  * holds and an OR of the needs.  If no rank needs more, the ids every rank
  * holds run at once, in id order, and the others stay held for the next
  * cycle: one allreduce of a few hundred bytes, no requests exchanged.
+ * A small allreduce called in a loop rides in that exchange (rider.c):
+ * its values travel with the vector and it is reduced there, one round
+ * instead of two.
  *
  * The full exchange.  Otherwise (or when the table is not empty) every
  * rank's message is allgathered: its new requests, a bit for every cached
@@ -163,7 +166,9 @@ static int fast_exchange(hvd_engine *e, int need, int *full) {
   }
   e->fast[0] = need ? 0 : 1;
   for (size_t id = 0; id < used; id++) e->fast[1 + id] = e->held[id] != NULL;
-  HVD__CHECK(hvd__allreduce_small(e->global, e->fast, n, HVD_UINT8, HVD_MIN));
+  int64_t rider = hvd__rider_id(e);
+  if (rider >= 0) HVD__CHECK(hvd__rider_exchange(e, rider, n));
+  else HVD__CHECK(hvd__allreduce_small(e->global, e->fast, n, HVD_UINT8, HVD_MIN));
   *full = e->fast[0] == 0;
   return 0;
 }
@@ -242,6 +247,7 @@ static int decide(hvd_engine *e, hvd_msg *mine, response **rs, int *nrs, int *sh
     return full_exchange(e, mine, rs, nrs, shutdown);
   }
   HVD__CHECK(fast_submit(e));
+  hvd__rider_learn(e);
   return hvd__negotiate_plan(e, rs, nrs);
 }
 

@@ -315,11 +315,13 @@ static int cache_create(hvd_engine *e, uint32_t capacity) {
 }
 
 static int read_config(hvd_engine *e) {
-  long fusion, cache_cap;
+  long fusion, cache_cap, rider;
   int mark = 0;
   HVD__CHECK(hvd__param_double(HVD_P_CYCLE_TIME, &e->cycle_ms));
   HVD__CHECK(hvd__param_int(HVD_P_FUSION_THRESHOLD, &fusion));
   HVD__CHECK(hvd__param_int(HVD_P_CACHE_CAPACITY, &cache_cap));
+  HVD__CHECK(hvd__param_int(HVD_P_FAST_PATH_RIDER_BYTES, &rider));
+  e->rider_max = (size_t)rider;
   HVD__CHECK(hvd__param_bool(HVD_P_STALL_CHECK_DISABLE, &e->stall_disable));
   HVD__CHECK(hvd__param_int(HVD_P_STALL_CHECK_TIME_SECONDS, &e->stall_check_s));
   HVD__CHECK(hvd__param_int(HVD_P_STALL_SHUTDOWN_TIME_SECONDS, &e->stall_shutdown_s));
@@ -339,11 +341,12 @@ static int read_config(hvd_engine *e) {
 static int agree_on_config(hvd_engine *e) {
   uint64_t cycle_bits;
   memcpy(&cycle_bits, &e->cycle_ms, sizeof cycle_bits);
-  uint64_t v[4] = {(uint64_t)e->fusion_threshold, hvd__cache_capacity(e->cache),
-                   (uint64_t)e->autotune, cycle_bits};
+  uint64_t v[5] = {(uint64_t)e->fusion_threshold, hvd__cache_capacity(e->cache),
+                   (uint64_t)e->autotune, cycle_bits, (uint64_t)e->rider_max};
   HVD__CHECK(hvd__broadcast(e->global, v, sizeof v, 0));
   e->fusion_threshold = (size_t)v[0];
   e->autotune = v[2] != 0;
+  e->rider_max = (size_t)v[4];
   if (e->autotune) memcpy(&e->cycle_ms, &v[3], sizeof e->cycle_ms); /* rank 0 tunes from its own */
   if (v[1] != hvd__cache_capacity(e->cache)) HVD__CHECK(cache_create(e, (uint32_t)v[1]));
   /* the autotuner may switch the hierarchical allreduce on: build it */
@@ -370,6 +373,7 @@ void hvd__engine_dealloc(hvd_engine *e) {
   free(e->held);
   free(e->ready);
   free(e->fast);
+  free(e->rider_buf);
   hvd__autotune_destroy(e->tuner);
   free(e->tune_log);
   hvd__index_free(&e->inflight);
@@ -397,6 +401,7 @@ int hvd__engine_alloc(int rank, int size, uint32_t cache_capacity, hvd_engine **
   e->next_pset_id = 1;
   e->cycle_ms = 1;
   e->cache_on = 1;
+  e->rider = -1;
   e->joined = calloc((size_t)size, 1);
   e->join_cycle = calloc((size_t)size, sizeof *e->join_cycle);
   int rc = e->joined && e->join_cycle ? cache_create(e, cache_capacity)
@@ -589,9 +594,10 @@ int hvd__engine_join(hvd_engine *e) {
   return rc;
 }
 
-void hvd__engine_cycle_counts(hvd_engine *e, uint64_t *fast, uint64_t *full) {
+void hvd__engine_cycle_counts(hvd_engine *e, uint64_t *fast, uint64_t *full, uint64_t *rode) {
   *fast = atomic_load_explicit(&e->fast_tensors, memory_order_relaxed);
   *full = atomic_load_explicit(&e->full_cycles, memory_order_relaxed);
+  if (rode) *rode = atomic_load_explicit(&e->rider_tensors, memory_order_relaxed);
 }
 
 int hvd__engine_pset_info(hvd_engine *e, int id, int *rank, int *size) {

@@ -89,10 +89,11 @@ int hvd__engine_pset_info(hvd_engine *e, int id, int *rank, int *size);
  * ownership of tl. */
 int hvd__engine_set_timeline(hvd_engine *e, hvd_timeline *tl);
 
-/* Tensors so far run on the cached fast path's agreement, and cycles
- * that took the full exchange (cycle.c), for tests (api_hooks.h asks the
+/* Tensors so far run on the cached fast path's agreement, cycles that
+ * took the full exchange (cycle.c) and tensors that rode the fast path's
+ * exchange (rider.c; rode may be NULL), for tests (api_hooks.h asks the
  * running engine). */
-void hvd__engine_cycle_counts(hvd_engine *e, uint64_t *fast, uint64_t *full);
+void hvd__engine_cycle_counts(hvd_engine *e, uint64_t *fast, uint64_t *full, uint64_t *rode);
 
 /* One change of the autotuned settings, applied at `cycle`. */
 typedef struct {

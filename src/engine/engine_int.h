@@ -55,6 +55,7 @@ typedef struct entry {
                        * cached fast path (e->held[id]), else -1 */
   uint64_t held_us;   /* when it started waiting there (hvd__now_us): this rank's
                        * "ready" in the timeline when the fast path runs it */
+  int prereduced;     /* rider.c reduced it into recvbuf: execute only scales it */
   struct entry *next; /* the queue */
 } entry;
 
@@ -158,10 +159,14 @@ struct hvd_engine {
   uint32_t nheld;
   uint8_t *fast;      /* the fast path's vector */
   size_t fast_cap;
+  int64_t rider;      /* rider.c: the cache id that may ride the vector, or -1 */
+  size_t rider_max;   /* HOROVOD_FAST_PATH_RIDER_BYTES */
+  uint8_t *rider_buf; /* the records gathered */
+  size_t rider_cap;
   uint64_t visits;    /* tensors looked at by negotiation: its cost, for tests */
   /* Tensors run on the fast path's agreement, and cycles that took the
    * full exchange, for tests (read by any thread, hence atomic). */
-  _Atomic uint64_t fast_tensors, full_cycles;
+  _Atomic uint64_t fast_tensors, full_cycles, rider_tensors;
   uint64_t inspected_ms; /* rank 0: the stall inspector's last look */
   int cache_on;       /* the response cache's fast path (the autotuner may switch it) */
   /* The autotuner (tuning.c): whether it runs (rank 0's setting), rank
@@ -229,6 +234,13 @@ void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine);
 /* This rank's unsent entry for req, taken out of e->unsent (NULL: none). */
 entry *hvd__unsent_take(hvd_engine *e, const hvd_request *req);
 void hvd__unsent_add(hvd_engine *e, entry *en);
+
+/* rider.c: the id that may ride this cycle's fast exchange (-1: none);
+ * the vector's exchange with it (n bytes at e->fast, MIN-reduced there);
+ * after a fast cycle, what rides next. */
+int64_t hvd__rider_id(const hvd_engine *e);
+int hvd__rider_exchange(hvd_engine *e, int64_t id, size_t n);
+void hvd__rider_learn(hvd_engine *e);
 
 /* execute.c */
 int hvd__execute(hvd_engine *e, response *r);

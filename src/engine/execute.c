@@ -85,6 +85,7 @@ static char *stage_item(const job *j, const pending *p, char *zeros) {
     memset(zeros, 0, bytes);
     return zeros;
   }
+  if (en->prereduced) return en->w.recvbuf; /* rider.c: reduced, prescaled */
   if (en->w.sendbuf != en->w.recvbuf && bytes) {
     hvd__timeline_begin(j->e->tl, p->req.name, "MEMCPY_IN_FUSION_BUFFER", NULL);
     memcpy(en->w.recvbuf, en->w.sendbuf, bytes);
@@ -107,7 +108,8 @@ static int lay_out(const job *j, char **at, hvd_ar_algo algo, hvd_piece *pieces,
                    hvd_pieces *segs) {
   int n = j->c->size, k = j->r->n, used = 0;
   for (int i = 0; i < k; i++) {
-    if (item_algo(j, i) != algo) continue;
+    const entry *en = j->r->items[i]->mine;
+    if (item_algo(j, i) != algo || (en && en->prereduced)) continue;
     size_t count = j->r->items[i]->req.count;
     for (int s = 0; s < n; s++) {
       pieces[s * k + used].ptr = at[i] + hvd__split_offset(count, n, s) * j->esize;

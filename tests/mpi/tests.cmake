@@ -63,6 +63,9 @@ hvd_add_mpi_test(test_engine 1 2 3 4)
 # The cached fast path: the same bits as full negotiation, tensors leaving
 # the cache (new shapes, dtypes, eviction) negotiated again, skewed ranks.
 hvd_add_mpi_test(test_cache_path 1 2 4)
+# A small cached allreduce riding the fast path's exchange: the collective's
+# bits (shm's rank order, recursive doubling's tree), fused, wrong guesses.
+hvd_add_mpi_test(test_fast_rider 2 3 4)
 # The shm allreduce reading the other ranks' buffers (process_vm_readv)
 # gives the windows' bits; a rank that refuses it turns it off.
 hvd_add_mpi_test(test_single_copy 2)
@@ -109,4 +112,5 @@ hvd_add_mpi_test_tcp(test_algorithms 2 3 4 5)
 hvd_add_mpi_test_tcp(test_engine 2 4)
 hvd_add_mpi_test_tcp(test_fusion 4)
 hvd_add_mpi_test_tcp(test_cache_path 3)
+hvd_add_mpi_test_tcp(test_fast_rider 2 3)
 hvd_add_mpi_test_tcp(test_autotune_ranks 2)

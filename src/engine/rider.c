@@ -1,0 +1,118 @@
+/*
+ * rider.c -- a small allreduce carried in the fast path's exchange.
+ *
+ * A blocking allreduce of a cached tensor costs two rounds: the fast
+ * path's vector of cache bits (cycle.c), then the collective.  At small
+ * sizes each round is all latency, so the engine costs twice what the
+ * collective alone does.  The rider folds the second round into the first:
+ * the tensor's values travel with the vector, and when every rank turns
+ * out to have sent them, every rank reduces them itself.
+ *
+ * Which tensor may ride must be known before the exchange, on every rank
+ * alike, because it fixes the size of what the ranks exchange: it is the
+ * last tensor that ran alone on the fast path (a loop calling the same
+ * small allreduce, a metric, a loss), read from the response cache, which
+ * every rank holds identically.  A rank that holds it sends its values
+ * (scaled by its prescale factor, as execute.c would); a rank that does
+ * not sends the same number of bytes, unread, and a 0 flag.  The vector
+ * becomes an allgather of fixed-size records: one sync through the shm
+ * windows, or Bruck's rounds over TCP, which cost what recursive doubling
+ * of the vector cost.
+ *
+ * When every flag is 1 and no rank needs the full exchange, each rank
+ * reduces the gathered values into its output with the bits the
+ * collective would have given (coll/gathered.c: the shm allreduce's rank
+ * order, or recursive doubling's tree) and marks the tensor prereduced:
+ * execute.c then only applies its postscale factor.  Otherwise the values
+ * are dropped and the tensor runs as before.  Only what reduce_gathered
+ * reproduces rides: host allreduces of the global set up to
+ * HOROVOD_FAST_PATH_RIDER_BYTES (0 turns riding off), not Adasum, not
+ * grouped, not through another library's collectives or the hierarchy.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../coll/coll.h"
+#include "../env.h"
+#include "../reduce.h"
+#include "engine_int.h"
+
+static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+static int rides(const hvd_engine *e, const hvd_request *q) {
+  if (!q || q->type != HVD_REQ_ALLREDUCE || q->on_device || q->process_set != 0 ||
+      q->group_size || q->op == HVD_ADASUM || e->global->coll)
+    return 0;
+  size_t bytes = q->count * hvd_dtype_size((hvd_dtype)q->dtype);
+  if (bytes > e->rider_max) return 0;
+  hvd_ar_algo a = hvd__allreduce_algo(e->global, bytes);
+  return a == HVD_AR_SHM || a == HVD_AR_RECURSIVE_DOUBLING;
+}
+
+int64_t hvd__rider_id(const hvd_engine *e) {
+  if (e->rider < 0 || e->size < 2) return -1;
+  return rides(e, hvd__cache_get(e->cache, (uint32_t)e->rider)) ? e->rider : -1;
+}
+
+void hvd__rider_learn(hvd_engine *e) {
+  uint32_t used = hvd__cache_used(e->cache), ran = 0;
+  int64_t last = -1;
+  for (uint32_t id = 0; id < used; id++)
+    if (e->fast[1 + id]) ran++, last = id;
+  if (ran == 1 && rides(e, hvd__cache_get(e->cache, (uint32_t)last))) e->rider = last;
+}
+
+/* The records gathered: the vectors' MIN into e->fast; 1 if every rank
+ * sent the rider's values. */
+static int merge(hvd_engine *e, const uint8_t *all, size_t n, size_t stride) {
+  int every = 1;
+  for (int r = 0; r < e->size; r++) {
+    const uint8_t *v = all + (size_t)r * stride;
+    every &= v[0] == 1;
+    for (size_t i = 0; i < n; i++)
+      if (v[1 + i] < e->fast[i]) e->fast[i] = v[1 + i];
+  }
+  return every;
+}
+
+/* Every rank's values in hand: this rank's output, with the bits of the
+ * collective the tensor would have run. */
+static int finish(hvd_engine *e, entry *en, uint8_t *all, size_t head, size_t stride) {
+  const hvd_request *q = &en->w.req;
+  hvd_dtype dt = (hvd_dtype)q->dtype;
+  void **vecs = malloc((size_t)e->size * sizeof *vecs);
+  if (!vecs) return hvd__err(HVD_E_NOMEM, "allocating %d pointers", e->size);
+  for (int r = 0; r < e->size; r++) vecs[r] = all + (size_t)r * stride + head;
+  hvd_ar_algo algo = hvd__allreduce_algo(e->global, q->count * hvd_dtype_size(dt));
+  int rc = hvd__reduce_gathered(e->global, algo, vecs, q->count, dt, (hvd_op)q->op,
+                                en->w.recvbuf);
+  free(vecs);
+  if (rc < 0) return hvd__err_prefix(rc, "allreduce '%s' on the fast path", q->name);
+  en->prereduced = 1;
+  atomic_fetch_add_explicit(&e->rider_tensors, 1, memory_order_relaxed);
+  return 0;
+}
+
+int hvd__rider_exchange(hvd_engine *e, int64_t id, size_t n) {
+  const hvd_request *q = hvd__cache_get(e->cache, (uint32_t)id);
+  hvd_dtype dt = (hvd_dtype)q->dtype;
+  size_t bytes = q->count * hvd_dtype_size(dt), head = align16(1 + n);
+  size_t stride = head + align16(bytes), total = stride * (size_t)e->size;
+  if (total > e->rider_cap) {
+    uint8_t *b = realloc(e->rider_buf, total);
+    if (!b) return hvd__err(HVD_E_NOMEM, "allocating %zu bytes for the fast path", total);
+    e->rider_buf = b, e->rider_cap = total;
+  }
+  uint8_t *mine = e->rider_buf + (size_t)e->rank * stride;
+  entry *en = e->held[id];
+  memset(mine, 0, stride); /* the padding too: no stale bytes on the wire */
+  mine[0] = en != NULL;
+  memcpy(mine + 1, e->fast, n);
+  if (en) {
+    memcpy(mine + head, en->w.sendbuf, bytes);
+    hvd__reduce_scale(mine + head, q->count, dt, q->prescale);
+  }
+  HVD__CHECK(hvd__allgather_equal(e->global, mine, stride, e->rider_buf));
+  if (!merge(e, e->rider_buf, n, stride) || !e->fast[0] || !e->fast[1 + id] || !en) return 0;
+  return finish(e, en, e->rider_buf, head, stride);
+}
