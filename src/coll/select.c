@@ -41,6 +41,8 @@
  * every rank makes the same one as long as they agree on the setting,
  * which the engine makes sure of (rank 0's wins).
  */
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -123,8 +125,7 @@ static double cost_large(int n, double s) {
   return large_algo(n) == HVD_AR_RABENSEIFNER ? cost_rab(n, s) : cost_ring(n, s);
 }
 
-size_t hvd__allreduce_crossover(int n) {
-  if (n < 2) return 0;
+static size_t crossover_of(int n) {
   /* All costs are linear in S: solve cost_rd(S) = cost_large(S). */
   double a_rd = cost_rd(n, 0), a_l = cost_large(n, 0);
   double b_rd = cost_rd(n, 1) - a_rd, b_l = cost_large(n, 1) - a_l;
@@ -133,9 +134,36 @@ size_t hvd__allreduce_crossover(int n) {
   return (size_t)((a_l - a_rd) / (b_rd - b_l));
 }
 
+/* The model's answers depend on n alone and cost a few hundred
+ * instructions, asked for at every allreduce: kept per n (0: not yet;
+ * computing twice in a race stores the same value). */
+#define MEMO_RANKS 1024
+static _Atomic size_t crossover_memo[MEMO_RANKS];
+static _Atomic unsigned char large_memo[MEMO_RANKS];
+
+size_t hvd__allreduce_crossover(int n) {
+  if (n < 2) return 0;
+  if (n >= MEMO_RANKS) return crossover_of(n);
+  size_t v = atomic_load_explicit(&crossover_memo[n], memory_order_relaxed);
+  if (v) return v - 1;
+  v = crossover_of(n);
+  if (v != SIZE_MAX) atomic_store_explicit(&crossover_memo[n], v + 1, memory_order_relaxed);
+  return v;
+}
+
+static hvd_ar_algo large_algo_of(int n) {
+  if (n >= MEMO_RANKS) return large_algo(n);
+  unsigned char v = atomic_load_explicit(&large_memo[n], memory_order_relaxed);
+  if (!v) {
+    v = (unsigned char)(large_algo(n) + 1);
+    atomic_store_explicit(&large_memo[n], v, memory_order_relaxed);
+  }
+  return (hvd_ar_algo)(v - 1);
+}
+
 hvd_ar_algo hvd__allreduce_choose(hvd_ar_algo setting, int n, size_t bytes) {
   if (setting != HVD_AR_AUTO && setting != HVD_AR_SHM) return setting;
-  return bytes < hvd__allreduce_crossover(n) ? HVD_AR_RECURSIVE_DOUBLING : large_algo(n);
+  return bytes < hvd__allreduce_crossover(n) ? HVD_AR_RECURSIVE_DOUBLING : large_algo_of(n);
 }
 
 /* On shared memory, auto: the shm allreduce, except between two ranks

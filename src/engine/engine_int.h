@@ -102,7 +102,8 @@ typedef struct response {
   pending **items; /* the tensors, in order */
   int n, cap;
   int error;       /* 0, or every item fails with errmsg */
-  char errmsg[1024];
+  char *errmsg;    /* malloc()ed with error (NULL if that failed): kept out of
+                    * the struct, whose array is allocated every cycle */
 } response;
 
 struct hvd_engine {

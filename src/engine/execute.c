@@ -95,21 +95,44 @@ static char *stage_item(const job *j, const pending *p, char *zeros) {
   return en->w.recvbuf;
 }
 
-/* The algorithm item i is reduced with: chosen by its own size, so that
- * fusing it with others changes none of its bits. */
-static hvd_ar_algo item_algo(const job *j, int i) {
-  return hvd__allreduce_algo(j->c, j->r->items[i]->req.count * j->esize);
+/* Where the items lie and how they are laid out: one allocation for the
+ * response.  algo[i] is the algorithm item i is reduced with, chosen by
+ * its own size so that fusing it with others changes none of its bits
+ * (HVD_AR_AUTO: none, rider.c reduced it already). */
+typedef struct {
+  char **at;
+  unsigned char *algo;
+  hvd_piece *pieces; /* [n * k] */
+  hvd_pieces *segs;  /* [n] */
+} layout;
+
+static void *layout_new(const job *j, layout *l) {
+  size_t n = (size_t)j->c->size, k = (size_t)j->r->n;
+  char *m = calloc(1, k * sizeof *l->at + n * k * sizeof *l->pieces + n * sizeof *l->segs + k);
+  if (!m) return NULL;
+  l->at = (char **)m;
+  l->pieces = (hvd_piece *)(m + k * sizeof *l->at);
+  l->segs = (hvd_pieces *)(m + k * sizeof *l->at + n * k * sizeof *l->pieces);
+  l->algo = (unsigned char *)(l->segs + n);
+  if (j->c->coll || j->r->items[0]->req.op == HVD_ADASUM) return m; /* not hvd's algorithms */
+  for (size_t i = 0; i < k; i++) {
+    const pending *p = j->r->items[i];
+    l->algo[i] = p->mine && p->mine->prereduced
+                     ? HVD_AR_AUTO : hvd__allreduce_algo(j->c, p->req.count * j->esize);
+  }
+  return m;
 }
 
 /* Segment s of the fused buffer is segment s of every item reduced with
  * `algo`, in order: the layout that keeps each element's reduction order
  * what it is alone.  Returns how many items that is. */
-static int lay_out(const job *j, char **at, hvd_ar_algo algo, hvd_piece *pieces,
-                   hvd_pieces *segs) {
+static int lay_out(const job *j, const layout *l, hvd_ar_algo algo) {
   int n = j->c->size, k = j->r->n, used = 0;
+  char **at = l->at;
+  hvd_piece *pieces = l->pieces;
+  hvd_pieces *segs = l->segs;
   for (int i = 0; i < k; i++) {
-    const entry *en = j->r->items[i]->mine;
-    if (item_algo(j, i) != algo || (en && en->prereduced)) continue;
+    if (l->algo[i] != algo) continue;
     size_t count = j->r->items[i]->req.count;
     for (int s = 0; s < n; s++) {
       pieces[s * k + used].ptr = at[i] + hvd__split_offset(count, n, s) * j->esize;
@@ -122,10 +145,9 @@ static int lay_out(const job *j, char **at, hvd_ar_algo algo, hvd_piece *pieces,
 }
 
 /* One collective for the items reduced with `algo`, if there are any. */
-static int reduce_group(const job *j, char **at, hvd_ar_algo algo, hvd_piece *pieces,
-                        hvd_pieces *segs) {
-  if (lay_out(j, at, algo, pieces, segs) == 0) return 0;
-  return hvd__allreduce_pieces(j->c, algo, segs, j->dtype, (hvd_op)j->r->items[0]->req.op);
+static int reduce_group(const job *j, const layout *l, hvd_ar_algo algo) {
+  if (lay_out(j, l, algo) == 0) return 0;
+  return hvd__allreduce_pieces(j->c, algo, l->segs, j->dtype, (hvd_op)j->r->items[0]->req.op);
 }
 
 /* The tensors through c->coll, each reduced by itself. */
@@ -153,10 +175,11 @@ static int run_allreduce(const job *j) {
     total += j->r->items[i]->req.count * j->esize;
     if (!j->r->items[i]->mine) zero_bytes += j->r->items[i]->req.count * j->esize;
   }
-  char **at = calloc((size_t)k, sizeof *at), *zeros = scratch(j->e, zero_bytes);
-  hvd_piece *pieces = calloc((size_t)n * (size_t)k, sizeof *pieces);
-  hvd_pieces *segs = calloc((size_t)n, sizeof *segs);
-  int rc = (at && pieces && segs && (zeros || !zero_bytes))
+  layout l = {0};
+  char *zeros = scratch(j->e, zero_bytes);
+  void *mem = layout_new(j, &l);
+  char **at = mem ? l.at : NULL;
+  int rc = (mem && (zeros || !zero_bytes))
                ? 0 : hvd__err(HVD_E_NOMEM, "allocating the layout of %d tensors", k);
   for (int i = 0; rc == 0 && i < k; i++) {
     at[i] = stage_item(j, j->r->items[i], zeros);
@@ -175,16 +198,14 @@ static int run_allreduce(const job *j) {
       rc = other_allreduce(j, at);
     } else {
       for (int a = HVD_AR_AUTO + 1; rc == 0 && a < HVD_AR_N; a++)
-        rc = reduce_group(j, at, (hvd_ar_algo)a, pieces, segs);
+        rc = reduce_group(j, &l, (hvd_ar_algo)a);
     }
     for (int i = 0; rc == 0 && i < k; i++)
       if (j->r->items[i]->mine)
         hvd__reduce_scale(at[i], j->r->items[i]->req.count, j->dtype, req->postscale);
     trace_end_all(j);
   }
-  free(at);
-  free(pieces);
-  free(segs);
+  free(mem);
   return rc;
 }
 
@@ -290,7 +311,7 @@ static void finish_all(hvd_engine *e, response *r, int status, const char *msg, 
 
 int hvd__execute(hvd_engine *e, response *r) {
   if (r->error) {
-    finish_all(e, r, r->error, r->errmsg, 0);
+    finish_all(e, r, r->error, r->errmsg ? r->errmsg : "out of memory describing the error", 0);
     return 0;
   }
   for (int i = 0; i < r->n; i++) hvd__held_recheck(e, hvd__cache_put(e->cache, &r->items[i]->req));

@@ -52,6 +52,7 @@ void hvd__responses_free(response *rs, int n) {
   for (int i = 0; i < n; i++) {
     for (int k = 0; k < rs[i].n; k++) hvd__pending_free(rs[i].items[k]);
     free(rs[i].items);
+    free(rs[i].errmsg);
   }
   free(rs);
 }
@@ -510,7 +511,7 @@ static int plan_one(hvd_engine *e, plan *pl, pending *p) {
   for (int i = 0; i < n; i++) HVD__CHECK(take(e, r, group[i]));
   if (code) {
     r->error = code;
-    snprintf(r->errmsg, sizeof r->errmsg, "%s", why);
+    r->errmsg = strdup(why);
   }
   return 0;
 }
