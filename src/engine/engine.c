@@ -445,8 +445,7 @@ void hvd__engine_free(hvd_engine *e) { hvd__engine_dealloc(e); }
 
 /* ---- what application threads call ---- */
 
-static int name_in_flight(hvd_engine *e, const hvd_request *r) {
-  uint64_t key = hvd__index_key(r->name, r->process_set);
+static int name_in_flight(hvd_engine *e, const hvd_request *r, uint64_t key) {
   for (hvd_ilink *l = hvd__index_first(&e->inflight, key); l; l = hvd__index_next(&e->inflight, l)) {
     const entry *en = HVD_CONTAINER_OF(l, entry, inflight);
     if (en->w.req.process_set == r->process_set && strcmp(en->w.req.name, r->name) == 0) return 1;
@@ -484,12 +483,12 @@ static int entry_new(const hvd_work *w, int size, entry **out) {
 }
 
 /* Under lock: the checks that need the engine's state. */
-static int admit(hvd_engine *e, const hvd_work *works, int n) {
+static int admit(hvd_engine *e, const hvd_work *works, entry *const *ens, int n) {
   if (e->broken || e->stopped)
     return hvd__err(HVD_E_ABORTED, "the engine stopped: %s", e->why);
   for (int i = 0; i < n; i++) {
     const hvd_request *r = &works[i].req;
-    if (name_in_flight(e, r))
+    if (name_in_flight(e, r, ens[i]->key))
       return hvd__err(HVD_E_INVALID, "tensor '%s' is already in flight: wait for its handle "
                       "before enqueuing the name again", r->name);
     for (int j = 0; j < i; j++)
@@ -501,13 +500,13 @@ static int admit(hvd_engine *e, const hvd_work *works, int n) {
 
 hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_callback cb,
                                void *arg, int will_wait) {
-  entry **ens = calloc((size_t)n, sizeof *ens);
+  entry *one = NULL, **ens = n == 1 ? &one : calloc((size_t)n, sizeof *ens);
   int rc = ens ? 0 : hvd__err(HVD_E_NOMEM, "allocating %d entries", n);
   for (int i = 0; rc == 0 && i < n; i++) rc = entry_new(&works[i], e->size, &ens[i]);
   op *o = NULL;
   hvd_handle id = 0; /* read under the lock: with a callback, o may be gone after it */
   pthread_mutex_lock(&e->lock);
-  if (rc == 0) rc = admit(e, works, n);
+  if (rc == 0) rc = admit(e, works, ens, n);
   if (rc == 0) rc = op_new(e, &o);
   if (rc == 0) {
     id = o->id;
@@ -529,7 +528,7 @@ hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_
   if (rc < 0)
     for (int i = 0; ens && i < n; i++)
       if (ens[i]) entry_free(ens[i]);
-  free(ens);
+  if (ens != &one) free(ens);
   return rc < 0 ? rc : id;
 }
 

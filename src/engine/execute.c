@@ -297,8 +297,8 @@ static int run_single(const job *j, pending *p, int64_t *value) {
 /* Finishes every item of r with status; frees them.  A failure's message
  * is given without the tensor: each item's names its own. */
 static void finish_all(hvd_engine *e, response *r, int status, const char *msg, int64_t value) {
-  char why[1024];
-  snprintf(why, sizeof why, "%s", msg ? msg : ""); /* msg may be this thread's error */
+  char why[1024] = "";
+  if (status < 0) snprintf(why, sizeof why, "%s", msg ? msg : ""); /* may be this thread's error */
   for (int i = 0; i < r->n; i++) {
     pending *p = r->items[i];
     if (p->mine && status < 0 && !r->error) hvd__engine_fail_entry(e, p->mine, status, why);

@@ -85,13 +85,16 @@ entry *hvd__unsent_take(hvd_engine *e, const hvd_request *req) {
 
 /* Names belong to their process set (as in Horovod, where each set has
  * its own queue): the same name in two sets is two tensors. */
-static pending *pending_find(hvd_engine *e, const char *name, int32_t set) {
-  uint64_t key = hvd__index_key(name, set);
+static pending *pending_find_key(hvd_engine *e, const char *name, int32_t set, uint64_t key) {
   for (hvd_ilink *l = hvd__index_first(&e->table, key); l; l = hvd__index_next(&e->table, l)) {
     pending *p = HVD_CONTAINER_OF(l, pending, link);
     if (same_tensor(&p->req, name, set)) return p;
   }
   return NULL;
+}
+
+static pending *pending_find(hvd_engine *e, const char *name, int32_t set) {
+  return pending_find_key(e, name, set, hvd__index_key(name, set));
 }
 
 static void pending_unlink(hvd_engine *e, pending *p) {
@@ -124,8 +127,8 @@ static void tick(hvd_engine *e, const char *name, int rank, uint64_t at_us) {
 /* A new tensor at the end of the table.  agreed: every rank submitted
  * req (no per-rank state needed).  since_us: when its negotiation began
  * here (0: now). */
-static int pending_new(hvd_engine *e, const hvd_request *req, int agreed, uint64_t since_us,
-                       pending **out) {
+static int pending_new(hvd_engine *e, const hvd_request *req, uint64_t key, int agreed,
+                       uint64_t since_us, pending **out) {
   pending *p = calloc(1, sizeof *p);
   if (p && !agreed) p->reqs = calloc((size_t)e->size, sizeof *p->reqs);
   if (p && !agreed && p->reqs) p->submitted = calloc((size_t)e->size, 1);
@@ -140,7 +143,7 @@ static int pending_new(hvd_engine *e, const hvd_request *req, int agreed, uint64
   if (e->pending_tail) e->pending_tail->next = p;
   else e->pending_head = p;
   e->pending_tail = p;
-  hvd__index_add(&e->table, &p->link, hvd__index_key(req->name, req->process_set));
+  hvd__index_add(&e->table, &p->link, key);
   hvd__timeline_begin_at(e->tl, req->name, phase_name(req->type), NULL, since_us);
   *out = p;
   return 0;
@@ -232,8 +235,9 @@ static int *scratch_ranks(hvd_engine *e) {
 /* ---- step 1 ---- */
 
 static int submit(hvd_engine *e, int q, const hvd_request *req, int *scratch) {
-  pending *p = pending_find(e, req->name, req->process_set);
-  if (!p) HVD__CHECK(pending_new(e, req, 0, 0, &p));
+  uint64_t key = hvd__index_key(req->name, req->process_set);
+  pending *p = pending_find_key(e, req->name, req->process_set, key);
+  if (!p) HVD__CHECK(pending_new(e, req, key, 0, 0, &p));
   if (!p->submitted)
     return hvd__err(HVD_E_PROTOCOL, "rank %d submitted '%s', which every rank had submitted",
                     q, req->name);
@@ -265,14 +269,15 @@ int hvd__negotiate_agreed(hvd_engine *e, uint32_t id) {
   const hvd_request *req = hvd__cache_get(e->cache, id);
   pending *p;
   if (!req) return hvd__err(HVD_E_PROTOCOL, "every rank holds cache id %u, an empty slot", id);
-  if (pending_find(e, req->name, req->process_set))
+  uint64_t key = hvd__index_key(req->name, req->process_set);
+  if (pending_find_key(e, req->name, req->process_set, key))
     return hvd__err(HVD_E_PROTOCOL, "cached tensor '%s' is negotiated twice", req->name);
   /* The vector of bits says only that every rank holds it now: of the
    * ranks' readiness, this rank knows its own, since it began holding the
    * tensor.  That is its tick here (each rank's file has its own; without
    * it the report saw only the full exchanges, issue 30). */
   uint64_t since = e->held[id] ? e->held[id]->held_us : 0;
-  HVD__CHECK(pending_new(e, req, 1, since, &p));
+  HVD__CHECK(pending_new(e, req, key, 1, since, &p));
   tick(e, req->name, e->rank, since);
   p->nsubmitted = e->size;
   p->mine = hvd__unsent_take(e, req);
