@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "../coll/coll.h"
+#include "../reduce.h"
 #include "device.h"
 #include "engine_int.h"
 #ifdef HVD_WITH_NCCL
@@ -91,6 +92,11 @@ static int nccl_dtype(int dtype, ncclDataType_t *t) {
   }
 }
 
+static int floating(int dtype) {
+  return dtype == HVD_FLOAT16 || dtype == HVD_BFLOAT16 || dtype == HVD_FLOAT32 ||
+         dtype == HVD_FLOAT64;
+}
+
 /* How a reduction runs: NCCL's op, or a pre-multiplied sum by `scalar`
  * (ncclRedOpCreatePreMulSum) when `premul`. */
 typedef struct {
@@ -103,9 +109,9 @@ typedef struct {
 /* The scale factors become one multiplier applied before the sum:
  * (x * pre) summed, times post, is x * (pre * post) summed -- the same
  * bits where the products are exact, as Horovod's NCCL and CPU paths are
- * not bitwise equal either.  Only float32 and float64 Sum and Average
- * (whose 1/size joins the multiplier): NCCL takes a scalar of the
- * tensor's type, and hvd has no float16 scalar to hand it. */
+ * not bitwise equal either.  Floating-point Sum and Average only (whose
+ * 1/size joins the multiplier): NCCL takes a scalar of the tensor's type,
+ * for float16 and bfloat16 the multiplier rounded to it. */
 static int plan_reduction(const hvd_request *q, int size, reduction *rd, char *why, size_t cap) {
   const char *kind = hvd__req_type_name(q->type);
   if (!nccl_dtype(q->dtype, &rd->type)) {
@@ -124,10 +130,9 @@ static int plan_reduction(const hvd_request *q, int size, reduction *rd, char *w
   double factor = q->prescale * q->postscale;
   rd->premul = 0, rd->scalar = 1.0;
   if (factor == 1.0) return 0;
-  int floating = q->dtype == HVD_FLOAT32 || q->dtype == HVD_FLOAT64;
-  if (!floating || (q->op != HVD_SUM && q->op != HVD_AVERAGE)) {
+  if (!floating(q->dtype) || (q->op != HVD_SUM && q->op != HVD_AVERAGE)) {
     snprintf(why, cap, "%s '%s': the NCCL path applies scale factors (prescale %g, postscale %g) "
-             "to float32 and float64 Sum and Average only, not %s %s (unset HOROVOD_GPU_OPERATIONS"
+             "to floating-point Sum and Average only, not %s %s (unset HOROVOD_GPU_OPERATIONS"
              " / HOROVOD_GPU_ALLREDUCE for the staged path; docs/gpu.md)", kind, q->name,
              q->prescale, q->postscale, hvd_dtype_name((hvd_dtype)q->dtype),
              hvd_op_name((hvd_op)q->op));
@@ -393,7 +398,9 @@ static int reducer_open(reducer *x, const path *np, ncclComm_t comm, const hvd_r
     return hvd__err(HVD_E_PROTOCOL, "%s", why);
   if (!x->rd.premul) return 0;
   float f = (float)x->rd.scalar;
-  void *scalar = q->dtype == HVD_FLOAT32 ? (void *)&f : (void *)&x->rd.scalar;
+  uint16_t h = q->dtype == HVD_FLOAT16 ? hvd__float_to_half(f) : hvd__float_to_bf16(f);
+  void *scalar = q->dtype == HVD_FLOAT64 ? (void *)&x->rd.scalar
+                 : q->dtype == HVD_FLOAT32 ? (void *)&f : (void *)&h;
   ncclRedOp_t made;
   HVD__CHECK(settle(np, comm, np->nc->RedOpCreatePreMulSum(&made, scalar, x->rd.type,
                                                            ncclScalarHostImmediate, comm),
@@ -464,13 +471,12 @@ static int launch_broadcast(path *np, ncclComm_t comm, const hvd_request *q, voi
 
 /* On the global communicator with its hierarchy built (the switch on,
  * hosts of one size: coll/hierarchical.c), for an allreduce whose two
- * halves compose: Sum, Min, Max, Product, and on float32/float64 Average
- * and scale factors as one pre-multiplied sum.  Else the flat path. */
+ * halves compose: Sum, Min, Max, Product, and on floating-point types
+ * Average and scale factors as one pre-multiplied sum.  Else the flat path. */
 static int hierarchical(const hvd_comm *c, const hvd_request *q) {
   if (q->type != HVD_REQ_ALLREDUCE || !c->hierarchical || !c->local || !c->cross) return 0;
-  int floating = q->dtype == HVD_FLOAT32 || q->dtype == HVD_FLOAT64;
   int scaled = q->op == HVD_AVERAGE || q->prescale * q->postscale != 1.0;
-  return !scaled || floating;
+  return !scaled || floating(q->dtype);
 }
 
 /* The reduction within the host: an Average becomes a sum pre-multiplied

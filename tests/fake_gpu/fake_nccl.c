@@ -112,11 +112,17 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
   if (residence != ncclScalarHostImmediate) return ncclInvalidArgument;
-  if (datatype != ncclFloat32 && datatype != ncclFloat64) return ncclInvalidArgument;
+  double v;
+  switch (datatype) {
+    case ncclFloat16: v = (double)*(half *)scalar; break;
+    case ncclFloat32: v = *(float *)scalar; break;
+    case ncclFloat64: v = *(double *)scalar; break;
+    default: return ncclInvalidArgument; /* bfloat16: no arithmetic here (fake_nccl_ranks.c) */
+  }
   for (int i = 0; i < MAX_OPS; i++)
     if (!comm->used[i]) {
       comm->used[i] = 1;
-      comm->scalar[i] = datatype == ncclFloat32 ? *(float *)scalar : *(double *)scalar;
+      comm->scalar[i] = v;
       *op = (ncclRedOp_t)(ncclNumOps + i);
       return ncclSuccess;
     }
@@ -161,7 +167,8 @@ static void reduce_alone(const void *send, void *recv, size_t count, ncclDataTyp
     return;
   }
   for (size_t k = 0; k < count; k++)
-    if (t == ncclFloat32) ((float *)recv)[k] = ((const float *)send)[k] * (float)red.scalar;
+    if (t == ncclFloat16) ((half *)recv)[k] = ((const half *)send)[k] * (half)red.scalar;
+    else if (t == ncclFloat32) ((float *)recv)[k] = ((const float *)send)[k] * (float)red.scalar;
     else ((double *)recv)[k] = ((const double *)send)[k] * red.scalar;
 }
 

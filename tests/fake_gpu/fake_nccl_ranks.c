@@ -21,8 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-__extension__ typedef _Float16 half; /* GCC's binary16 (x86-64) */
-
 #define SLOT ((size_t)1 << 20)
 #define WAIT_S 60
 
@@ -149,7 +147,8 @@ static int combine(void *acc, const void *x, size_t n, ncclDataType_t t, fake_re
 
 static void first(void *acc, size_t n, ncclDataType_t t, fake_red red) {
   if (!red.premul) return;
-  if (t == ncclFloat32) SCALE(float, *(float)red.scalar);
+  if (t == ncclFloat16) SCALE(half, *(half)red.scalar);
+  else if (t == ncclFloat32) SCALE(float, *(float)red.scalar);
   else if (t == ncclFloat64) SCALE(double, *red.scalar);
 }
 

@@ -12,6 +12,8 @@
 #include <nccl.h>
 #include <stddef.h>
 
+__extension__ typedef _Float16 half; /* GCC's binary16 (x86-64): the fakes' float16 */
+
 typedef struct fake_ranks fake_ranks;
 
 /* How a collective reduces: NCCL's op, or a sum of each contribution

@@ -11,8 +11,8 @@
  *     allreduce of float32 (small integers: every sum exact in any order),
  *     float64, float16, int32 (wrapping), int64, int8, uint8 and bool with
  *     Sum, Min, Max, Product, Average; in and out of place; 1 element to
- *     1.25 M; scale factors (float32 Sum and Average, through
- *     ncclRedOpCreatePreMulSum); six enqueued at once and a group (one
+ *     1.25 M; scale factors (float32, float64 and float16 Sum and Average,
+ *     through ncclRedOpCreatePreMulSum, float16's scalar rounded to half); six enqueued at once and a group (one
  *     response: through the fusion buffer); broadcast of 1 byte and 3 MiB
  *     from the last rank; reducescatter (counts dividing by the size and
  *     not: ncclReduceScatter and the allreduce-and-keep-a-share); allgather
@@ -99,7 +99,7 @@ static hvd_opts on_device(void) {
 #include "device_both.h"
 
 /* hier: the hierarchical allreduce runs Average and scale factors as a
- * pre-multiplied sum, on float32/float64 only; an integer Average takes
+ * pre-multiplied sum, on floating-point types only; an integer Average takes
  * the flat path, whose communicator of every rank the one-GPU machine
  * (and the stand-in) cannot make. */
 static void allreduces(int hier) {
@@ -122,6 +122,8 @@ static void allreduces(int hier) {
   allreduce_both(HVD_FLOAT32, HVD_SUM, 300000, 0, 0.5, 4.0);
   allreduce_both(HVD_FLOAT64, HVD_SUM, 3000, 1, 0.25, 1.0);
   allreduce_both(HVD_FLOAT32, HVD_AVERAGE, 3000, 1, 2.0, 1.0);
+  allreduce_both(HVD_FLOAT16, HVD_SUM, 4099, 1, 0.25, 1.0);
+  allreduce_both(HVD_FLOAT16, HVD_AVERAGE, 3000, 0, 2.0, 1.0);
 }
 
 /* HOROVOD_HIERARCHICAL_ALLREDUCE=1 on hosts hvdrun emulates: a device
@@ -175,7 +177,7 @@ static void refusals(void) {
   o.prescale_factor = 2.0;
   int rc = hvd_wait(hvd_allreduce_async_opts(dx, dx, N, HVD_INT32, HVD_SUM, "int.scaled", &o));
   expect_refused(rc, HVD_E_UNSUPPORTED, "allreduce 'int.scaled'",
-                 "applies scale factors (prescale 2, postscale 1) to float32 and float64");
+                 "applies scale factors (prescale 2, postscale 1) to floating-point Sum");
   o = on_device();
   rc = hvd_wait(hvd_allreduce_async_opts(dx, dx, N / 2, HVD_INT16, HVD_SUM, "int16", &o));
   expect_refused(rc, HVD_E_UNSUPPORTED, "allreduce 'int16'", "NCCL has no reduction for int16");
