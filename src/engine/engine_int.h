@@ -241,6 +241,8 @@ void hvd__unsent_add(hvd_engine *e, entry *en);
  * after a fast cycle, what rides next. */
 int64_t hvd__rider_id(const hvd_engine *e);
 int hvd__rider_exchange(hvd_engine *e, int64_t id, size_t n);
+/* After an exchange: finishes the rider when it rode alone; 1 if it did. */
+int hvd__rider_finish(hvd_engine *e);
 void hvd__rider_learn(hvd_engine *e);
 
 /* execute.c */

@@ -23,7 +23,11 @@
  * reduces the gathered values into its output with the bits the
  * collective would have given (coll/gathered.c: the shm allreduce's rank
  * order, or recursive doubling's tree) and marks the tensor prereduced:
- * execute.c then only applies its postscale factor.  Otherwise the values
+ * execute.c then only applies its postscale factor; when it is the only
+ * tensor of the cycle and there is no timeline to write or tuner to feed,
+ * it is finished right there, without negotiation's table, a plan or a
+ * response (the cache touched as execute would, alone in the cycle: the
+ * caches stay alike on every rank, whichever way each went).  Otherwise the values
  * are dropped and the tensor runs as before.  Only what reduce_gathered
  * reproduces rides: host allreduces of the global set up to
  * HOROVOD_FAST_PATH_RIDER_BYTES (0 turns riding off), not Adasum, not
@@ -115,4 +119,19 @@ int hvd__rider_exchange(hvd_engine *e, int64_t id, size_t n) {
   HVD__CHECK(hvd__allgather_equal(e->global, mine, stride, e->rider_buf));
   if (!merge(e, e->rider_buf, n, stride) || !e->fast[0] || !e->fast[1 + id] || !en) return 0;
   return finish(e, en, e->rider_buf, head, stride);
+}
+
+int hvd__rider_finish(hvd_engine *e) {
+  entry *en = e->rider >= 0 ? e->held[e->rider] : NULL;
+  if (!en || !en->prereduced || e->tl || e->tuner) return 0;
+  uint32_t used = hvd__cache_used(e->cache);
+  for (uint32_t id = 0; id < used; id++)
+    if (e->fast[1 + id] && id != (uint32_t)e->rider) return 0; /* through the plan, in order */
+  const hvd_request *q = &en->w.req;
+  hvd__unsent_take(e, q); /* unholds it */
+  hvd__held_recheck(e, hvd__cache_put(e->cache, q));
+  hvd__reduce_scale(en->w.recvbuf, q->count, (hvd_dtype)q->dtype, q->postscale);
+  en->op->value = 0;
+  hvd__engine_finish(e, en, 0, NULL);
+  return 1;
 }
