@@ -84,13 +84,13 @@ static int merge(hvd_engine *e, const uint8_t *all, size_t n, size_t stride) {
 static int finish(hvd_engine *e, entry *en, uint8_t *all, size_t head, size_t stride) {
   const hvd_request *q = &en->w.req;
   hvd_dtype dt = (hvd_dtype)q->dtype;
-  void **vecs = malloc((size_t)e->size * sizeof *vecs);
+  void *few[64], **vecs = e->size <= 64 ? few : malloc((size_t)e->size * sizeof *vecs);
   if (!vecs) return hvd__err(HVD_E_NOMEM, "allocating %d pointers", e->size);
   for (int r = 0; r < e->size; r++) vecs[r] = all + (size_t)r * stride + head;
   hvd_ar_algo algo = hvd__allreduce_algo(e->global, q->count * hvd_dtype_size(dt));
   int rc = hvd__reduce_gathered(e->global, algo, vecs, q->count, dt, (hvd_op)q->op,
                                 en->w.recvbuf);
-  free(vecs);
+  if (vecs != few) free(vecs);
   if (rc < 0) return hvd__err_prefix(rc, "allreduce '%s' on the fast path", q->name);
   en->prereduced = 1;
   atomic_fetch_add_explicit(&e->rider_tensors, 1, memory_order_relaxed);
