@@ -20,6 +20,7 @@
 #include "rdzv/rdzv_elastic.h"
 #include "coll/coll.h"
 #include "elastic_int.h"
+#include "engine/device.h"
 #include "engine/engine.h"
 #include "env.h"
 #include "mpi_controller.h"
@@ -297,7 +298,7 @@ static int describe(hvd_request *req, int type, const char *name, const hvd_opts
   req->prescale = o->prescale_factor;
   req->postscale = o->postscale_factor;
   req->process_set = o->process_set;
-  req->on_device = o->device != HVD_DEVICE_CPU;
+  req->on_device = o->device == HVD_DEVICE_CPU ? HVD_MEM_HOST : (uint8_t)hvd__device_path(type);
   if (!name) {
     unsigned long long k = atomic_fetch_add(&ctx.unnamed[type], 1) + 1;
     snprintf(req->name, sizeof req->name, "%s.noname.%llu", hvd__req_type_name(type),

@@ -75,10 +75,10 @@ int hvd__device_check(int type, int reduce_op, int all_submitted, const char *na
 }
 
 /* HOROVOD_GPU_OPERATIONS / HOROVOD_GPU_ALLREDUCE=NCCL: device_nccl.c. */
-static int nccl_chosen(int type) {
+int hvd__device_path(int type) {
   const char *value;
   path_knob(type, &value);
-  return value && strcasecmp(value, "NCCL") == 0;
+  return value && strcasecmp(value, "NCCL") == 0 ? HVD_MEM_NCCL : HVD_MEM_STAGED;
 }
 
 /* ---- the copier ---- */
@@ -385,7 +385,7 @@ static int run_one(hvd_engine *e, hvd_comm *c, const pending *p) {
 
 int hvd__device_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
   int type = r->items[0]->req.type;
-  if (nccl_chosen(type)) return hvd__nccl_execute(e, r, c, fatal);
+  if (r->items[0]->req.on_device == HVD_MEM_NCCL) return hvd__nccl_execute(e, r, c, fatal);
   HVD__CHECK(agree_on_copier(e, c, r, fatal));
   *fatal = 1;
   if (r->n > 1 && type == HVD_REQ_ALLREDUCE) return run_fused(e, c, r);

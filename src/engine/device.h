@@ -26,6 +26,11 @@ struct hvd_comm;
 int hvd__device_check(int type, int reduce_op, int all_submitted, const char *name, char *why,
                       size_t cap);
 
+/* The path this rank's knobs choose for a device tensor of this kind
+ * (HOROVOD_GPU_ALLREDUCE, HOROVOD_GPU_OPERATIONS): HVD_MEM_NCCL or
+ * HVD_MEM_STAGED, read at the call and negotiated with the request. */
+int hvd__device_path(int type);
+
 /* Runs r (its items in device memory, checked by hvd__device_check) on
  * communicator c.  On failure *fatal says whether the communicator may
  * be left mid-collective (1) or every rank failed r cleanly (0: a rank

@@ -204,7 +204,8 @@ static int get_request(hvd_reader *r, hvd_request *q, uint32_t i) {
   if (q->group_size ? q->group_index >= q->group_size : q->group_index != 0)
     return bad("%s: group index %u is outside a group of %u", who, (unsigned)q->group_index,
                (unsigned)q->group_size);
-  if (q->on_device > 1) return bad("%s: memory %u is not 0 or 1", who, (unsigned)q->on_device);
+  if (q->on_device > HVD_MEM_NCCL)
+    return bad("%s: memory %u is not 0, 1 or 2", who, (unsigned)q->on_device);
   if (q->on_device && !hvd__request_moves_tensors(q->type))
     return bad("%s: a %s has no tensor in device memory", who, hvd__req_type_name(q->type));
   return 0;

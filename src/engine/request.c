@@ -197,7 +197,9 @@ static void print_group(const hvd_request *r, char *out, size_t cap) {
 }
 
 static void print_memory(const hvd_request *r, char *out, size_t cap) {
-  snprintf(out, cap, "%s", r->on_device ? "device memory" : "host memory");
+  static const char *const names[] = {"host memory", "device memory (staged)",
+                                      "device memory (NCCL)"};
+  snprintf(out, cap, "%s", r->on_device <= HVD_MEM_NCCL ? names[r->on_device] : "?");
 }
 
 /* A request field can mean different things to different collectives

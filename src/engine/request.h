@@ -46,11 +46,16 @@ typedef struct {
   /* Grouped allreduce: tensor group_index of group_size (0 when not
    * grouped); the group is named by `name` up to its last '.'. */
   uint32_t group_size, group_index;
-  /* 1: the buffers are in device memory (hvd_opts.device is a CUDA
-   * ordinal), 0: host memory.  Only this is negotiated, not the ordinal:
-   * every rank may have its own GPU.  0 for barrier and process sets. */
+  /* HVD_MEM_*: the buffers are in device memory (hvd_opts.device is a
+   * CUDA ordinal), to run on the staged or the NCCL path (the knob as this
+   * rank read it at the call: ranks whose knobs differ are a mismatch in
+   * negotiation, not two paths meeting), or in host memory.  Only this
+   * is negotiated, not the ordinal: every rank may have its own GPU.  0
+   * for barrier and process sets. */
   uint8_t on_device;
 } hvd_request;
+
+enum { HVD_MEM_HOST = 0, HVD_MEM_STAGED = 1, HVD_MEM_NCCL = 2 };
 
 /* "allreduce", "broadcast", ... */
 const char *hvd__req_type_name(int type);

@@ -27,6 +27,9 @@
  *   test_device_staged nocopier              no stand-in: a build without
  *     CUDA, or a machine without a GPU, fails the tensor on every rank
  *     naming the copier's problem, and the job goes on.
+ *   test_device_staged mixed                 HOROVOD_GPU_OPERATIONS=NCCL on
+ *     rank 0 only: a mismatch on every rank naming both paths; the job
+ *     goes on once the knobs agree.
  *   HVD_STAGING_COPIER=cuda hvdrun -np N test_device_staged
  *     (scripts/gpu-check.sh) the first run on a GPU: no stand-in, the
  *     engine's CUDA copier, the tensors cudaMalloc()ed on device 0 (every
@@ -164,6 +167,20 @@ static void knob(const char *mode) {
   expect_refused(rc, HVD_E_UNSUPPORTED, "broadcast 'knob.bcast'", "has no NCCL path");
 }
 
+/* mixed: rank 0 alone asks for NCCL.  The path is negotiated with the
+ * tensor, so every rank fails it naming both paths, before any rank runs
+ * either; with the knob alike again the job goes on. */
+static void mixed_paths(void) {
+  hvd_opts o = on_device();
+  float x[4] = {1, 2, 3, 4};
+  int rc = hvd_wait(hvd_allreduce_async_opts(x, x, 4, HVD_FLOAT32, HVD_SUM, "mixed", &o));
+  expect_refused(rc, HVD_E_MISMATCH, "memory for 'mixed'", "rank 0 sent device memory (NCCL)");
+  const char *msg = hvd_last_error();
+  CHECK(strstr(msg, "sent device memory (staged)") != NULL, "the other path unnamed: '%s'", msg);
+  CHECK(x[0] == 1 && x[3] == 4, "a refused call wrote its buffer");
+  unsetenv("HOROVOD_GPU_OPERATIONS");
+}
+
 static void no_copier(void) {
   hvd_opts o = on_device();
   float x[4] = {1, 2, 3, 4};
@@ -196,6 +213,9 @@ int main(int argc, char **argv) {
   /* 1 MiB chunks (the default is 4): the tests' tensors span more chunks
    * than the pipeline has slots. */
   setenv("HOROVOD_STAGING_CHUNK_BYTES", "1048576", 0);
+  const char *env_rank = getenv("HOROVOD_RANK");
+  if (strcmp(mode, "mixed") == 0 && (!env_rank || atoi(env_rank) == 0))
+    setenv("HOROVOD_GPU_OPERATIONS", "NCCL", 1);
   if (init_or_complain()) return 1;
   rank = hvd_rank();
   size = hvd_size();
@@ -210,6 +230,8 @@ int main(int argc, char **argv) {
     not_yet();
   } else if (strcmp(mode, "nocopier") == 0) {
     no_copier();
+  } else if (strcmp(mode, "mixed") == 0) {
+    mixed_paths();
   } else {
     knob(mode);
   }

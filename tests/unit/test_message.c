@@ -277,24 +277,27 @@ static void test_decode_bad_fields(void **state) {
   expect_bad_byte(gather, OFF_COUNT + 7, 1, "alltoall count");
 }
 
-/* Host (0) or device (1) memory, and device memory only for tensors. */
+/* Host (0) or device memory (1: staged, 2: NCCL), and device memory only
+ * for tensors. */
 static void test_decode_device_memory(void **state) {
   (void)state;
   hvd_request ok = make("ab", HVD_REQ_ALLREDUCE, HVD_FLOAT32, 10);
-  expect_bad_byte(ok, OFF_ON_DEVICE, 2, "request 0 ('ab'): memory 2 is not 0 or 1");
+  expect_bad_byte(ok, OFF_ON_DEVICE, 3, "request 0 ('ab'): memory 3 is not 0, 1 or 2");
   hvd_request barrier = make("ab", HVD_REQ_BARRIER, HVD_UINT8, 0);
   expect_bad_byte(barrier, OFF_ON_DEVICE - 8, 1,
                   "request 0 ('ab'): a barrier has no tensor in device memory");
-  ok.on_device = 1;
-  uint8_t *buf;
-  size_t len;
-  encode_one(ok, &buf, &len);
-  assert_int_equal(buf[OFF_ON_DEVICE], 1);
-  hvd_msg m;
-  assert_int_equal(hvd__msg_decode(buf, len, CAPACITY, &m), 0);
-  assert_int_equal(m.reqs[0].on_device, 1);
-  hvd__msg_free(&m);
-  free(buf);
+  for (uint8_t mem = HVD_MEM_STAGED; mem <= HVD_MEM_NCCL; mem++) {
+    ok.on_device = mem;
+    uint8_t *buf;
+    size_t len;
+    encode_one(ok, &buf, &len);
+    assert_int_equal(buf[OFF_ON_DEVICE], mem);
+    hvd_msg m;
+    assert_int_equal(hvd__msg_decode(buf, len, CAPACITY, &m), 0);
+    assert_int_equal(m.reqs[0].on_device, mem);
+    hvd__msg_free(&m);
+    free(buf);
+  }
 }
 
 /* The autotuner's settings close the message: u64 fusion, u64 cycle
