@@ -10,13 +10,15 @@ files) through torchvision's FashionMNIST class, which wants
 ROOT/FashionMNIST/raw/<uncompressed files>: the files are unpacked once into
 --data-dir (default ~/.cache/hvd-examples, or $HVD_EXAMPLE_CACHE); nothing is
 downloaded.  Rank 0 prints the final line `test_accuracy=0.NNNN`.
-fashion_mnist_spark.py and fashion_mnist_ray.py run main() as the ranks
-of hvd.spark.run and hvd.ray.RayExecutor.
+fashion_mnist_spark.py and fashion_mnist_ray.py run its training
+(rank_report) as the ranks of hvd.spark.run and hvd.ray.RayExecutor.
 """
 import argparse
 import gzip
+import hashlib
 import os
 import shutil
+import socket
 import tempfile
 
 import torch
@@ -113,6 +115,12 @@ def metric_average(val, name):
 def main(argv=None):
     """Trains and tests; returns the test accuracy (the same on every rank).
     argv: the command line's arguments (hvd.spark and hvd.ray versions pass them)."""
+    accuracy, _ = train_and_test(argv)
+    return accuracy
+
+
+def train_and_test(argv=None):
+    """main()'s work; returns the test accuracy and the trained model."""
     args = parser.parse_args(argv)
 
     # Horovod: initialize library.
@@ -217,7 +225,34 @@ def main(argv=None):
     if hvd.rank() == 0:
         print("test_accuracy=%.4f" % accuracy, flush=True)
     hvd.shutdown()
-    return accuracy
+    return accuracy, model
+
+
+def weights_digest(model):
+    """SHA-256 of the model's parameters and buffers, in state_dict order:
+    equal on every rank when the allreduces kept the replicas in step."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def rank_report(argv):
+    """What a rank of the Spark and Ray versions returns: its host, its test
+    accuracy and its final weights' digest."""
+    accuracy, model = train_and_test(argv)
+    return {"host": socket.gethostname(), "accuracy": accuracy,
+            "weights": weights_digest(model)}
+
+
+def print_reports(reports):
+    """The Spark and Ray versions' output: a line per rank (in rank order),
+    then the plain example's final line, rank 0's accuracy."""
+    for rank, r in enumerate(reports):
+        print("rank %d on %s: test_accuracy=%.4f weights_sha256=%s"
+              % (rank, r["host"], r["accuracy"], r["weights"]))
+    print("test_accuracy=%.4f" % reports[0]["accuracy"], flush=True)
 
 
 if __name__ == "__main__":
