@@ -176,10 +176,7 @@ static int fast_exchange(hvd_engine *e, int need, int *full) {
 /* Every id every rank holds becomes a tensor every rank submitted. */
 static int fast_submit(hvd_engine *e) {
   size_t used = hvd__cache_used(e->cache);
-  if (hvd__rider_finish(e)) {
-    atomic_fetch_add_explicit(&e->fast_tensors, 1, memory_order_relaxed);
-    return 0;
-  }
+  if (hvd__rider_finish(e)) return 0;
   for (size_t id = 0; id < used; id++)
     if (e->fast[1 + id]) {
       HVD__CHECK(hvd__negotiate_agreed(e, (uint32_t)id));

@@ -48,7 +48,7 @@ static int rides(const hvd_engine *e, const hvd_request *q) {
       q->group_size || q->op == HVD_ADASUM || e->global->coll)
     return 0;
   size_t bytes = q->count * hvd_dtype_size((hvd_dtype)q->dtype);
-  if (bytes > e->rider_max) return 0;
+  if (bytes == 0 || bytes > e->rider_max) return 0; /* 0: nothing to carry */
   hvd_ar_algo a = hvd__allreduce_algo(e->global, bytes);
   return a == HVD_AR_SHM || a == HVD_AR_RECURSIVE_DOUBLING;
 }
@@ -132,6 +132,9 @@ int hvd__rider_finish(hvd_engine *e) {
   hvd__held_recheck(e, hvd__cache_put(e->cache, q));
   hvd__reduce_scale(en->w.recvbuf, q->count, (hvd_dtype)q->dtype, q->postscale);
   en->op->value = 0;
+  /* counted before the handle completes, as negotiation counts it: a
+   * caller woken by it reads the count with its result */
+  atomic_fetch_add_explicit(&e->fast_tensors, 1, memory_order_relaxed);
   hvd__engine_finish(e, en, 0, NULL);
   return 1;
 }

@@ -16,8 +16,9 @@
  *                to ride): it rides, the others are reduced in one fused
  *                response around it, every result as in full negotiation.
  *   wrong guess  two tensors taking turns (the one expected to ride is
- *                never the one held) and a rank arriving late (its flag
- *                is 0): nothing rides that should not, results exact.
+ *                never the one held), an empty tensor, and a rank arriving
+ *                late (its flag is 0): nothing rides that should not,
+ *                results exact.
  *
  * Run over shared memory (the shm allreduce's rank order) and TCP
  * (recursive doubling's tree; at np 3 with its fold-in).
@@ -171,6 +172,7 @@ static void test_fused(void) {
 static void test_wrong_guess(void) {
   CALL(hvd_init());
   for (int r = 0; r < 6; r++) exact_sum(r % 2 ? "a" : "b", 10 + (size_t)(r % 2));
+  for (int r = 0; r < 4; r++) exact_sum("empty", 0); /* nothing to carry: never rides */
   for (int r = 0; r < 6; r++) {
     if (rank == size - 1) sleep_ms(20);
     exact_sum("late", 50);
