@@ -136,6 +136,8 @@ class Registry:
 
     def close(self):
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
             conns = list(self._holders)
         for s in [self._sock] + conns:
@@ -163,3 +165,25 @@ def _registration(payload):
     if not 0 < slots <= 1 << 16 or not 0 < port < 65536:
         raise ValueError("slots %d, port %d" % (slots, port))
     return host, slots, port
+
+
+
+def run_held(fn, args, kwargs, registry, np_of, wait_slots, keep_holders=None, interval=1.0,
+             **run_opts):
+    """hvd.run's elastic job with its workers started in the registry's
+    holders: waits up to run_opts' start_timeout for them to offer
+    wait_slots, then runs hvdrun with the relay as its ssh-command and
+    their hosts as its discovery listing (keep_holders(), when given, is
+    called before each listing: the engine's side starts holders on hosts
+    that came).  np_of(slots) is the first job's size."""
+    from hvd.runner.discovery import run_discovered
+
+    registry.wait_for_slots(wait_slots, float(run_opts.get("start_timeout") or 60))
+
+    def listing():
+        if keep_holders:
+            keep_holders()
+        return registry.hosts()
+
+    return run_discovered(fn, args, kwargs, listing, np_of, interval,
+                          ssh_command=registry.ssh_command, **run_opts)
