@@ -9,7 +9,7 @@ the relay is run exactly as hvdrun runs its ssh-command.
 - a relay or a holder without the job's key is refused, nothing run
 - a host with no holder, a holder gone: exit 255 saying why (ssh's code)
 - the holder killed: its child dies, the relay exits 255, the host leaves
-  the listing; the relay killed (the connection dropped): the child dies
+  the listing (for LOST_S at least, a new holder there notwithstanding); the relay killed (the connection dropped): the child dies
 - sessions spread over a host's holders while they have free slots
 - the registry closed: the holders return and their children die
 """
@@ -27,7 +27,7 @@ import pytest
 
 from hvd.runner import relay_wire as wire
 from hvd.runner.relay import parse_ssh_argv
-from hvd.runner.registry import Registry
+from hvd.runner.registry import LOST_S, Registry
 
 HOLDER = textwrap.dedent("""
     import os, sys
@@ -159,6 +159,18 @@ def test_holder_killed(registry, tmp_path):
     assert wait_until(lambda: registry.hosts() == [], 10)  # a host lost to hvdrun
     r = relay(registry, holder.host, "true")
     assert r.wait(60) == 255
+    # A holder there again at once (Spark's retry): the host stays out of
+    # the listing for LOST_S, long enough for hvdrun to see it lost.
+    again = start_holder(registry)
+    try:
+        t0 = time.monotonic()
+        assert wait_until(lambda: registry.wait_for_slots(1, 0) == 1)
+        listed = registry.hosts()
+        assert listed == [] or time.monotonic() - t0 >= LOST_S - 1, listed
+        assert wait_until(lambda: registry.hosts() == [(holder.host, 1)], LOST_S + 10)
+    finally:
+        again.kill()
+        again.wait()
 
 
 def test_connection_dropped(registry, tmp_path):

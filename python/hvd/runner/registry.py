@@ -30,6 +30,11 @@ from hvd.runner import channel
 from hvd.runner import relay_wire as wire
 
 SILENCE_S = 10.0
+# A host whose last holder went stays out of the listing this long, even
+# if a new holder comes at once (Spark retries a task within a second):
+# hvdrun runs its discovery script about once a second and must see the
+# host lost, so that the workers hear of the change.
+LOST_S = 3.0
 
 
 class Registry:
@@ -40,6 +45,7 @@ class Registry:
         self._write_lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._holders = {}  # connection -> (host, slots, port, since)
+        self._lost = {}     # host -> when it may be listed again
         self._closed = False
         self._dir = tempfile.mkdtemp(prefix="hvd-relay-")
         self.path = os.path.join(self._dir, "registry.json")
@@ -64,14 +70,12 @@ class Registry:
     def hosts(self):
         """[(host, slots)]: hosts of this machine first, then by address."""
         here = set(channel.local_addresses())
-        slots = {}
+        now, slots = time.monotonic(), {}
         with self._lock:
             for host, n, _, _ in self._holders.values():
-                slots[host] = slots.get(host, 0) + n
+                if self._lost.get(host, 0) <= now:
+                    slots[host] = slots.get(host, 0) + n
         return sorted(slots.items(), key=lambda h: (h[0] not in here, h[0]))
-
-    def slots(self):
-        return sum(n for _, n in self.hosts())
 
     def wait_for_slots(self, n, timeout):
         """Waits until the holders offer n slots, or timeout s; returns
@@ -130,6 +134,8 @@ class Registry:
             pass  # a stranger, a holder gone or silent, or the registry closed
         with self._lock:
             gone = self._holders.pop(conn, None)
+            if gone and all(h[0] != gone[0] for h in self._holders.values()):
+                self._lost[gone[0]] = time.monotonic() + LOST_S
         if gone:
             self._write()
         conn.close()
