@@ -52,9 +52,10 @@ def registry():
     reg.close()
 
 
-def start_holder(reg, slots=1, key=None):
+def start_holder(reg, slots=1, key=None, addrs=None):
     env = dict(_env(), HOLDER_KEY=(key or reg.key).hex())
-    p = subprocess.Popen([sys.executable, "-c", HOLDER, ",".join(reg.addrs()), str(reg.port),
+    p = subprocess.Popen([sys.executable, "-c", HOLDER, ",".join(addrs or reg.addrs()),
+                          str(reg.port),
                           str(slots)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     p.host = p.stdout.readline().split()[0] if key is None else None
@@ -114,6 +115,21 @@ def test_command_through_the_relay(registry, tmp_path):
         # The registry file: this user's alone.
         assert os.stat(registry.path).st_mode & 0o777 == 0o600
         assert os.stat(os.path.dirname(registry.path)).st_mode & 0o777 == 0o700
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.skipif(not socket.has_dualstack_ipv6(), reason="no IPv6 here")
+def test_ipv6(registry):
+    """A holder that reaches the registry over IPv6 listens there; hvdrun
+    may name its host in brackets."""
+    holder = start_holder(registry, addrs=["::1"])
+    try:
+        assert holder.host == "::1"
+        assert wait_until(lambda: registry.hosts() == [("::1", 1)])
+        r = relay(registry, "[::1]", "echo v6")
+        assert r.communicate(timeout=60)[0] == b"v6\n" and r.returncode == 0
     finally:
         holder.kill()
         holder.wait()

@@ -61,7 +61,7 @@ class Holder:
         self._key, self.slots = key, int(slots)
         self._reg = self._connect(registry_addrs, registry_port, timeout)
         self.host = self._reg.getsockname()[0]
-        self._listen = socket.create_server((self.host, 0))
+        self._listen = socket.create_server((self.host, 0), family=self._reg.family)
         self.port = self._listen.getsockname()[1]
         self._lock = threading.Lock()
         self._children = set()

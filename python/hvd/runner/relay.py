@@ -164,7 +164,7 @@ def main(argv):
     try:
         host, command, timeout = parse_ssh_argv(argv[2:])
         key, hosts = read_registry(argv[1])
-        sock = connect(host, hosts.get(host, []), key, timeout)
+        sock = connect(host, hosts.get(host.strip("[]"), []), key, timeout)  # [v6] too
         with sock:
             return session(sock, command)
     except RelayError as e:
