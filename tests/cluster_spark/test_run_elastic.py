@@ -1,14 +1,23 @@
 """hvd.spark.run_elastic on the Spark standalone cluster of the 4 emulated
 hosts (the driver on h0): the executors' hosts, one slot each
-(spark.task.cpus 2 of their 2 cores), are what hvdrun's elastic driver
-discovers, and it starts a worker on each over ssh.  The worker of rank 1
-killed mid-job, and in another run the executor on h3 killed while the
-workers wait (the host leaves the listing: hvdrun takes it away): each
-time the others re-form and finish, and the final workers' values come
-back by rank, agreeing on every committed step (fn_checks.check_elastic).
-Nothing of the jobs is left on any host; the jobs' secrets are in none of the event log, the daemons' logs, the
-executors' output or the driver's.  (This file runs before
-test_spark_cluster.py, whose last test takes Spark down.)"""
+(spark.task.cpus 2 of their 2 cores).
+
+- The default route: the workers start inside the Spark tasks of a
+  background job (holders), through the relay hvdrun runs as its
+  ssh-command; no ssh is run (an `ssh` first in PATH that only records
+  being run is never run).  The holder on h3 (the task's Python worker,
+  the parent of hvdrun's agent there) killed while the workers wait at
+  step 4: its worker dies with it, the others re-form and finish (Spark
+  retries the task, which may bring h3 back).
+- use_ssh=True (the listing from the live executors, the workers over
+  ssh): the worker of rank 1 killed mid-job; the others re-form and
+  finish.
+
+Each time the final workers' values come back by rank, agreeing on every
+committed step (fn_checks.check_elastic).  Nothing of the jobs is left
+on any host; the jobs' secrets are in none of the event log, the
+daemons' logs, the executors' output or the driver's.  (This file runs
+before test_spark_cluster.py, whose last test takes Spark down.)"""
 import os
 import shutil
 import sys
@@ -50,35 +59,25 @@ DRIVER = textwrap.dedent("""
     out["values"] = hvd.spark.run_elastic(fn_checks.elastic_steps,
                                           args=(%(steps)d, %(die_at)d, marker),
                                           num_proc=4, min_np=2, max_np=4, start_timeout=60,
-                                          elastic_timeout=60, env={%(token)r: "1"})
+                                          elastic_timeout=60, env={%(token)r: "1"},
+                                          use_ssh=True)
     out["died"] = int(open(marker).read())
 
-    def executor_pid(addr):  # this application's executor on the host at addr
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                args = open("/proc/%%s/cmdline" %% pid, "rb").read().split(b"\\0")
-            except OSError:
-                continue
-            if (b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in args
-                    and sc.applicationId.encode() in args and b"--hostname" in args
-                    and args[args.index(b"--hostname") + 1] == addr.encode()):
-                return int(pid)
-
     hold = os.path.join(os.path.dirname(marker), "hold")
+    ssh_called = fn_checks.poisoned_ssh(os.path.dirname(marker))
+    os.environ["PATH"] = os.path.dirname(marker) + ":" + os.environ["PATH"]
 
-    def lose_executor():  # h3's executor killed once the workers wait at step die_at
-        deadline = time.monotonic() + 300
-        while not os.path.exists(hold) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        os.kill(executor_pid(%(h3)r), signal.SIGKILL)
-        out["executor_killed"] = True
+    def lose_holder():  # h3's holder killed once the workers wait at step die_at
+        kill = lambda: fn_checks.kill_holder(%(token)r, %(h3)r)
+        out["holder"], out["agent"] = fn_checks.lose_host(hold, kill, %(token)r, %(h3)r)
 
-    t = threading.Thread(target=lose_executor)
+    t = threading.Thread(target=lose_holder)
     t.start()
-    out["executor_values"] = hvd.spark.run_elastic(
+    out["holder_values"] = hvd.spark.run_elastic(
         fn_checks.elastic_steps, args=(%(steps)d, %(die_at)d, marker, hold), num_proc=4,
         min_np=2, max_np=4, start_timeout=60, elastic_timeout=60, env={%(token)r: "1"})
     t.join()
+    out["ssh_called"] = os.path.exists(ssh_called)
     shutil.rmtree(os.path.dirname(marker))
     spark.stop()
     out["keys"], out["events"] = [k.hex() for k in keys], events
@@ -86,7 +85,7 @@ DRIVER = textwrap.dedent("""
     """)
 
 
-def test_run_elastic_survives_a_killed_worker(spark_cluster, build_dir):
+def test_run_elastic_survives_a_killed_worker_or_holder(spark_cluster, build_dir):
     cluster = spark_cluster
     cluster.check()
     master = cluster.cmd("spark", "address", check=True).stdout.strip()
@@ -100,16 +99,18 @@ def test_run_elastic_survives_a_killed_worker(spark_cluster, build_dir):
     assert sorted(out["hosts"]) == [[cluster.addr(i), 1] for i in range(4)], out["hosts"]
     fn_checks.check_elastic(out["values"], STEPS, DIE_AT, first_size=4)
     assert not fn_checks.pid_alive(out["died"])
-    # The executor on h3 lost: hvdrun lost the host and the job went on (the
-    # standalone worker on h3 starts a new executor, and the host may come
-    # back before the end: 3 or 4 final workers).
-    assert out["executor_killed"]
-    fn_checks.check_elastic(out["executor_values"], STEPS, DIE_AT, first_size=4)
+    # h3's holder lost: it was the Spark task's Python worker, and hvdrun's
+    # agent (the worker's parent) ran under it; the job went on (Spark
+    # retries the task, which may bring h3 back: 3 or 4 final workers).
+    assert "pyspark" in (out["holder"] or "") and "--agent" in (out["agent"] or ""), out
+    fn_checks.check_elastic(out["holder_values"], STEPS, DIE_AT, first_size=4)
+    assert not out["ssh_called"], "the job without ssh ran ssh"
     assert fn_checks.procs_left(token) == []  # the workers, hvdrun's agents
-    # The job's secret (hvd.run's channel key, in hex as the workers get
-    # it) is nowhere in what Spark wrote, nor in the driver's output.
+    # The jobs' secrets (hvd.run's channel keys, in hex as the workers get
+    # them, and the holders' key) are nowhere in what Spark wrote, nor in
+    # the driver's output.
     keys = [k.encode() for k in out["keys"]]
-    assert len(keys) == 2
+    assert len(keys) == 3
     written = {"driver's stderr": r.stderr.encode(),
                "driver's stdout": r.stdout.replace(r.result_line, "").encode()}
     for top in (out["events"], os.path.join(STATE, "spark")):

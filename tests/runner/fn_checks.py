@@ -106,12 +106,16 @@ def elastic_steps(steps, die_at, marker, hold=None):
 
 
 def _wait_for_host_update(hold, first):
+    """Until hvdrun announces a change of hosts, or the test says go
+    (`hold`.go: a host whose workers died with it is no change the
+    survivors are told of; they find out in their next collective)."""
     from hvd import _C
 
     stamp, deadline = _C.elastic_updates()[0], time.monotonic() + 300
     if first:
         open(hold, "w").close()
-    while _C.elastic_updates()[0] == stamp and time.monotonic() < deadline:
+    while (_C.elastic_updates()[0] == stamp and not os.path.exists(hold + ".go")
+           and time.monotonic() < deadline):
         time.sleep(0.1)
     if first:
         open(hold + ".seen", "w").close()  # once: a re-formed job goes on
@@ -159,3 +163,71 @@ def procs_left(marker, timeout=30.0):
     while procs_with(marker) and time.monotonic() < deadline:
         time.sleep(0.5)
     return procs_with(marker)
+
+
+def _ppid(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _argv(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as f:
+        return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def holder_of(marker, host):
+    """What started the worker on `host` (its HOROVOD_HOSTNAME) of the
+    job whose variable is `marker`: (the holder's pid, the holder's argv,
+    the argv of the process between them, hvdrun's agent), or None."""
+    for pid in procs_with(marker):
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                if b"HOROVOD_HOSTNAME=" + host.encode() not in f.read().split(b"\0"):
+                    continue
+            agent = _ppid(pid)
+            holder = _ppid(agent)
+            return holder, _argv(holder), _argv(agent)
+        except OSError:
+            continue
+    return None
+
+
+def lose_host(hold, kill, marker, host, timeout=300):
+    """For elastic_steps(hold=...): once its workers wait at step die_at,
+    kill() (which takes `host`'s worker with it), and once that worker is
+    gone, lets the others go on.  Returns what kill() did."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(hold) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    did = kill()
+    while holder_of(marker, host) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    open(hold + ".go", "w").close()
+    return did
+
+
+def kill_holder(marker, host, timeout=60):
+    """SIGKILLs the holder of the job's worker on `host`; returns the
+    holder's and the agent's argv, (None, None) when none was found."""
+    import signal
+
+    deadline = time.monotonic() + timeout
+    found = holder_of(marker, host)
+    while not found and time.monotonic() < deadline:
+        time.sleep(0.1)
+        found = holder_of(marker, host)
+    if not found:
+        return None, None
+    os.kill(found[0], signal.SIGKILL)
+    return found[1:]
+
+
+def poisoned_ssh(directory):
+    """A directory whose `ssh` only records that it was run (in
+    directory/ssh-called) and fails: first in PATH, it proves a job
+    started no ssh."""
+    path = os.path.join(directory, "ssh")
+    with open(path, "w") as f:
+        f.write('#!/bin/sh\necho "$@" >> "%s-called"\nexit 255\n' % path)
+    os.chmod(path, 0o700)
+    return path + "-called"

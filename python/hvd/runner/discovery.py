@@ -83,3 +83,20 @@ class Discovery:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def run_discovered(fn, args, kwargs, list_hosts, np_of, interval=1.0, **run_opts):
+    """hvd.run's elastic job on the hosts list_hosts() gives, kept current
+    every interval s; np_of(slots now) is the first job's size.  A failure
+    says what asking the engine for its hosts raised, if it did."""
+    import hvd.runner
+
+    with Discovery(list_hosts, interval=interval) as d:
+        try:
+            return hvd.runner.run(fn, args, kwargs, np=np_of(d.slots),
+                                  host_discovery_script=d.script, **run_opts)
+        except RuntimeError as e:
+            if d.errors:  # the engine's API failing explains missing hosts
+                e.add_note("hvd: asking the engine for its hosts failed: %s"
+                           % "; ".join(d.errors))
+            raise

@@ -27,6 +27,7 @@ import contextlib
 import os
 import socket
 import threading
+import time
 import uuid
 
 from hvd.runner import channel
@@ -196,33 +197,83 @@ def spark_hosts(sc):
     return list(slots.items())
 
 
+def _holder_task(key, addrs, port):
+    """The function each task of the holders' job runs (Spark pickles it
+    whole, key included): a holder of one slot until the job ends."""
+
+    def task(_):
+        from hvd.runner.holder import Holder
+
+        Holder(key, addrs, port, 1).serve()
+        return iter(())
+
+    return task
+
+
+class _SparkHolders:
+    """A background Spark job of n tasks, each a holder of one slot
+    (spark.task.cpus cores): Spark's scheduler places them, tasks beyond
+    the free slots wait for one, and a task that fails is retried
+    (spark.task.maxFailures), which registers again."""
+
+    def __init__(self, sc, registry, n):
+        self._sc, self._n, self._registry = sc, n, registry
+        self._group = "hvd.spark.run_elastic-" + uuid.uuid4().hex
+        self._task = _holder_task(registry.key, registry.addrs(), registry.port)
+        self.error = None
+        self._thread = threading.Thread(target=self._job, name=self._group, daemon=True)
+        self._thread.start()
+
+    def _job(self):
+        sc = self._sc
+        sc.setJobGroup(self._group, "hvd.spark.run_elastic: %d holders of the workers"
+                       % self._n, interruptOnCancel=True)
+        try:
+            sc.parallelize(range(self._n), self._n).mapPartitions(self._task).collect()
+        except BaseException as e:  # noqa: B902 (said by the caller when it matters)
+            self.error = e
+
+    def close(self):
+        """Ends the job: its holders end once the registry is closed;
+        tasks still waiting for a slot are cancelled."""
+        self._registry.close()
+        deadline = time.monotonic() + 60
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            self._sc.cancelJobGroup(self._group)  # again: the job may not be there yet
+            self._thread.join(1.0)
+
+
 def run_elastic(fn, args=(), kwargs={}, num_proc=None, min_np=None, max_np=None,
                 start_timeout=None, elastic_timeout=None, reset_limit=None, env=None,
                 stdout=None, stderr=None, verbose=1, nics=None,
-                prefix_output_with_timestamp=False):
-    """Runs fn(*args, **kwargs) as an elastic hvd job on the hosts of the
-    Spark application's executors; returns the values of the workers that
+                prefix_output_with_timestamp=False, *, use_ssh=False):
+    """Runs fn(*args, **kwargs) as an elastic hvd job on the Spark
+    application's executors; returns the values of the workers that
     finished, by their final rank.
 
-    The elastic driver is hvdrun's, run by hvd.run from this process: its
-    host discovery lists the live executors' hosts, with their cores
-    over spark.task.cpus as slots (spark_hosts), and hvdrun starts the
-    workers there over ssh, as it starts any; an executor Spark loses
-    leaves the listing, and hvdrun treats its host as lost.  num_proc
-    (default the context's default parallelism) is the first job's size,
-    min_np and max_np (default num_proc) its bounds; start_timeout
-    (HOROVOD_SPARK_START_TIMEOUT, 600 s) bounds ssh's start and
-    hvd.init()'s wait, elastic_timeout (HOROVOD_ELASTIC_TIMEOUT, 600 s)
+    The elastic driver is hvdrun's, run by hvd.run from this process.
+    Its workers start inside Spark tasks: a background Spark job of
+    max_np tasks, each holding one slot (spark.task.cpus cores), and
+    hvdrun reaches them through the relay it runs as its ssh-command
+    (hvd/runner/relay.py, holder.py): no ssh between the hosts.  Its
+    discovery listing is the hosts of the tasks that registered, with one
+    slot per task: a task killed is a slot (its host, when it was the
+    last) lost to hvdrun, its retry a slot added.  num_proc (default the
+    context's default parallelism) is the first job's size, min_np and
+    max_np (default num_proc) its bounds; start_timeout
+    (HOROVOD_SPARK_START_TIMEOUT, 600 s) bounds the wait for the tasks
+    and hvd.init()'s, elastic_timeout (HOROVOD_ELASTIC_TIMEOUT, 600 s)
     the wait for min_np workers.  The workers' output goes to stdout and
-    stderr (default this process's), prefixed with their rank.  Nothing
-    of the job goes through Spark: its secret is in hvdrun's and the
-    workers' environment only."""
-    import contextlib
+    stderr (default this process's), prefixed with their rank.  The
+    job's key travels in the tasks' closure, as run()'s secret does.
+    use_ssh=True: the earlier route, the live executors' hosts as the
+    listing (spark_hosts) and the workers started there over ssh."""
     import sys
 
-    import hvd.runner
-    from hvd.runner.discovery import Discovery
     from pyspark import SparkContext
+
+    from hvd.runner.discovery import run_discovered
+    from hvd.runner.registry import Registry, run_held
 
     sc = SparkContext._active_spark_context
     if sc is None:
@@ -235,14 +286,24 @@ def run_elastic(fn, args=(), kwargs={}, num_proc=None, min_np=None, max_np=None,
                          "%d <= %d <= %d" % (min_np, num_proc, max_np))
     if start_timeout is None:
         start_timeout = int(os.environ.get("HOROVOD_SPARK_START_TIMEOUT", "600"))
+    opt = dict(min_np=min_np, max_np=max_np, start_timeout=start_timeout,
+               elastic_timeout=elastic_timeout, reset_limit=reset_limit, env=env,
+               network_interfaces=nics, verbose=verbose >= 2)
     with contextlib.ExitStack() as stack:
         stack.enter_context(contextlib.redirect_stdout(stdout or sys.stdout))
         stack.enter_context(contextlib.redirect_stderr(stderr or sys.stderr))
-        d = stack.enter_context(Discovery(lambda: spark_hosts(sc)))
-        if verbose >= 2:
-            print("hvd.spark.run_elastic: the executors' hosts now:\n" + d.listing(),
-                  file=sys.stderr)
-        return hvd.runner.run(fn, args, kwargs, np=num_proc, min_np=min_np, max_np=max_np,
-                              start_timeout=start_timeout, elastic_timeout=elastic_timeout,
-                              reset_limit=reset_limit, env=env, network_interfaces=nics,
-                              verbose=verbose >= 2, host_discovery_script=d.script)
+        if use_ssh:
+            return run_discovered(fn, args, kwargs, lambda: spark_hosts(sc),
+                                  lambda _: num_proc, **opt)
+        reg = stack.enter_context(Registry(_driver_addr(sc)))
+        holders = _SparkHolders(sc, reg, max_np)
+        stack.callback(holders.close)
+        free = sum(slots for _, slots in spark_hosts(sc))
+        try:
+            return run_held(fn, args, kwargs, reg, lambda _: num_proc, min(num_proc, free),
+                            **opt)
+        except RuntimeError as e:
+            if holders.error is not None:
+                e.add_note("hvd.spark.run_elastic: the holders' Spark job failed: %s"
+                           % _spark_summary(holders.error))
+            raise
