@@ -58,6 +58,7 @@
  * np 4 on 2 cores, docs/algorithms.md: 8 B allreduce 21 us against 27 us
  * sleeping at once and 17-44 us with 256 pauses first). */
 #define SPIN_PAUSES_OWN_CORE 2000
+#define SPIN_PAUSES_PER_YIELD 32
 #define SPIN_YIELDS_OWN_CORE 16
 #define SPIN_YIELDS_SHARED 1000
 #define WAIT_SLICE_MS 50    /* longest sleep between liveness checks */
@@ -484,7 +485,12 @@ static long send_step(shm_transport *t, half *h) {
 static int idle(shm_transport *t, const waiter *w, int *spins, uint64_t deadline) {
   int n = (*spins)++;
   if (n < t->spin_pauses) {
-    cpu_relax();
+    /* Even with a core for every rank the scheduler may put the peer on
+     * ours (nothing is pinned); a yield now and then lets it run at once
+     * instead of after the whole spin.  Alone on the core it returns at
+     * once. */
+    if (n % SPIN_PAUSES_PER_YIELD == SPIN_PAUSES_PER_YIELD - 1) sched_yield();
+    else cpu_relax();
     return 1;
   }
   if (n < t->spin_pauses + t->spin_yields) {
