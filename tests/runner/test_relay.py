@@ -238,7 +238,10 @@ def test_registry_closed_ends_the_holders(tmp_path):
         reg.close()
         assert holder.wait(30) == 0 and holder.stdout.read() == "served\n"
         assert wait_until(lambda: not pid_alive(child), 10)
-        assert r.wait(60) == 255
+        # The holder kills the session's command as it ends: the relay may
+        # hear that status (128 + SIGKILL) before the connection goes, or
+        # only the connection going (255); either way not a success.
+        assert r.wait(60) in (255, 128 + signal.SIGKILL)
         assert not os.path.exists(reg.path)
     finally:
         holder.kill()
