@@ -67,8 +67,14 @@ typedef struct {
   size_t esize;
 } job;
 
-static void trace_all(const job *j, const char *phase, const char *args) {
-  for (int i = 0; i < j->r->n; i++) hvd__timeline_begin(j->e->tl, j->r->items[i]->req.name, phase, args);
+/* rode: the args of a tensor reduced on the fast path's exchange
+ * (rider.c), whose input went there instead of through MEMCPY_IN. */
+static void trace_all(const job *j, const char *phase, const char *args, const char *rode) {
+  for (int i = 0; i < j->r->n; i++) {
+    const entry *en = j->r->items[i]->mine;
+    hvd__timeline_begin(j->e->tl, j->r->items[i]->req.name, phase,
+                        en && en->prereduced ? rode : args);
+  }
 }
 
 static void trace_end_all(const job *j) {
@@ -185,12 +191,15 @@ static int run_allreduce(const job *j) {
     at[i] = stage_item(j, j->r->items[i], zeros);
     if (!j->r->items[i]->mine) zeros += j->r->items[i]->req.count * j->esize;
   }
-  char args[96] = "";
-  if (j->e->tl)
+  char args[96] = "", rode[112] = "";
+  if (j->e->tl) {
     snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu,\"dtype\":\"%s\"}", k, total,
              hvd_dtype_name(j->dtype));
+    snprintf(rode, sizeof rode, "{\"tensors\":%d,\"bytes\":%zu,\"dtype\":\"%s\",\"rode\":1}", k,
+             total, hvd_dtype_name(j->dtype));
+  }
   if (rc == 0) {
-    trace_all(j, "ALLREDUCE", args);
+    trace_all(j, "ALLREDUCE", args, rode);
     if (req->op == HVD_ADASUM) { /* per tensor: a group's members one by one */
       for (int i = 0; rc == 0 && i < k; i++)
         rc = hvd__adasum(j->c, at[i], j->r->items[i]->req.count, j->dtype);
