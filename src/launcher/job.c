@@ -489,9 +489,12 @@ launch_host *job_add_host(job *j, const host_spec *spec, const char *rdzv_addr, 
   }
   launch_host *h = calloc(1, sizeof *h + (size_t)spec->nranks * sizeof(launch_rank));
   if (!h) goto out_of_memory;
-  h->backend = spec->local                                  ? &launch_local
+  /* --ssh-this-host: this machine's ranks go through the ssh command too
+   * (a relay that starts them inside a Spark task or Ray actor) */
+  int fork_here = spec->local && !j->ctx.opt->ssh_this_host;
+  h->backend = fork_here                            ? &launch_local
                : j->plan->launcher == LAUNCHER_SRUN ? &launch_srun
-                                                            : &launch_ssh;
+                                                    : &launch_ssh;
   h->ctx = &j->ctx;
   h->job = j;
   h->spec = spec;

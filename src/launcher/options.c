@@ -35,7 +35,8 @@
 
 /* F_ENV: the flag sets the variable its row names; the rest are hvdrun's own. */
 typedef enum {
-  F_ENV, F_NP, F_HOSTS, F_HOSTFILE, F_SSH_PORT, F_SSH_IDENTITY, F_SSH_COMMAND, F_OUTPUT,
+  F_ENV, F_NP, F_HOSTS, F_HOSTFILE, F_SSH_PORT, F_SSH_IDENTITY, F_SSH_COMMAND, F_SSH_THIS_HOST,
+  F_OUTPUT,
   F_MIN_NP, F_MAX_NP, F_DISCOVERY, F_SLOTS_PER_HOST, F_ELASTIC_TIMEOUT, F_RESET_LIMIT,
   F_COOLDOWN, F_LAUNCHER, F_MPI, F_MPI_ARGS, F_GLOO, F_MAKE_SECRET, F_VERBOSE, F_CHECK_BUILD,
   F_VERSION, F_HELP, F_CONFIG_FILE, F_BINDING_ARGS, F_PREFIX_TIMESTAMP,
@@ -93,6 +94,8 @@ static const flag flags[] = {
      "the key ssh logs in to the other hosts with"},
     {F_SSH_COMMAND, NULL, "--ssh-command", "CMD", NULL, OWN,
      "ssh and its options, split at blanks (no quoting); default ssh"},
+    {F_SSH_THIS_HOST, NULL, "--ssh-this-host", NULL, NULL, OWN,
+     "start this machine's ranks through the ssh command too, not as hvdrun's children"},
     {F_OUTPUT, NULL, "--output-filename", "DIR", NULL, OWN,
      "also write rank N's output to DIR/rank.N/stdout and stderr"},
     {F_CONFIG_FILE, NULL, "--config-file", "FILE", NULL, OWN,
@@ -538,6 +541,7 @@ static options_result apply(hvdrun_options *o, const flag *f, const char *value)
     case F_SSH_PORT: return set_port(o, value);
     case F_SSH_IDENTITY: return set_nonempty(f, value, &o->ssh_identity);
     case F_SSH_COMMAND: return set_nonempty(f, value, &o->ssh_command);
+    case F_SSH_THIS_HOST: o->ssh_this_host = 1; return OPTIONS_RUN;
     case F_OUTPUT: return set_nonempty(f, value, &o->output_dir);
     case F_MIN_NP: o->elastic = 1; return set_count(f, value, 1, HVDRUN_MAX_NP, &o->min_np);
     case F_MAX_NP: o->elastic = 1; return set_count(f, value, 1, HVDRUN_MAX_NP, &o->max_np);

@@ -286,6 +286,21 @@ def test_hosts_beyond_np_are_not_contacted(remote, log):
     assert [c["host"] for c in log()] == ["127.0.0.2"]
 
 
+def test_this_host_through_the_ssh_command(remote, log, test_program):
+    """--ssh-this-host: this machine's ranks go through the ssh command too
+    (the relay the Spark and Ray elastic executors name), and still meet
+    the others: an allreduce across both."""
+    hosts, prog = "localhost:2,127.0.0.2:1", [test_program("test_fast_rider")]
+    env = dict(os.environ, HOROVOD_START_TIMEOUT="20", HOROVOD_GLOO_TIMEOUT_SECONDS="10")
+    p = remote(3, hosts, prog, flags=["--ssh-this-host"], env=env)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert sorted(c["host"] for c in log()) == ["127.0.0.2", "localhost"]
+    assert len(re.findall(r"test_fast_rider rank \d of 3: \d+ checks, 0 failed", p.stdout)) == 3
+    p = remote(3, hosts, prog, env=env)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert sorted(c["host"] for c in log()) == ["127.0.0.2", "127.0.0.2", "localhost"]
+
+
 def test_a_host_named_twice_is_one_host(remote, log):
     p = remote(3, "127.0.0.2:1,localhost:1,127.0.0.2:1",
                ["sh", "-c", 'echo "$HOROVOD_HOSTNAME $HOROVOD_LOCAL_RANK $HOROVOD_LOCAL_SIZE"'])

@@ -129,17 +129,11 @@ def test_argument_errors():
         ElasticRayExecutor(ElasticRayExecutor.create_settings()).run(len)
 
 
-def _rank_size():
-    from hvd import _C
-
-    _C.init()
-    return (_C.rank(), _C.size())
-
-
 def test_elastic_executor_on_the_local_node(local_ray):
     """The one node's CPUs over cpus_per_slot are the slots; hvdrun's
-    elastic driver starts that many workers on it (this machine: no ssh).
-    tests/cluster_ray kills a worker and a node mid-job."""
+    elastic driver starts that many workers on it, inside the node's holder
+    actor though it is this machine (hvdrun --ssh-this-host: the relay, no
+    ssh).  tests/cluster_ray kills a worker and a node mid-job."""
     assert ElasticRayExecutor.__module__ == "hvd.ray.elastic"
     from hvd.ray.elastic import ray_hosts
 
@@ -148,7 +142,10 @@ def test_elastic_executor_on_the_local_node(local_ray):
                                                                timeout_s=60),
                             cpus_per_slot=2)
     ex.start()
-    assert ex.run(_rank_size) == [(0, 2), (1, 2)]
+    got = ex.run(fn_checks.rank_and_starters)
+    assert [g[:2] for g in got] == [(0, 2), (1, 2)], got
+    for _, _, agent, holder in got:
+        assert "--agent" in agent and "HvdHolder" in holder, got
 
 
 def test_fashion_mnist_example_on_ray(local_ray, tmp_path):

@@ -175,6 +175,17 @@ def _argv(pid):
         return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
 
 
+def rank_and_starters():
+    """On a rank: (rank, size, its parent's argv, its grandparent's argv):
+    for an elastic worker started through the relay, hvdrun's agent and
+    the holder that started it."""
+    from hvd import _C
+
+    _C.init()
+    agent = _ppid(os.getpid())
+    return (_C.rank(), _C.size(), _argv(agent), _argv(_ppid(agent)))
+
+
 def holder_of(marker, host):
     """What started the worker on `host` (its HOROVOD_HOSTNAME) of the
     job whose variable is `marker`: (the holder's pid, the holder's argv,

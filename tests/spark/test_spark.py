@@ -124,10 +124,15 @@ def _rank_size():
 def test_run_elastic_on_the_local_master(spark):
     """A local master's executor is the driver: hvdrun's elastic driver
     discovers localhost with the context's slots and starts the workers
-    here (the emulated hosts' suite, cluster.spark, kills one mid-job)."""
+    here, inside holder tasks though it is this machine (hvdrun
+    --ssh-this-host: the relay, no ssh; the emulated hosts' suite,
+    cluster.spark, kills one mid-job)."""
     assert hvd.spark.spark_hosts(spark.sparkContext) == [("localhost", NSLOTS)]
-    assert hvd.spark.run_elastic(_rank_size, num_proc=2, min_np=1, max_np=2,
-                                 start_timeout=60) == [(0, 2), (1, 2)]
+    got = hvd.spark.run_elastic(fn_checks.rank_and_starters, num_proc=2, min_np=1, max_np=2,
+                                start_timeout=60)
+    assert [g[:2] for g in got] == [(0, 2), (1, 2)], got
+    for _, _, agent, holder in got:
+        assert "--agent" in agent and "pyspark" in holder, got
 
 
 def test_run_elastic_min_np_never_reached(spark):

@@ -57,6 +57,7 @@ def _command(opt, np):
     _flag(argv, "--ssh-port", opt["ssh_port"])
     _flag(argv, "--ssh-identity-file", opt["ssh_identity_file"])
     _flag(argv, "--ssh-command", opt["ssh_command"])
+    _flag(argv, "--ssh-this-host", bool(opt["ssh_this_host"]))
     _flag(argv, "--start-timeout", opt["start_timeout"])
     _flag(argv, "--min-np", opt["min_np"])
     _flag(argv, "--max-np", opt["max_np"])
@@ -151,7 +152,7 @@ def run(fn, args=(), kwargs=None, np=1, min_np=None, max_np=None, hosts=None, ho
         host_discovery_script=None, disable_cache=None, output_filename=None, verbose=None,
         use_gloo=None, use_mpi=None, mpi_args=None, executable=None, launcher=None,
         num_proc=None, min_num_proc=None, max_num_proc=None, network_interface=None,
-        elastic_timeout=None, ssh_command=None):
+        elastic_timeout=None, ssh_command=None, ssh_this_host=False):
     """Runs fn(*args, **kwargs) on every rank of a job and returns the
     list of its return values, indexed by rank.
 
@@ -160,7 +161,8 @@ def run(fn, args=(), kwargs=None, np=1, min_np=None, max_np=None, hosts=None, ho
     elastic (hvdrun's --min-np/--max-np; elastic_timeout is its
     --elastic-timeout, how long to wait for min_np workers).  ssh_command
     is hvdrun's --ssh-command (hvd.spark and hvd.ray name their relay
-    there, relay.py).  `env` adds
+    there, relay.py), and ssh_this_host its --ssh-this-host (this
+    machine's ranks through it too, inside the holder here).  `env` adds
     to the ranks' environment (this process's passes through).  When a rank raises,
     run() raises that exception (its type and message; a note names the
     rank and host, and __cause__ holds the rank's traceback) once hvdrun
@@ -188,6 +190,7 @@ def run(fn, args=(), kwargs=None, np=1, min_np=None, max_np=None, hosts=None, ho
     payload = cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
     opt = dict(hosts=hosts, hostfile=hostfile, ssh_port=ssh_port,
                ssh_identity_file=ssh_identity_file, ssh_command=ssh_command,
+               ssh_this_host=ssh_this_host,
                start_timeout=start_timeout, min_np=min_np,
                max_np=max_np, slots=slots, reset_limit=reset_limit,
                elastic_timeout=elastic_timeout,

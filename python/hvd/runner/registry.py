@@ -5,7 +5,7 @@
         ...start holders with reg.key, reg.addrs(), reg.port...
         with Discovery(reg.hosts) as d:
             hvd.run(fn, np=..., min_np=..., host_discovery_script=d.script,
-                    ssh_command=reg.ssh_command)
+                    ssh_command=reg.ssh_command, ssh_this_host=True)
 
 Holders connect, prove the job's key (relay_wire.py), say (host, slots,
 port) and then ping; a holder whose connection ends, or that is silent
@@ -192,4 +192,4 @@ def run_held(fn, args, kwargs, registry, np_of, wait_slots, keep_holders=None, i
         return registry.hosts()
 
     return run_discovered(fn, args, kwargs, listing, np_of, interval,
-                          ssh_command=registry.ssh_command, **run_opts)
+                          ssh_command=registry.ssh_command, ssh_this_host=True, **run_opts)
