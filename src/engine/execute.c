@@ -193,10 +193,9 @@ static int run_allreduce(const job *j) {
   }
   char args[96] = "", rode[112] = "";
   if (j->e->tl) {
-    snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu,\"dtype\":\"%s\"}", k, total,
-             hvd_dtype_name(j->dtype));
-    snprintf(rode, sizeof rode, "{\"tensors\":%d,\"bytes\":%zu,\"dtype\":\"%s\",\"rode\":1}", k,
-             total, hvd_dtype_name(j->dtype));
+    int len = snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu,\"dtype\":\"%s\"}", k,
+                       total, hvd_dtype_name(j->dtype));
+    snprintf(rode, sizeof rode, "%.*s,\"rode\":1}", len - 1, args); /* the same, one key more */
   }
   if (rc == 0) {
     trace_all(j, "ALLREDUCE", args, rode);

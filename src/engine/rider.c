@@ -37,7 +37,6 @@
 #include <string.h>
 
 #include "../coll/coll.h"
-#include "../env.h"
 #include "../reduce.h"
 #include "engine_int.h"
 
@@ -58,12 +57,21 @@ int64_t hvd__rider_id(const hvd_engine *e) {
   return rides(e, hvd__cache_get(e->cache, (uint32_t)e->rider)) ? e->rider : -1;
 }
 
-void hvd__rider_learn(hvd_engine *e) {
-  uint32_t used = hvd__cache_used(e->cache), ran = 0;
-  int64_t last = -1;
+/* The cache id this fast cycle runs alone (the vector's only 1), or -1. */
+static int64_t alone(const hvd_engine *e) {
+  uint32_t used = hvd__cache_used(e->cache);
+  int64_t only = -1;
   for (uint32_t id = 0; id < used; id++)
-    if (e->fast[1 + id]) ran++, last = id;
-  if (ran == 1 && rides(e, hvd__cache_get(e->cache, (uint32_t)last))) e->rider = last;
+    if (e->fast[1 + id]) {
+      if (only >= 0) return -1;
+      only = id;
+    }
+  return only;
+}
+
+void hvd__rider_learn(hvd_engine *e) {
+  int64_t id = alone(e);
+  if (id >= 0 && rides(e, hvd__cache_get(e->cache, (uint32_t)id))) e->rider = id;
 }
 
 /* The records gathered: the vectors' MIN into e->fast; 1 if every rank
@@ -124,9 +132,7 @@ int hvd__rider_exchange(hvd_engine *e, int64_t id, size_t n) {
 int hvd__rider_finish(hvd_engine *e) {
   entry *en = e->rider >= 0 ? e->held[e->rider] : NULL;
   if (!en || !en->prereduced || e->tl || e->tuner) return 0;
-  uint32_t used = hvd__cache_used(e->cache);
-  for (uint32_t id = 0; id < used; id++)
-    if (e->fast[1 + id] && id != (uint32_t)e->rider) return 0; /* through the plan, in order */
+  if (alone(e) != e->rider) return 0; /* others run too: through the plan, in order */
   const hvd_request *q = &en->w.req;
   hvd__unsent_take(e, q); /* unholds it */
   hvd__held_recheck(e, hvd__cache_put(e->cache, q));
