@@ -68,30 +68,41 @@ def _recv(sock, key, challenge, tag):
     return body
 
 
+def listen_any(port=0):
+    """A listening socket on every address of this machine, IPv6 with IPv4
+    where the system has both (port 0: any free one)."""
+    if socket.has_dualstack_ipv6():
+        return socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True)
+    return socket.create_server(("", port))
+
+
+def serve_each(sock, serve, name):
+    """Accepts on sock until it is closed, serving each connection with
+    serve(conn) on a daemon thread of its own; returns the accepting
+    thread (named `name`), started."""
+    def accept():
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=serve, args=(conn,), name=name + "-conn", daemon=True).start()
+
+    thread = threading.Thread(target=accept, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
 class Server:
     """Serves handler(request_tuple) -> reply_tuple on a thread per
     connection, on every address of this machine (port 0: any free one)."""
 
     def __init__(self, key, handler, timeout=60.0, port=0):
         self._key, self._handler, self._timeout = key, handler, timeout
-        if socket.has_dualstack_ipv6():
-            self._sock = socket.create_server(("", port), family=socket.AF_INET6,
-                                              dualstack_ipv6=True)
-        else:
-            self._sock = socket.create_server(("", port))
+        self._sock = listen_any(port)
         self.port = self._sock.getsockname()[1]
         self._closed = False
-        self._thread = threading.Thread(target=self._accept, name="hvd-run-channel",
-                                        daemon=True)
-        self._thread.start()
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return  # closed
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        self._thread = serve_each(self._sock, self._serve, "hvd-run-channel")
 
     def _serve(self, conn):
         with conn:

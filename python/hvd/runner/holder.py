@@ -29,6 +29,7 @@ import subprocess
 import threading
 import time
 
+from hvd.runner import channel
 from hvd.runner import relay_wire as wire
 
 PING_S = 1.0
@@ -92,7 +93,7 @@ class Holder:
     def serve(self):
         """Serves relays until the registry's connection ends; then kills
         every child and returns."""
-        threading.Thread(target=self._accept, name="hvd-holder-accept", daemon=True).start()
+        channel.serve_each(self._listen, self._session, "hvd-holder")
         threading.Thread(target=self._ping, name="hvd-holder-ping", daemon=True).start()
         try:
             while self._reg.recv(1 << 10):
@@ -121,15 +122,6 @@ class Holder:
                 time.sleep(PING_S)
         except OSError:
             pass
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self._listen.accept()
-            except OSError:
-                return  # stopped
-            threading.Thread(target=self._session, args=(conn,), name="hvd-holder-session",
-                             daemon=True).start()
 
     def _session(self, conn):
         with conn:

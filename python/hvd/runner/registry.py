@@ -54,12 +54,9 @@ class Registry:
                                "%s has one" % (self.path if " " in self.path else sys.executable))
         self.ssh_command = "%s -m hvd.runner.relay %s" % (sys.executable, self.path)
         self._write()
-        if socket.has_dualstack_ipv6():
-            self._sock = socket.create_server(("", 0), family=socket.AF_INET6, dualstack_ipv6=True)
-        else:
-            self._sock = socket.create_server(("", 0))
+        self._sock = channel.listen_any()
         self.port = self._sock.getsockname()[1]
-        threading.Thread(target=self._accept, name="hvd-registry", daemon=True).start()
+        channel.serve_each(self._sock, self._serve, "hvd-registry")
 
     def addrs(self, nics=None):
         """Where holders may reach this registry: the driver's address
@@ -105,14 +102,6 @@ class Registry:
             with os.fdopen(fd, "w") as f:
                 json.dump({"key": self.key.hex(), "hosts": by_host}, f)
             os.replace(tmp, self.path)
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return  # closed
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn):
         try:
