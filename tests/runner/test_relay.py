@@ -93,6 +93,15 @@ def read_pid(path):
     return int(open(path).read())
 
 
+def sleeping_session(registry, holder, tmp_path):
+    """Once the holder is listed, a session through the relay whose command
+    sleeps: (the relay's process, the pid of its command)."""
+    assert wait_until(lambda: registry.hosts() == [(holder.host, 1)])
+    pidfile = tmp_path / "pid"
+    r = relay(registry, holder.host, "echo $$ > %s; exec sleep 300" % pidfile)
+    return r, read_pid(pidfile)
+
+
 def test_parse_ssh_argv():
     assert parse_ssh_argv(["-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=7", "-p", "22",
                            "-i", "/k", "h1", "exec", "'/a b/hvdrun'", "--agent"]) == (
@@ -163,10 +172,7 @@ def test_a_wrong_key_is_refused(registry, tmp_path):
 
 def test_holder_killed(registry, tmp_path):
     holder = start_holder(registry)
-    assert wait_until(lambda: registry.hosts() == [(holder.host, 1)])
-    pidfile = tmp_path / "pid"
-    r = relay(registry, holder.host, "echo $$ > %s; exec sleep 300" % pidfile)
-    child = read_pid(pidfile)
+    r, child = sleeping_session(registry, holder, tmp_path)
     holder.kill()
     holder.wait()
     assert wait_until(lambda: not pid_alive(child), 10), "the holder's child outlived it"
@@ -192,10 +198,7 @@ def test_holder_killed(registry, tmp_path):
 def test_connection_dropped(registry, tmp_path):
     holder = start_holder(registry)
     try:
-        assert wait_until(lambda: registry.hosts() == [(holder.host, 1)])
-        pidfile = tmp_path / "pid"
-        r = relay(registry, holder.host, "echo $$ > %s; exec sleep 300" % pidfile)
-        child = read_pid(pidfile)
+        r, child = sleeping_session(registry, holder, tmp_path)
         r.kill()
         r.wait()
         assert wait_until(lambda: not pid_alive(child), 10), "the child outlived its relay"
@@ -231,10 +234,7 @@ def test_registry_closed_ends_the_holders(tmp_path):
     reg = Registry()
     holder = start_holder(reg)
     try:
-        assert wait_until(lambda: reg.hosts() == [(holder.host, 1)])
-        pidfile = tmp_path / "pid"
-        r = relay(reg, holder.host, "echo $$ > %s; exec sleep 300" % pidfile)
-        child = read_pid(pidfile)
+        r, child = sleeping_session(reg, holder, tmp_path)
         reg.close()
         assert holder.wait(30) == 0 and holder.stdout.read() == "served\n"
         assert wait_until(lambda: not pid_alive(child), 10)
