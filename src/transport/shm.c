@@ -212,6 +212,14 @@ static void beat(shm_transport *t, int peer) {
   atomic_store_explicit(&me->waits_on, peer, memory_order_relaxed);
 }
 
+/* Publishes that this rank no longer waits.  Only when it did: a store
+ * would take the record's line from the peers that read it (notify()
+ * reads `sleeping` there) on every collective. */
+static void unwait(shm_transport *t) {
+  if (atomic_load_explicit(&t->ranks[t->base.rank].waits_on, memory_order_relaxed) != -1)
+    beat(t, -1);
+}
+
 static int half_done(const half *h) {
   return h->peer < 0 || hvd__ring_msg_done(&h->m);
 }
@@ -551,7 +559,7 @@ static int shm_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
     if (rc == 0) return exchange_timed_out(t, &x, tag);
     if (rc < 0) return rc;
   }
-  beat(t, -1);
+  unwait(t);
   return 0;
 }
 
@@ -598,7 +606,7 @@ static int shm_sync(hvd_transport *base, const hvd_sync_stamp *mine, hvd_sync_st
     if (rc == 0) return gate_timed_out(t, &g, mine->tag);
     if (rc < 0) return rc;
   }
-  beat(t, -1);
+  unwait(t);
   if (compare_stamps(t, g.k, mine, odd, odd_rank)) return 1;
   /* A rank that gave up after it arrived still counts as arrived: do not
    * go on with it. */
