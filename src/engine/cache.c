@@ -159,4 +159,10 @@ int64_t hvd__cache_put(hvd_cache *c, const hvd_request *req) {
   return changed;
 }
 
+void hvd__cache_touch(hvd_cache *c, uint32_t id) {
+  if (id >= c->used) return;
+  lru_unlink(c, id);
+  lru_push_front(c, id);
+}
+
 uint32_t hvd__cache_used(const hvd_cache *c) { return c->used; }

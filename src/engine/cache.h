@@ -39,4 +39,8 @@ const hvd_request *hvd__cache_get(const hvd_cache *c, uint32_t id);
  * someone holding that id must look up again, or -1. */
 int64_t hvd__cache_put(hvd_cache *c, const hvd_request *req);
 
+/* The same for id's own request, known to be equal (the fast path ran
+ * the tensor it holds under id): only the LRU order moves. */
+void hvd__cache_touch(hvd_cache *c, uint32_t id);
+
 #endif /* HVD_CACHE_H */

@@ -75,6 +75,10 @@ void hvd__engine_timeline_waits(hvd_engine *e) {
 static void switch_timeline(hvd_engine *e) {
   hvd_timeline *old = NULL;
   hvd__engine_timeline_waits(e);
+  /* Set under the lock, which the driver took before this cycle: read
+   * without it, a switch asked for since waits for the next cycle (which
+   * it makes due at once, engine.c). */
+  if (!atomic_load_explicit(&e->tl_swap, memory_order_relaxed)) return;
   pthread_mutex_lock(&e->lock);
   if (!e->tl_swap) {
     pthread_mutex_unlock(&e->lock);
@@ -97,11 +101,14 @@ static void switch_timeline(hvd_engine *e) {
 
 /* ---- this rank's part ---- */
 
+/* When this cycle began (engine.c's drive() reads the clock for it). */
+static uint64_t cycle_us(const hvd_engine *e) { return e->last_cycle_ns / 1000u; }
+
 static void hold(hvd_engine *e, entry *en, uint32_t id) {
   e->held[id] = en;
   e->nheld++;
   en->held = id;
-  en->held_us = hvd__now_us();
+  en->held_us = cycle_us(e);
 }
 
 /* Takes the queue: cached tensors are held, the others become requests
@@ -115,8 +122,20 @@ static int take_queue(hvd_engine *e, hvd_msg *mine) {
   if (e->join_requested) mine->flags |= HVD_MSG_JOINED;
   pthread_mutex_unlock(&e->lock);
   hvd__tuning_message(e, mine);
+  /* The cached ones are held; the others stay on the list, as requests. */
   size_t n = 0;
-  for (entry *en = taken; en; en = en->next) n++;
+  for (entry **t = &taken; *t;) {
+    entry *en = *t;
+    int64_t id = e->cache_on ? hvd__cache_find(e->cache, &en->w.req) : -1;
+    if (id < 0 || e->held[id]) {
+      n++, t = &en->next;
+      continue;
+    }
+    *t = en->next;
+    en->next = NULL;
+    hvd__unsent_add(e, en); /* the table takes it by name */
+    hold(e, en, (uint32_t)id);
+  }
   mine->reqs = n ? malloc(n * sizeof *mine->reqs) : NULL;
   if (n && !mine->reqs) {
     pthread_mutex_lock(&e->lock); /* give them back: the engine breaks, and fails them */
@@ -129,10 +148,8 @@ static int take_queue(hvd_engine *e, hvd_msg *mine) {
   for (entry *en = taken, *next; en; en = next) {
     next = en->next;
     en->next = NULL;
-    hvd__unsent_add(e, en); /* the table takes it by name */
-    int64_t id = e->cache_on ? hvd__cache_find(e->cache, &en->w.req) : -1;
-    if (id >= 0 && !e->held[id]) hold(e, en, (uint32_t)id);
-    else mine->reqs[mine->nreq++] = en->w.req;
+    hvd__unsent_add(e, en);
+    mine->reqs[mine->nreq++] = en->w.req;
   }
   return 0;
 }
@@ -140,7 +157,7 @@ static int take_queue(hvd_engine *e, hvd_msg *mine) {
 /* 1 if this rank needs the full exchange this cycle. */
 static int needs_full(hvd_engine *e, const hvd_msg *mine) {
   if (mine->nreq || mine->flags || mine->nfail) return 1;
-  uint64_t now = hvd__now_us();
+  uint64_t now = cycle_us(e);
   uint32_t used = hvd__cache_used(e->cache);
   for (uint32_t id = 0; e->nheld && id < used; id++)
     if (e->held[id] && now - e->held[id]->held_us > HELD_MAX_MS * 1000u) return 1;
@@ -230,7 +247,7 @@ static int full_exchange(hvd_engine *e, hvd_msg *mine, response **rs, int *nrs, 
 void hvd__held_recheck(hvd_engine *e, int64_t id) {
   entry *en = id >= 0 ? e->held[id] : NULL;
   if (!en || hvd__request_equal(&en->w.req, hvd__cache_get(e->cache, (uint32_t)id))) return;
-  hvd__unsent_take(e, &en->w.req); /* unholds it */
+  hvd__unsent_remove(e, en); /* unholds it */
   pthread_mutex_lock(&e->lock);    /* first in the queue: looked up afresh next cycle */
   en->next = e->queue;
   if (!e->queue) e->queue_tail = &en->next;

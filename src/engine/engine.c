@@ -36,6 +36,66 @@
 #include "engine_int.h"
 
 
+/* ---- spare entries and handles (under lock) ---- */
+
+/* How many of each are kept.  None under ASan: a use after the end must
+ * meet freed memory there, not a recycled entry. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SPARES_MAX 0
+#else
+#define SPARES_MAX 64
+#endif
+
+static entry *spare_entry(hvd_engine *e) {
+  entry *en = e->spare_entries;
+  if (en) e->spare_entries = en->next, e->nspare_entries--;
+  return en;
+}
+
+/* What an entry owns besides itself. */
+static void entry_clear(entry *en) {
+  hvd__device_ready_free(en->w.ready);
+  free(en->sendcounts);
+  free(en->ranks);
+  en->w.ready = NULL, en->sendcounts = NULL, en->ranks = NULL;
+}
+
+/* Takes a cleared entry back. */
+static void entry_recycle(hvd_engine *e, entry *en) {
+  if (e->nspare_entries >= SPARES_MAX) {
+    free(en);
+    return;
+  }
+  en->next = e->spare_entries;
+  e->spare_entries = en;
+  e->nspare_entries++;
+}
+
+static op *op_alloc(hvd_engine *e) {
+  op *o = e->spare_ops;
+  if (!o) return calloc(1, sizeof *o);
+  e->spare_ops = o->next_spare, e->nspare_ops--;
+  memset(o, 0, sizeof *o);
+  return o;
+}
+
+static void op_recycle(hvd_engine *e, op *o) {
+  free(o->msg);
+  if (e->nspare_ops >= SPARES_MAX) {
+    free(o);
+    return;
+  }
+  o->next_spare = e->spare_ops;
+  e->spare_ops = o;
+  e->nspare_ops++;
+}
+
+static void spares_free(hvd_engine *e) {
+  for (entry *en; (en = spare_entry(e));) free(en);
+  for (op *o; (o = e->spare_ops);) e->spare_ops = o->next_spare, free(o);
+  e->nspare_ops = 0;
+}
+
 /* ---- handles (under lock) ---- */
 
 /* A handle is (epoch << 48) | (generation of its slot << 32) | (slot + 1):
@@ -74,7 +134,7 @@ static int op_new(hvd_engine *e, op **out) {
     for (uint32_t i = e->nops; i < n; i++) e->ops[i] = NULL, e->gens[i] = 0;
     e->nops = n;
   }
-  op *o = calloc(1, sizeof *o);
+  op *o = op_alloc(e);
   if (!o) return hvd__err(HVD_E_NOMEM, "allocating a handle");
   e->gens[slot] = (e->gens[slot] + 1) & HANDLE_GEN_MASK;
   o->id = (hvd_handle)(((uint64_t)e->epoch << 48) | ((uint64_t)e->gens[slot] << 32) |
@@ -89,8 +149,7 @@ static void op_release(hvd_engine *e, op *o) {
   uint32_t slot = (uint32_t)((uint64_t)o->id & 0xffffffffu) - 1;
   e->ops[slot] = NULL;
   if (slot < e->free_slot_hint) e->free_slot_hint = slot;
-  free(o->msg);
-  free(o);
+  op_recycle(e, o);
 }
 
 /* ---- completion ---- */
@@ -101,9 +160,7 @@ static void op_release(hvd_engine *e, op *o) {
 static const char *op_msg(const op *o) { return o->msg ? o->msg : hvd_strerror(o->status); }
 
 static void entry_free(entry *en) {
-  hvd__device_ready_free(en->w.ready);
-  free(en->sendcounts);
-  free(en->ranks);
+  entry_clear(en);
   free(en);
 }
 
@@ -112,9 +169,11 @@ static void inflight_remove(hvd_engine *e, entry *en) { hvd__index_remove(&e->in
 /* Finishes one entry; the handle completes with its last entry.  Called
  * by the thread driving the cycles (or by stop, after it). */
 void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg) {
+  entry_clear(en);
   pthread_mutex_lock(&e->lock);
   inflight_remove(e, en);
   op *o = en->op;
+  entry_recycle(e, en);
   if (status < 0 && o->status == 0) {
     o->status = status;
     o->msg = strdup(msg ? msg : "");
@@ -122,21 +181,15 @@ void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg) {
   int complete = --o->remaining == 0;
   if (complete) o->done = 1;
   hvd_callback cb = complete ? o->cb : NULL;
+  if (complete && !cb) pthread_cond_broadcast(&e->cond); /* its waiter */
   pthread_mutex_unlock(&e->lock);
-  entry_free(en);
-  if (!complete) return;
-  if (cb) {
-    /* The callback reads why from hvd_last_error(), as a waiter would. */
-    if (o->status < 0) hvd__err(o->status, "%s", op_msg(o));
-    cb(o->id, o->status, o->cb_arg);
-    pthread_mutex_lock(&e->lock);
-    op_release(e, o);
-    pthread_mutex_unlock(&e->lock);
-  } else {
-    pthread_mutex_lock(&e->lock);
-    pthread_cond_broadcast(&e->cond);
-    pthread_mutex_unlock(&e->lock);
-  }
+  if (!cb) return;
+  /* The callback reads why from hvd_last_error(), as a waiter would. */
+  if (o->status < 0) hvd__err(o->status, "%s", op_msg(o));
+  cb(o->id, o->status, o->cb_arg);
+  pthread_mutex_lock(&e->lock);
+  op_release(e, o);
+  pthread_mutex_unlock(&e->lock);
 }
 
 /* Fails one entry: the message says which tensor it was, then why. */
@@ -361,6 +414,7 @@ void hvd__engine_dealloc(hvd_engine *e) {
   hvd__timeline_close(e->tl);
   hvd__timeline_close(e->tl_next);
   hvd__psets_free(e);
+  spares_free(e);
   for (uint32_t i = 0; i < e->nops; i++)
     if (e->ops[i]) free(e->ops[i]->msg), free(e->ops[i]);
   free(e->ops);
@@ -453,8 +507,13 @@ static int name_in_flight(hvd_engine *e, const hvd_request *r, uint64_t key) {
   return 0;
 }
 
-static int entry_new(const hvd_work *w, int size, entry **out) {
-  entry *en = calloc(1, sizeof *en);
+_Static_assert(offsetof(entry, w) == 0, "entry_new clears what follows w");
+
+/* spare: a recycled entry to fill, or NULL. */
+static int entry_new(const hvd_work *w, int size, entry *spare, entry **out) {
+  /* w comes first and is copied whole: only the rest is cleared */
+  entry *en = spare ? memset(&spare->w + 1, 0, sizeof *spare - sizeof spare->w), spare
+                    : calloc(1, sizeof *en);
   if (!en) return hvd__err(HVD_E_NOMEM, "allocating a tensor entry");
   en->w = *w;
   en->w.ready = NULL; /* the engine's own, made below */
@@ -502,7 +561,13 @@ hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_
                                void *arg, int will_wait) {
   entry *one = NULL, **ens = n == 1 ? &one : calloc((size_t)n, sizeof *ens);
   int rc = ens ? 0 : hvd__err(HVD_E_NOMEM, "allocating %d entries", n);
-  for (int i = 0; rc == 0 && i < n; i++) rc = entry_new(&works[i], e->size, &ens[i]);
+  entry *spare = NULL;
+  if (rc == 0 && n == 1) { /* groups allocate theirs */
+    pthread_mutex_lock(&e->lock);
+    spare = spare_entry(e);
+    pthread_mutex_unlock(&e->lock);
+  }
+  for (int i = 0; rc == 0 && i < n; i++) rc = entry_new(&works[i], e->size, spare, &ens[i]);
   op *o = NULL;
   hvd_handle id = 0; /* read under the lock: with a callback, o may be gone after it */
   pthread_mutex_lock(&e->lock);
@@ -553,7 +618,7 @@ int hvd__engine_wait(hvd_engine *e, hvd_handle h, int64_t *value) {
     return hvd__err(HVD_E_INVALID, "unknown or released handle %lld%s", (long long)h,
                     o ? " (it completes through its callback)" : "");
   }
-  uint64_t start_ns = o->done ? 0 : now_ns();
+  uint64_t start_ns = o->done || !e->tl_on ? 0 : now_ns(); /* for the timeline */
   /* A stopped engine has finished every entry it knew; one it lost would
    * leave this wait without an end, so stop waiting then too. */
   while (!o->done && !e->stopped) drive_or_wait(e, &e->cond);
@@ -600,6 +665,10 @@ void hvd__engine_cycle_counts(hvd_engine *e, uint64_t *fast, uint64_t *full, uin
 }
 
 int hvd__engine_pset_info(hvd_engine *e, int id, int *rank, int *size) {
+  if (id == 0) { /* fixed from the start: no lock on every call's way */
+    *rank = e->rank, *size = e->size;
+    return 0;
+  }
   pthread_mutex_lock(&e->lock);
   pset *p = hvd__pset_find(e, id);
   int rc = 0;

@@ -65,17 +65,21 @@ static int same_tensor(const hvd_request *a, const char *name, int32_t set) {
 
 void hvd__unsent_add(hvd_engine *e, entry *en) { hvd__index_add(&e->unsent, &en->unsent, en->key); }
 
+void hvd__unsent_remove(hvd_engine *e, entry *en) {
+  hvd__index_remove(&e->unsent, &en->unsent);
+  if (en->held >= 0) {
+    e->held[en->held] = NULL;
+    e->nheld--;
+    en->held = -1;
+  }
+}
+
 entry *hvd__unsent_take(hvd_engine *e, const hvd_request *req) {
   uint64_t key = hvd__index_key(req->name, req->process_set);
   for (hvd_ilink *l = hvd__index_first(&e->unsent, key); l; l = hvd__index_next(&e->unsent, l)) {
     entry *en = HVD_CONTAINER_OF(l, entry, unsent);
     if (!same_tensor(&en->w.req, req->name, req->process_set)) continue;
-    hvd__index_remove(&e->unsent, l);
-    if (en->held >= 0) {
-      e->held[en->held] = NULL;
-      e->nheld--;
-      en->held = -1;
-    }
+    hvd__unsent_remove(e, en);
     return en;
   }
   return NULL;
@@ -537,8 +541,9 @@ int hvd__negotiate_plan(hvd_engine *e, response **out, int *nout) {
     rc = scratch ? rescan(e, scratch) : hvd__err(HVD_E_NOMEM, "allocating %d ranks", e->size);
     free(scratch);
   }
-  if (e->nready) qsort(e->ready, e->nready, sizeof *e->ready, by_seq); /* NULL while empty */
-  if (rc == 0) rc = link_chains(e);
+  if (rc < 0 || e->nready == 0) return rc; /* the fast path's usual cycle: nothing to plan */
+  qsort(e->ready, e->nready, sizeof *e->ready, by_seq);
+  rc = link_chains(e);
   for (size_t i = 0; rc == 0 && i < e->nready; i++) {
     e->visits++;
     if (e->ready[i]->state == P_READY) rc = plan_one(e, &pl, e->ready[i]);

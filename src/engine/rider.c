@@ -134,8 +134,8 @@ int hvd__rider_finish(hvd_engine *e) {
   if (!en || !en->prereduced || e->tl || e->tuner) return 0;
   if (alone(e) != e->rider) return 0; /* others run too: through the plan, in order */
   const hvd_request *q = &en->w.req;
-  hvd__unsent_take(e, q); /* unholds it */
-  hvd__held_recheck(e, hvd__cache_put(e->cache, q));
+  hvd__unsent_remove(e, en); /* unholds it */
+  hvd__cache_touch(e->cache, (uint32_t)e->rider); /* held under it: equal */
   hvd__reduce_scale(en->w.recvbuf, q->count, (hvd_dtype)q->dtype, q->postscale);
   en->op->value = 0;
   /* counted before the handle completes, as negotiation counts it: a
