@@ -78,8 +78,7 @@ int main(int argc, char **argv) {
   if (rank == 0) printf("op,bytes,time_us,algbw_GBps,busbw_GBps\n");
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     size_t n = bytes / sizeof(float);
-    size_t k = (16u << 20) / bytes;
-    int iters = k < 1 ? 1 : k > 50 ? 50 : (int)k;
+    int iters = bench_iters(bytes);
     double spent = 0.0, batch[5];
     int bad = runs(buf, n, rank, size, 2, &spent);
     for (int b = 0; b < 5; b++) {

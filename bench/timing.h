@@ -1,18 +1,30 @@
 /*
- * timing.h -- the clock and the median sort shared by bench/'s standalone
- * programs (mpi_allreduce.c, memcpy_bw.c), which are built by
- * compare-openmpi with mpicc and cc, outside the project's build.
+ * timing.h -- the clock, the runs per batch and the median sort shared by
+ * hvd-bench (apps/bench) and bench/'s standalone programs (mpi_allreduce.c,
+ * memcpy_bw.c, built by compare-openmpi with mpicc and cc, outside the
+ * project's build), so that both sides of a comparison time alike.
  * Include after defining _POSIX_C_SOURCE.
  */
 #ifndef HVD_BENCH_TIMING_H
 #define HVD_BENCH_TIMING_H
 
+#include <stddef.h>
 #include <time.h>
 
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Runs per batch for a collective of `bytes`: about 16 MiB moved per
+ * batch, between 1 and 1000 runs.  At small sizes a batch then lasts
+ * milliseconds: with 50 runs (the old cap) the 5 batches of an 8-byte
+ * allreduce spanned 0.3 ms, and whatever the first milliseconds of a job
+ * hold (the scheduler still placing its threads) decided the median. */
+static int bench_iters(size_t bytes) {
+  size_t k = (16u << 20) / (bytes ? bytes : 1);
+  return k < 1 ? 1 : k > 1000 ? 1000 : (int)k;
 }
 
 /* qsort order for doubles. */

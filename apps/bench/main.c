@@ -20,6 +20,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "../../bench/timing.h"
 #include "api_hooks.h"
 #include "bench.h"
 #include "coll/coll.h"
@@ -34,12 +35,6 @@ typedef struct {
   const char *transport; /* --transport; NULL: the library's choice */
   const char *used;      /* the transport actually built */
 } options;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* "8", "64K", "256M", "1G" -> bytes; 0 when malformed. */
 static size_t parse_size(const char *s) {
@@ -171,11 +166,8 @@ static int parse_args(options *o, int argc, char **argv) {
   return rc;
 }
 
-/* Enough runs per batch that a batch lasts a while at small sizes. */
 static int iters_for(const options *o, size_t bytes) {
-  if (o->iters) return o->iters;
-  size_t k = (16u << 20) / bytes;
-  return k < 1 ? 1 : k > 50 ? 50 : (int)k;
+  return o->iters ? o->iters : bench_iters(bytes);
 }
 
 /* The slowest rank's value. */
@@ -184,10 +176,6 @@ static int max_over_ranks(hvd_comm *direct, double *v) {
   return hvd_allreduce(v, v, 1, HVD_FLOAT64, HVD_MAX, "bench.time");
 }
 
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 /* The rounds this rank has made so far (comm.h's steps). */
 static uint64_t steps_now(const bench_case *c) {
