@@ -71,7 +71,9 @@ static int64_t alone(const hvd_engine *e) {
 
 void hvd__rider_learn(hvd_engine *e) {
   int64_t id = alone(e);
-  if (id >= 0 && rides(e, hvd__cache_get(e->cache, (uint32_t)id))) e->rider = id;
+  /* The same id again needs no second look: hvd__rider_id() checks it
+   * before every exchange. */
+  if (id >= 0 && id != e->rider && rides(e, hvd__cache_get(e->cache, (uint32_t)id))) e->rider = id;
 }
 
 /* The records gathered: the vectors' MIN into e->fast; 1 if every rank
