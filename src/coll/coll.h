@@ -227,6 +227,12 @@ static inline uint32_t hvd__shm_kind(unsigned collective, unsigned a, unsigned b
 /* Waits for every rank; HVD_E_MISMATCH naming the rank and both
  * collectives when a rank's stamp differs from ours. */
 int hvd__shm_sync(hvd_comm *c, const hvd_sync_stamp *mine);
+/* Whether n bytes can travel in a sync (the transport's sync_small), and
+ * that sync: afterwards hvd__shm_synced(c, r) is rank r's n bytes, until
+ * this rank's next sync. */
+int hvd__shm_small(const hvd_comm *c, size_t n);
+int hvd__shm_sync_small(hvd_comm *c, const hvd_sync_stamp *mine, const void *small, size_t n);
+const unsigned char *hvd__shm_synced(hvd_comm *c, int rank);
 
 /* The shm allreduce over the whole vector `all` (shm_allreduce.c): needs
  * hvd__shm_usable(c).  Inside a collective begun with `tag`; AVERAGE

@@ -28,7 +28,9 @@
  *
  * Small vectors (one chunk of at most SHORTCUT_BYTES) take a shortcut:
  * every rank copies its whole vector in, syncs, and reduces all of it
- * itself.  One sync, and no second pass over the windows.
+ * itself.  One sync, and no second pass over the windows.  The smallest
+ * (HVD_SYNC_SMALL bytes) travel in the sync's own record instead of a
+ * window: one cache line per rank to fetch instead of two.
  *
  * Bits: every element is reduced in the same order, rank 0's value first,
  * then rank 1's, ... rank n-1's, by one rank (or, in the shortcut, by
@@ -117,6 +119,20 @@ static int shortcut(job *j, uint64_t w) {
   return 0;
 }
 
+/* A vector of at most HVD_SYNC_SMALL bytes travels in the sync itself:
+ * no window, and the values come in the line the ranks poll. */
+static int small(job *j) {
+  _Alignas(64) unsigned char mine[HVD_SYNC_SMALL], acc[HVD_SYNC_SMALL];
+  const void *src[HVD_SHM_MAX_RANKS];
+  hvd__pieces_gather(j->all, &j->in, 0, j->total, mine);
+  HVD__CHECK(hvd__shm_sync_small(j->c, &j->stamp, mine, j->total));
+  for (int r = 0; r < j->c->size; r++)
+    src[r] = r == j->c->rank ? mine : hvd__shm_synced(j->c, r);
+  hvd__shm_reduce(j, src, j->total, acc);
+  hvd__pieces_scatter(j->all, &j->out, 0, j->total, acc);
+  return 0;
+}
+
 /* Chunk k of the vector: its offset and length, and slice r's within it. */
 typedef struct {
   size_t at, len;
@@ -189,6 +205,7 @@ int hvd__shm_allreduce(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtyp
            /* half types widen a block to float32 in HVD_SHM_REDUCE_BLOCK bytes */
            .block = is_half(dtype) ? HVD_SHM_REDUCE_BLOCK / 2 : HVD_SHM_REDUCE_BLOCK,
            .stamp = {tag, hvd__shm_kind(HVD_SHM_ALLREDUCE, dtype, op), total}};
+  if (hvd__shm_small(c, total)) return small(&j);
   if (total <= SHORTCUT_BYTES && total <= j.chunk)
     return shortcut(&j, hvd__shm_take_windows(c, 1));
   if (c->xport->ops->caps.peer_read && total >= c->xport->peer_read_min) return hvd__shm_direct(&j);

@@ -47,11 +47,25 @@ static void describe(const hvd_sync_stamp *s, char *out, size_t cap) {
              (unsigned long long)s->bytes);
 }
 
+int hvd__shm_small(const hvd_comm *c, size_t n) {
+  return n <= HVD_SYNC_SMALL && c->xport->ops->caps.sync_small;
+}
+
 int hvd__shm_sync(hvd_comm *c, const hvd_sync_stamp *mine) {
+  return hvd__shm_sync_small(c, mine, NULL, 0);
+}
+
+const unsigned char *hvd__shm_synced(hvd_comm *c, int rank) {
+  return c->xport->ops->caps.synced(c->xport, rank);
+}
+
+int hvd__shm_sync_small(hvd_comm *c, const hvd_sync_stamp *mine, const void *small, size_t n) {
   hvd_sync_stamp odd;
   int rank = -1;
+  const hvd_transport_caps *caps = &c->xport->ops->caps;
   c->steps++;
-  int rc = c->xport->ops->caps.sync(c->xport, mine, &odd, &rank);
+  int rc = caps->sync_small ? caps->sync_small(c->xport, mine, small, n, &odd, &rank)
+                            : caps->sync(c->xport, mine, &odd, &rank);
   if (rc <= 0) return rc;
   char theirs[160], ours[160];
   describe(&odd, theirs, sizeof theirs);

@@ -130,12 +130,18 @@ static void shm_destroy(hvd_transport *base);
 static unsigned char *shm_window(hvd_transport *base, int rank, int which);
 static int shm_sync(hvd_transport *base, const hvd_sync_stamp *mine, hvd_sync_stamp *odd,
                     int *odd_rank);
+static int shm_sync_small(hvd_transport *base, const hvd_sync_stamp *mine, const void *small,
+                          size_t n, hvd_sync_stamp *odd, int *odd_rank);
+static const unsigned char *shm_synced(hvd_transport *base, int rank);
 
 static const hvd_transport_ops shm_ops = {.name = "shm",
                                           .sendrecv = shm_sendrecv,
                                           .abort = shm_abort,
                                           .destroy = shm_destroy,
-                                          .caps = {.window = shm_window, .sync = shm_sync}};
+                                          .caps = {.window = shm_window,
+                                                   .sync = shm_sync,
+                                                   .sync_small = shm_sync_small,
+                                                   .synced = shm_synced}};
 
 /* The same, where the probe found every rank's memory readable. */
 static const hvd_transport_ops shm_single_copy_ops = {.name = "shm",
@@ -144,6 +150,8 @@ static const hvd_transport_ops shm_single_copy_ops = {.name = "shm",
                                                       .destroy = shm_destroy,
                                                       .caps = {.window = shm_window,
                                                                .sync = shm_sync,
+                                                               .sync_small = shm_sync_small,
+                                                               .synced = shm_synced,
                                                                .peer_read = hvd__shm_peer_read}};
 
 /* The job's number of rank r (r may be -1: no rank). */
@@ -241,14 +249,16 @@ static int exchange_peer(const shm_transport *t, const waiter *w, int i) {
   return i < n ? ps[i] : -1;
 }
 
-static uint64_t arrived(const shm_transport *t, int rank) {
-  return atomic_load_explicit(&t->ranks[rank].arrived, memory_order_acquire);
+/* Whether `rank` reached sync k: its record for k says so (it holds k,
+ * or k - 2 while the rank has not). */
+static int reached(const shm_transport *t, int rank, uint64_t k) {
+  return atomic_load_explicit(&t->ranks[rank].sync[k % 2].reached, memory_order_acquire) >= k;
 }
 
 static int gate_peer(const shm_transport *t, const waiter *w, int i) {
   const gate *g = (const gate *)w;
   for (int r = 0; r < t->base.size; r++)
-    if (r != t->base.rank && arrived(t, r) < g->k && i-- == 0) return r;
+    if (r != t->base.rank && !reached(t, r, g->k) && i-- == 0) return r;
   return -1;
 }
 
@@ -574,7 +584,7 @@ static unsigned char *shm_window(hvd_transport *base, int rank, int which) {
 static int compare_stamps(shm_transport *t, uint64_t k, const hvd_sync_stamp *mine,
                           hvd_sync_stamp *odd, int *odd_rank) {
   for (int r = 0; r < t->base.size; r++) {
-    hvd_sync_stamp theirs = t->ranks[r].stamp[k % 2];
+    hvd_sync_stamp theirs = t->ranks[r].sync[k % 2].stamp;
     if (r == t->base.rank || (theirs.tag == mine->tag && theirs.kind == mine->kind &&
                               theirs.bytes == mine->bytes))
       continue;
@@ -585,16 +595,19 @@ static int compare_stamps(shm_transport *t, uint64_t k, const hvd_sync_stamp *mi
   return 0;
 }
 
-/* Publishes our arrival at the next sync, wakes whoever sleeps, and waits
- * for everyone else's. */
-static int shm_sync(hvd_transport *base, const hvd_sync_stamp *mine, hvd_sync_stamp *odd,
-                    int *odd_rank) {
+/* Publishes our arrival at the next sync (with n bytes of small), wakes
+ * whoever sleeps, and waits for everyone else's. */
+static int shm_sync_small(hvd_transport *base, const hvd_sync_stamp *mine, const void *small,
+                          size_t n, hvd_sync_stamp *odd, int *odd_rank) {
   shm_transport *t = (shm_transport *)base;
-  seg_rank *me = &t->ranks[base->rank];
   HVD__CHECK(usable(t));
+  if (n > HVD_SYNC_SMALL)
+    return hvd__err(HVD_E_INVALID, "%zu bytes for a sync, at most %d", n, HVD_SYNC_SMALL);
   gate g = {.w = {gate_ready, gate_peer}, .k = ++t->syncs};
-  me->stamp[g.k % 2] = *mine;
-  atomic_store_explicit(&me->arrived, g.k, memory_order_release);
+  seg_sync *rec = &t->ranks[base->rank].sync[g.k % 2];
+  rec->stamp = *mine;
+  if (n) memcpy(rec->small, small, n);
+  atomic_store_explicit(&rec->reached, g.k, memory_order_release);
   for (int r = 0; r < base->size; r++)
     if (r != base->rank) notify(t, r);
 
@@ -612,6 +625,18 @@ static int shm_sync(hvd_transport *base, const hvd_sync_stamp *mine, hvd_sync_st
    * go on with it. */
   if (news(t)) HVD__CHECK(peer_aborted(t, &g.w));
   return 0;
+}
+
+static int shm_sync(hvd_transport *base, const hvd_sync_stamp *mine, hvd_sync_stamp *odd,
+                    int *odd_rank) {
+  return shm_sync_small(base, mine, NULL, 0, odd, odd_rank);
+}
+
+/* Read after the sync's acquire of every record: the bytes were written
+ * before the release that published them. */
+static const unsigned char *shm_synced(hvd_transport *base, int rank) {
+  shm_transport *t = (shm_transport *)base;
+  return t->ranks[rank].sync[t->syncs % 2].small;
 }
 
 /* ---- for shm_single_copy.c ---- */

@@ -32,6 +32,18 @@ typedef struct {
   _Atomic uint32_t reports; /* abort records published so far */
 } seg_hdr;
 
+/* What a rank says at sync k, in record k % 2 (a rank is never more than
+ * one sync ahead of another, so the record a peer reads is not the one
+ * being written): that it reached it, its stamp, and up to
+ * HVD_SYNC_SMALL bytes of a small collective.  One line, which every peer
+ * polls: the values come with the news that they are there. */
+typedef struct {
+  _Alignas(HVD_RING_LINE) _Atomic uint64_t reached; /* k, once the rank reached sync k */
+  hvd_sync_stamp stamp;
+  unsigned char small[HVD_SYNC_SMALL];
+} seg_sync;
+_Static_assert(sizeof(seg_sync) == HVD_RING_LINE, "a sync's record is one line");
+
 typedef struct {
   _Alignas(HVD_RING_LINE) _Atomic uint32_t wake; /* futex word: bumped to wake the rank */
   _Atomic uint32_t sleeping; /* the rank is (about to be) in FUTEX_WAIT */
@@ -44,12 +56,8 @@ typedef struct {
   _Atomic uint64_t beat_ms;
   int32_t lost;              /* the rank this one gave up on; -1: its own reason */
   char why[SEG_WHY_MAX];
-  /* Syncs (transport.h): how many this rank has reached, and what it said
-   * at the last two (stamp[k % 2] for sync k: a rank is never more than
-   * one sync ahead of another, so the slot a peer reads is not the one
-   * being written).  A line of its own: every peer polls it. */
-  _Alignas(HVD_RING_LINE) _Atomic uint64_t arrived;
-  hvd_sync_stamp stamp[2];
+  /* Syncs (transport.h): the last two. */
+  seg_sync sync[2];
   /* The single-copy probe (shm.c): a word of this rank's memory for the
    * others to read (where and what it holds), then what this rank found
    * reading theirs: 0, an errno, or a PROBE_* code, and on which rank. */

@@ -62,7 +62,8 @@ void hvd__shm_seg_init(seg_hdr *h, int size, size_t cap) {
     atomic_init(&ranks[r].reported, 0);
     atomic_init(&ranks[r].waits_on, -1);
     atomic_init(&ranks[r].beat_ms, hvd__now_ms());
-    atomic_init(&ranks[r].arrived, 0);
+    atomic_init(&ranks[r].sync[0].reached, 0);
+    atomic_init(&ranks[r].sync[1].reached, 0);
     ranks[r].lost = -1;
   }
   for (int i = 0; i < size; i++)

@@ -41,6 +41,9 @@
 typedef struct hvd_transport hvd_transport;
 
 #define HVD_WINDOWS 3
+/* Bytes a sync carries (caps.sync_small): what is left of a cache line
+ * beside its counter and stamp. */
+#define HVD_SYNC_SMALL 40
 
 /* What a rank says it is doing when it reaches a sync (below): every
  * rank must say the same, or the ranks called different collectives. */
@@ -65,6 +68,14 @@ typedef struct {
    * error.  Offered with window. */
   int (*sync)(hvd_transport *t, const hvd_sync_stamp *mine, hvd_sync_stamp *odd,
               int *odd_rank);
+  /* The same, publishing n <= HVD_SYNC_SMALL bytes with this rank's
+   * arrival; after it returns 0, synced(t, r) is rank r's bytes of it
+   * until this rank's next sync.  A small collective then needs no window:
+   * its values travel in the line the ranks poll anyway.  Offered with
+   * sync. */
+  int (*sync_small)(hvd_transport *t, const hvd_sync_stamp *mine, const void *small,
+                    size_t n, hvd_sync_stamp *odd, int *odd_rank);
+  const unsigned char *(*synced)(hvd_transport *t, int rank);
   /* (shm.c, where the ranks may read each other's memory, which setup
    * probes): copies bytes of rank `rank`'s memory, remote[0..nr), into
    * this rank's local[0..nl) (the same number of bytes), as Linux's

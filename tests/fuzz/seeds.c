@@ -289,8 +289,8 @@ static void shm_seed(const char *name, int message, int abort_record) {
   seg_rank *ranks = seg_ranks(h);
   for (int r = 0; r < GROUP; r++) {
     atomic_store(&ranks[r].pid, 0); /* no process to check */
-    atomic_store(&ranks[r].arrived, 1);
-    ranks[r].stamp[1] = (hvd_sync_stamp){5, 1, 100};
+    atomic_store(&ranks[r].sync[1].reached, 1);
+    ranks[r].sync[1].stamp = (hvd_sync_stamp){5, 1, 100};
     atomic_store(&ranks[r].beat_ms, 0);
   }
   /* Rank 0's message of 100 bytes for rank 1 (tag 5) in ring 0 -> 1. */

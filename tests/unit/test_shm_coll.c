@@ -14,7 +14,10 @@
  * straight from the other ranks' buffers (shm_direct.c): the same bits as
  * through the windows, whatever the ranks' piece layouts, and the windows
  * again when a rank's pieces do not fit its window; a rank that refuses
- * (HOROVOD_SHM_SINGLE_COPY=0) turns it off for all.
+ * (HOROVOD_SHM_SINGLE_COPY=0) turns it off for all.  Vectors of at most
+ * HVD_SYNC_SMALL bytes travel in the sync's record instead of a window:
+ * the rank order's bits (float32, float16 rounded once), no window taken,
+ * and a mismatch still named.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -415,6 +418,112 @@ static void test_probe_refused_by_one_rank(void **state) {
   job_end(&j);
 }
 
+/* ---- vectors that travel in the sync itself (HVD_SYNC_SMALL) ---- */
+
+#define SMALL_MAX (HVD_SYNC_SMALL / 2 + 4) /* float16 elements: past the limit */
+
+typedef struct {
+  uint16_t h[MAX_RANKS][SMALL_MAX + 1][SMALL_MAX]; /* [rank][count][i] */
+  float f[MAX_RANKS][SMALL_MAX + 1][SMALL_MAX];
+  unsigned char g[MAX_RANKS][MAX_RANKS * (HVD_SYNC_SMALL + 1)];
+  uint64_t windows[MAX_RANKS][2]; /* windows taken by the small and the next collective */
+} small_runs;
+
+/* Every count from 1 to past the limit, float32 Sum and float16 Average,
+ * values whose sum depends on the order; then an allgather of
+ * HVD_SYNC_SMALL-byte blocks, and one a byte larger (through a window). */
+static int small_vectors(hvd_comm *c, int r, void *arg) {
+  small_runs *s = arg;
+  for (int n = 1; n <= SMALL_MAX; n++) {
+    float v[SMALL_MAX];
+    for (int i = 0; i < n; i++) v[i] = random_value(r, (size_t)(n * 100 + i));
+    hvd__float_to_half_n(s->h[r][n], v, (size_t)n);
+    memcpy(s->f[r][n], v, sizeof v);
+    HVD__CHECK(hvd__allreduce(c, s->f[r][n], s->f[r][n], (size_t)n, HVD_FLOAT32, HVD_SUM));
+    HVD__CHECK(hvd__allreduce(c, s->h[r][n], s->h[r][n], (size_t)n, HVD_FLOAT16, HVD_AVERAGE));
+  }
+  for (int b = 0; b < 2; b++) {
+    size_t bytes = HVD_SYNC_SMALL + (size_t)b;
+    unsigned char *mine = s->g[r] + (size_t)r * bytes;
+    for (size_t i = 0; i < bytes; i++) mine[i] = (unsigned char)(r * 53 + i + b);
+    uint64_t before = c->shm_chunks;
+    HVD__CHECK(hvd__allgather_equal(c, mine, bytes, s->g[r]));
+    s->windows[r][b] = c->shm_chunks - before;
+    for (int q = 0; q < c->size; q++)
+      for (size_t i = 0; i < bytes; i++)
+        if (s->g[r][(size_t)q * bytes + i] != (unsigned char)(q * 53 + i + b))
+          return hvd__err(HVD_E_MISMATCH, "allgather of %zu: rank %d's byte %zu", bytes, q, i);
+  }
+  return 0;
+}
+
+/* The reference: rank 0's value, then rank 1's, ... (the shm order),
+ * float16 summed in float32 and rounded once. */
+static void small_reference(int ranks, int n, float *f, uint16_t *h) {
+  for (int i = 0; i < n; i++) {
+    float sum = 0, hsum = 0;
+    for (int q = 0; q < ranks; q++) {
+      float x = random_value(q, (size_t)(n * 100 + i));
+      uint16_t xh;
+      hvd__float_to_half_n(&xh, &x, 1);
+      float back;
+      hvd__half_to_float_n(&back, &xh, 1);
+      sum = q ? sum + x : x;
+      hsum = q ? hsum + back : back;
+    }
+    f[i] = sum;
+    hsum /= (float)ranks;
+    hvd__float_to_half_n(&h[i], &hsum, 1);
+  }
+}
+
+static void test_small_vectors_in_the_sync(void **state) {
+  (void)state;
+  small_runs *s = calloc(1, sizeof *s);
+  for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
+    job j;
+    thread_arg t[MAX_RANKS];
+    job_start(&j, ranks, 10000);
+    run_ranks(&j, small_vectors, s, -1, t);
+    for (int r = 0; r < ranks; r++) {
+      if (t[r].rc) printf("rank %d: %s\n", r, t[r].err);
+      assert_int_equal(t[r].rc, 0);
+      assert_int_equal(s->windows[r][0], 0); /* in the sync: no window */
+      assert_int_equal(s->windows[r][1], 1);
+    }
+    for (int n = 1; n <= SMALL_MAX; n++) {
+      float f[SMALL_MAX];
+      uint16_t h[SMALL_MAX];
+      small_reference(ranks, n, f, h);
+      for (int r = 0; r < ranks; r++) {
+        assert_memory_equal(s->f[r][n], f, (size_t)n * sizeof f[0]);
+        assert_memory_equal(s->h[r][n], h, (size_t)n * sizeof h[0]);
+      }
+    }
+    job_end(&j);
+  }
+  free(s);
+}
+
+/* Rank 1 sends 8 floats, the others 4: both fit a sync. */
+static int small_uneven(hvd_comm *c, int r, void *arg) {
+  (void)arg;
+  float v[8] = {0};
+  return hvd__allreduce(c, v, v, r == 1 ? 8 : 4, HVD_FLOAT32, HVD_SUM);
+}
+
+static void test_small_mismatch_names_the_rank(void **state) {
+  (void)state;
+  job j;
+  thread_arg t[MAX_RANKS];
+  job_start(&j, 3, 10000);
+  run_ranks(&j, small_uneven, NULL, -1, t);
+  for (int r = 0; r < 3; r++) assert_int_equal(t[r].rc, HVD_E_MISMATCH);
+  assert_non_null(strstr(t[0].err, "rank 1 is at collective #1, allreduce of 32 bytes"));
+  assert_non_null(strstr(t[1].err, "this rank at #1, allreduce of 32 bytes of float32"));
+  job_end(&j);
+}
+
 /* ---- failures ---- */
 
 /* Rank 1 allreduces twice as many elements as the others. */
@@ -462,6 +571,8 @@ int main(void) {
       cmocka_unit_test(test_direct_same_bits_as_windows),
       cmocka_unit_test(test_direct_falls_back_when_pieces_overflow),
       cmocka_unit_test(test_probe_refused_by_one_rank),
+      cmocka_unit_test(test_small_vectors_in_the_sync),
+      cmocka_unit_test(test_small_mismatch_names_the_rank),
       cmocka_unit_test(test_mismatch_names_the_rank),
       cmocka_unit_test(test_absent_rank_times_out),
   };
