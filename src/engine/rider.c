@@ -40,7 +40,11 @@
 #include "../reduce.h"
 #include "engine_int.h"
 
-static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
+/* Records and the values in them start at multiples of 8, every dtype's
+ * alignment, and no further: a record of 40 bytes at most travels in the
+ * shm sync's own line (HVD_SYNC_SMALL), which a 32-byte tensor with a few
+ * cached tensors' bits then fits. */
+static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
 static int rides(const hvd_engine *e, const hvd_request *q) {
   if (!q || q->type != HVD_REQ_ALLREDUCE || q->on_device || q->process_set != 0 ||
@@ -110,8 +114,8 @@ static int finish(hvd_engine *e, entry *en, uint8_t *all, size_t head, size_t st
 int hvd__rider_exchange(hvd_engine *e, int64_t id, size_t n) {
   const hvd_request *q = hvd__cache_get(e->cache, (uint32_t)id);
   hvd_dtype dt = (hvd_dtype)q->dtype;
-  size_t bytes = q->count * hvd_dtype_size(dt), head = align16(1 + n);
-  size_t stride = head + align16(bytes), total = stride * (size_t)e->size;
+  size_t bytes = q->count * hvd_dtype_size(dt), head = align8(1 + n);
+  size_t stride = head + align8(bytes), total = stride * (size_t)e->size;
   if (total > e->rider_cap) {
     uint8_t *b = realloc(e->rider_buf, total);
     if (!b) return hvd__err(HVD_E_NOMEM, "allocating %zu bytes for the fast path", total);
