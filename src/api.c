@@ -290,10 +290,10 @@ int hvd__rider_count(uint64_t *rode) {
 
 static const hvd_opts default_opts = HVD_OPTS_INIT;
 
-/* Fills the request's common fields; a NULL name gets "<op>.noname.<n>",
- * which matches across ranks that make the same unnamed calls in order. */
+/* Fills the common fields of a zeroed request (every caller's is zeroed
+ * with what holds it); a NULL name gets "<op>.noname.<n>", which matches
+ * across ranks that make the same unnamed calls in order. */
 static int describe(hvd_request *req, int type, const char *name, const hvd_opts *o) {
-  memset(req, 0, sizeof *req);
   req->type = (uint8_t)type;
   req->prescale = o->prescale_factor;
   req->postscale = o->postscale_factor;
