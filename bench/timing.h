@@ -27,6 +27,15 @@ static int bench_iters(size_t bytes) {
   return k < 1 ? 1 : k > 1000 ? 1000 : (int)k;
 }
 
+/* How long a job allreduces untimed before its first measurement.  A job's
+ * first tens of milliseconds are not its steady state: its ranks may
+ * start on one core (the last wake-ups of start-up put them there) until
+ * the scheduler spreads them, which made hvd's first size 3.3 us instead
+ * of 0.8 in 2 runs of 3.  Both programs settle the same way: 8-byte
+ * allreduces until every rank has spent this long (the flag is itself
+ * reduced with MAX, so every rank stops at the same call). */
+#define BENCH_SETTLE_S 0.05
+
 /* qsort order for doubles. */
 static int by_value(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

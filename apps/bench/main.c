@@ -5,7 +5,8 @@
  *                          [--direct] [--csv] [--steps] [--transport shm|tcp]
  *                          [--algorithm auto|ring|recursive_doubling|rabenseifner|shm]
  *
- * Per size: warm-up runs, then --batches batches of --iters runs each.  A
+ * First BENCH_SETTLE_S of untimed allreduces (bench/timing.h).  Per size:
+ * warm-up runs, then --batches batches of --iters runs each.  A
  * batch's time is the mean over its runs of the time spent inside the
  * collective (filling inputs and checking outputs happen between runs,
  * untimed), and its slowest rank's mean counts; the reported time is the
@@ -254,9 +255,21 @@ static void print_row(const options *o, bench_op op, size_t bytes, double s, dou
   fflush(stdout);
 }
 
+/* bench/timing.h's BENCH_SETTLE_S, before the first measurement. */
+static int settle_in(hvd_comm *direct) {
+  double t0 = now_s();
+  for (float done = 0; !done;) {
+    done = now_s() - t0 >= BENCH_SETTLE_S;
+    int rc = direct ? hvd__allreduce(direct, &done, &done, 1, HVD_FLOAT32, HVD_MAX)
+                    : hvd_allreduce(&done, &done, 1, HVD_FLOAT32, HVD_MAX, "bench.settle");
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
 static int bench_all(const options *o, hvd_comm *direct, int rank, int n) {
   void *in = malloc(o->max_bytes), *out = malloc(o->max_bytes);
-  int rc = in && out ? 0 : HVD_E_NOMEM;
+  int rc = in && out ? settle_in(direct) : HVD_E_NOMEM;
   if (rc < 0) fprintf(stderr, "hvd-bench: out of memory for 2 x %zu bytes\n", o->max_bytes);
   if (rc == 0 && o->csv && rank == 0)
     printf("op,bytes,time_us,algbw_GBps,busbw_GBps%s\n", o->steps ? ",steps" : "");
