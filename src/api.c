@@ -278,6 +278,13 @@ int hvd__cycle_counts(uint64_t *fast, uint64_t *full) {
   return 0;
 }
 
+int hvd__watch_count(uint64_t *watched) {
+  HVD__CHECK(enter("hvd__watch_count"));
+  *watched = hvd__engine_watched(ctx.engine);
+  leave();
+  return 0;
+}
+
 int hvd__rider_count(uint64_t *rode) {
   uint64_t fast, full;
   HVD__CHECK(enter("hvd__rider_count"));

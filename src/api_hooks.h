@@ -33,6 +33,9 @@ int hvd__cycle_counts(uint64_t *fast, uint64_t *full);
 /* For tests: tensors reduced on the fast path's exchange (engine/rider.c). */
 int hvd__rider_count(uint64_t *rode);
 
+/* For tests: the running engine's hvd__engine_watched. */
+int hvd__watch_count(uint64_t *watched);
+
 /* For tests: the running engine's hvd__engine_tune_history. */
 int hvd__tune_history(hvd_tune_change *out, int cap);
 

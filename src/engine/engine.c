@@ -23,6 +23,7 @@
  *     rank is not in, shutdown, stalls) go on.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,7 @@ void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg) {
   int complete = --o->remaining == 0;
   if (complete) o->done = 1;
   hvd_callback cb = complete ? o->cb : NULL;
+  if (complete) atomic_fetch_add_explicit(&e->completions, 1, memory_order_relaxed);
   if (complete && !cb) pthread_cond_broadcast(&e->cond); /* its waiter */
   pthread_mutex_unlock(&e->lock);
   if (!cb) return;
@@ -317,24 +319,25 @@ static void drive(hvd_engine *e) {
 }
 
 /* Under lock: takes the role and runs one cycle if nobody drives and a
- * cycle is due; else waits on cond until one may be due or something
- * changes.  Callers loop on it until what they wait for happened. */
-static void drive_or_wait(hvd_engine *e, pthread_cond_t *cond) {
+ * cycle is due (1); else waits on cond until one may be due or something
+ * changes (0).  Callers loop on it until what they wait for happened. */
+static int drive_or_wait(hvd_engine *e, pthread_cond_t *cond) {
   if (e->finished) {
     pthread_cond_wait(cond, &e->lock);
-    return;
+    return 0;
   }
   if (e->driving) { /* a period at most: the driver need not wake us */
     timed_wait(cond, &e->lock, now_ns() + (uint64_t)(e->cycle_ms * 1e6) + 1000);
-    return;
+    return 0;
   }
   uint64_t due = when_due(e);
   if (due > now_ns()) {
     timed_wait(cond, &e->lock, due);
-    return;
+    return 0;
   }
   e->driving = 1;
   drive(e);
+  return 1;
 }
 
 /* Under lock: whether an enqueue should wake the engine's thread: nobody
@@ -344,11 +347,47 @@ static int wants_wakeup(const hvd_engine *e) {
   return !e->driving && !e->pending_head && e->unsent.n == e->nheld;
 }
 
+/* watch_for_work()'s while: about what a wake-up costs here, several
+ * times over. */
+#define WATCH_NS 50000
+
+static int size_fits_cores(int size) { return size <= hvd__cpus(); }
+
+/* Under lock, on the engine's thread, nothing due: after a cycle it ran
+ * that completed an operation, watch a while for the next enqueue that wants
+ * this thread before sleeping.  A loop of small operations each waited
+ * at once from Python (whose waits poll rather than drive: the main
+ * thread must stay responsive to Ctrl-C, python/_C/wait.c) then has its
+ * next one taken at once instead of after a wake-up, tens of
+ * microseconds.  Not after heartbeats (nothing completed), and not when
+ * ranks outnumber cores (the watch would take a core from them). */
+static void watch_for_work(hvd_engine *e, uint32_t completions) {
+  if (!e->watch_ns ||
+      atomic_load_explicit(&e->completions, memory_order_relaxed) == completions)
+    return;
+  uint32_t kicks = atomic_load_explicit(&e->kicks, memory_order_relaxed);
+  pthread_mutex_unlock(&e->lock);
+  uint64_t until = now_ns() + (uint64_t)e->watch_ns;
+  for (int i = 1; atomic_load_explicit(&e->kicks, memory_order_relaxed) == kicks; i++) {
+    if (i % 64 == 0 && now_ns() > until) {
+      pthread_mutex_lock(&e->lock);
+      return;
+    }
+    if (i % 16 == 0) sched_yield(); /* a peer's thread may share our core */
+  }
+  atomic_fetch_add_explicit(&e->watched, 1, memory_order_relaxed);
+  pthread_mutex_lock(&e->lock);
+}
+
 static void *engine_main(void *arg) {
   hvd_engine *e = arg;
   hvd__log_set_rank(e->rank);
   pthread_mutex_lock(&e->lock);
-  while (!e->finished) drive_or_wait(e, &e->work);
+  while (!e->finished) {
+    uint32_t completions = atomic_load_explicit(&e->completions, memory_order_relaxed);
+    if (drive_or_wait(e, &e->work) && !e->finished && !e->driving && when_due(e) > now_ns())
+      watch_for_work(e, completions);
+  }
   e->stopped = 1;
   pthread_cond_broadcast(&e->cond);
   pthread_mutex_unlock(&e->lock);
@@ -472,6 +511,7 @@ int hvd__engine_start(hvd_comm *global, hvd_engine **out) {
   hvd_engine *e;
   HVD__CHECK(hvd__engine_alloc(global->rank, global->size, 0, &e));
   e->global = global;
+  e->watch_ns = size_fits_cores(global->size) ? WATCH_NS : 0;
   int rc = read_config(e);
   if (rc == 0) rc = agree_on_config(e); /* and builds the hierarchy */
   if (rc == 0) rc = hvd__tuning_start(e);
@@ -587,7 +627,10 @@ hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_
       e->queue_tail = &ens[i]->next;
       hvd__index_add(&e->inflight, &ens[i]->inflight, ens[i]->key);
     }
-    if (!will_wait && wants_wakeup(e)) pthread_cond_signal(&e->work);
+    if (!will_wait && wants_wakeup(e)) {
+      atomic_fetch_add_explicit(&e->kicks, 1, memory_order_relaxed);
+      pthread_cond_signal(&e->work);
+    }
   }
   pthread_mutex_unlock(&e->lock);
   if (rc < 0)
@@ -662,6 +705,10 @@ void hvd__engine_cycle_counts(hvd_engine *e, uint64_t *fast, uint64_t *full, uin
   *fast = atomic_load_explicit(&e->fast_tensors, memory_order_relaxed);
   *full = atomic_load_explicit(&e->full_cycles, memory_order_relaxed);
   if (rode) *rode = atomic_load_explicit(&e->rider_tensors, memory_order_relaxed);
+}
+
+uint64_t hvd__engine_watched(hvd_engine *e) {
+  return atomic_load_explicit(&e->watched, memory_order_relaxed);
 }
 
 int hvd__engine_pset_info(hvd_engine *e, int id, int *rank, int *size) {

@@ -94,6 +94,9 @@ int hvd__engine_set_timeline(hvd_engine *e, hvd_timeline *tl);
  * exchange (rider.c; rode may be NULL), for tests (api_hooks.h asks the
  * running engine). */
 void hvd__engine_cycle_counts(hvd_engine *e, uint64_t *fast, uint64_t *full, uint64_t *rode);
+/* For tests: enqueues the engine's thread took while it watched for work
+ * after a cycle (engine.c), instead of being woken for them. */
+uint64_t hvd__engine_watched(hvd_engine *e);
 
 /* One change of the autotuned settings, applied at `cycle`. */
 typedef struct {

@@ -131,6 +131,12 @@ struct hvd_engine {
   struct entry *spare_entries;
   op *spare_ops;
   int nspare_entries, nspare_ops;
+  /* Enqueues that asked for the engine's thread, and operations completed
+   * (engine.c: the thread watches the first a while after it completed
+   * one of the second).  Atomic: it reads them without the lock. */
+  _Atomic uint32_t kicks, completions;
+  _Atomic uint64_t watched; /* watches a kick ended, for tests */
+  int64_t watch_ns; /* how long; 0: never (ranks outnumber cores) */
   /* hvd_start_timeline / hvd_stop_timeline: the timeline to switch to at
    * the next cycle (tl_swap set), and how many switches were asked for
    * and done. */

@@ -66,6 +66,11 @@ hvd_add_mpi_test(test_cache_path 1 2 4)
 # A small cached allreduce riding the fast path's exchange: the collective's
 # bits (shm's rank order, recursive doubling's tree), fused, wrong guesses.
 hvd_add_mpi_test(test_fast_rider 2 3 4)
+# After a cycle that completed something, the engine's thread watches for
+# the next enqueue a while (Python's waits poll, they do not drive): it
+# takes some of a polled loop's operations with a core per rank (np 2 on
+# CI's 2 cores), never with more ranks than cores (np 4).
+hvd_add_mpi_test(test_engine_watch 2 4)
 # The shm allreduce reading the other ranks' buffers (process_vm_readv)
 # gives the windows' bits; a rank that refuses it turns it off.
 hvd_add_mpi_test(test_single_copy 2)
