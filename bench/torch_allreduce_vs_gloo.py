@@ -7,7 +7,8 @@ HOROVOD_SIZE (set by hvdrun) at 127.0.0.1 on a free port that rank 0 picks
 and shares with hvd.broadcast_object.  For each size the two are timed
 alternately (so drifts of this shared machine hit both), each call after a
 barrier, in place, op sum.  A call's time is the slowest rank's; the table
-shows medians.  Rank 0 prints a Markdown table.
+shows medians (with --loop N, of N calls back to back, per call).  Rank 0
+prints a Markdown table.
 """
 import argparse
 import os
@@ -25,6 +26,9 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--min-bytes", type=int, default=4 << 10)
 parser.add_argument("--max-bytes", type=int, default=64 << 20)
 parser.add_argument("--reps", type=int, default=0, help="repetitions per size (0: by size)")
+parser.add_argument("--loop", type=int, default=1,
+                    help="calls back to back per timing (a loop of small calls, as metric "
+                         "averaging makes); the time shown is per call")
 
 
 def reps_for(nbytes):
@@ -52,8 +56,9 @@ def main():
     def timed(fn):
         dist.barrier()
         t0 = time.perf_counter()
-        fn()
-        return time.perf_counter() - t0
+        for _ in range(args.loop):
+            fn()
+        return (time.perf_counter() - t0) / args.loop
 
     rows = []
     nbytes = args.min_bytes
@@ -78,8 +83,9 @@ def main():
         nbytes *= 4
 
     if rank == 0:
-        print("np %d, float32, op sum, in place, %d cores, median of the slowest rank per call"
-              % (size, os.cpu_count()))
+        print("np %d, float32, op sum, in place, %d cores, median of the slowest rank per call%s"
+              % (size, os.cpu_count(),
+                 ", %d calls back to back per timing" % args.loop if args.loop > 1 else ""))
         print()
         print("| size | hvd (ms) | gloo (ms) | hvd/gloo |")
         print("|---:|---:|---:|---:|")
