@@ -47,10 +47,26 @@
 #define SPARES_MAX 64
 #endif
 
-static entry *spare_entry(hvd_engine *e) {
-  entry *en = e->spare_entries;
-  if (en) e->spare_entries = en->next, e->nspare_entries--;
-  return en;
+static void *spares_take(spare_list *s) {
+  spare_link *x = s->head;
+  if (x) s->head = x->next, s->n--;
+  return x;
+}
+
+/* Keeps p, or frees it when SPARES_MAX are kept already. */
+static void spares_keep(spare_list *s, void *p) {
+  if (s->n >= SPARES_MAX) {
+    free(p);
+    return;
+  }
+  spare_link *x = p;
+  x->next = s->head;
+  s->head = x;
+  s->n++;
+}
+
+static void spares_free(spare_list *s) {
+  for (void *p; (p = spares_take(s));) free(p);
 }
 
 /* What an entry owns besides itself. */
@@ -61,40 +77,9 @@ static void entry_clear(entry *en) {
   en->w.ready = NULL, en->sendcounts = NULL, en->ranks = NULL;
 }
 
-/* Takes a cleared entry back. */
-static void entry_recycle(hvd_engine *e, entry *en) {
-  if (e->nspare_entries >= SPARES_MAX) {
-    free(en);
-    return;
-  }
-  en->next = e->spare_entries;
-  e->spare_entries = en;
-  e->nspare_entries++;
-}
-
 static op *op_alloc(hvd_engine *e) {
-  op *o = e->spare_ops;
-  if (!o) return calloc(1, sizeof *o);
-  e->spare_ops = o->next_spare, e->nspare_ops--;
-  memset(o, 0, sizeof *o);
-  return o;
-}
-
-static void op_recycle(hvd_engine *e, op *o) {
-  free(o->msg);
-  if (e->nspare_ops >= SPARES_MAX) {
-    free(o);
-    return;
-  }
-  o->next_spare = e->spare_ops;
-  e->spare_ops = o;
-  e->nspare_ops++;
-}
-
-static void spares_free(hvd_engine *e) {
-  for (entry *en; (en = spare_entry(e));) free(en);
-  for (op *o; (o = e->spare_ops);) e->spare_ops = o->next_spare, free(o);
-  e->nspare_ops = 0;
+  op *o = spares_take(&e->spare_ops);
+  return o ? memset(o, 0, sizeof *o) : calloc(1, sizeof *o);
 }
 
 /* ---- handles (under lock) ---- */
@@ -150,7 +135,8 @@ static void op_release(hvd_engine *e, op *o) {
   uint32_t slot = (uint32_t)((uint64_t)o->id & 0xffffffffu) - 1;
   e->ops[slot] = NULL;
   if (slot < e->free_slot_hint) e->free_slot_hint = slot;
-  op_recycle(e, o);
+  free(o->msg);
+  spares_keep(&e->spare_ops, o);
 }
 
 /* ---- completion ---- */
@@ -174,7 +160,7 @@ void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg) {
   pthread_mutex_lock(&e->lock);
   inflight_remove(e, en);
   op *o = en->op;
-  entry_recycle(e, en);
+  spares_keep(&e->spare_entries, en);
   if (status < 0 && o->status == 0) {
     o->status = status;
     o->msg = strdup(msg ? msg : "");
@@ -453,7 +439,8 @@ void hvd__engine_dealloc(hvd_engine *e) {
   hvd__timeline_close(e->tl);
   hvd__timeline_close(e->tl_next);
   hvd__psets_free(e);
-  spares_free(e);
+  spares_free(&e->spare_entries);
+  spares_free(&e->spare_ops);
   for (uint32_t i = 0; i < e->nops; i++)
     if (e->ops[i]) free(e->ops[i]->msg), free(e->ops[i]);
   free(e->ops);
@@ -604,7 +591,7 @@ hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_
   entry *spare = NULL;
   if (rc == 0 && n == 1) { /* groups allocate theirs */
     pthread_mutex_lock(&e->lock);
-    spare = spare_entry(e);
+    spare = spares_take(&e->spare_entries);
     pthread_mutex_unlock(&e->lock);
   }
   for (int i = 0; rc == 0 && i < n; i++) rc = entry_new(&works[i], e->size, spare, &ens[i]);

@@ -40,8 +40,17 @@ typedef struct op {
   int64_t value;  /* join: last rank; process set add: its id */
   hvd_callback cb;
   void *cb_arg;
-  struct op *next_spare; /* e->spare_ops */
 } op;
+
+/* Dead objects of one type kept for reuse (engine.c), linked through
+ * their own first bytes: nothing else reads them while they are here. */
+typedef struct spare_link {
+  struct spare_link *next;
+} spare_link;
+typedef struct {
+  spare_link *head;
+  int n;
+} spare_list;
 
 /* One tensor of this rank, from enqueue to completion. */
 typedef struct entry {
@@ -128,9 +137,7 @@ struct hvd_engine {
   /* Finished entries and released handles kept for the next enqueue:
    * otherwise each collective costs a calloc and a free of both, a fifth
    * of a small allreduce's time in the engine (engine.c). */
-  struct entry *spare_entries;
-  op *spare_ops;
-  int nspare_entries, nspare_ops;
+  spare_list spare_entries, spare_ops;
   /* Enqueues that asked for the engine's thread, and operations completed
    * (engine.c: the thread watches the first a while after it completed
    * one of the second).  Atomic: it reads them without the lock. */
