@@ -505,44 +505,41 @@ static void test_small_vectors_in_the_sync(void **state) {
   free(s);
 }
 
-/* Rank 1 sends 8 floats, the others 4: both fit a sync. */
-static int small_uneven(hvd_comm *c, int r, void *arg) {
-  (void)arg;
-  float v[8] = {0};
-  return hvd__allreduce(c, v, v, r == 1 ? 8 : 4, HVD_FLOAT32, HVD_SUM);
+/* Rank 1 allreduces twice as many elements as the others: *arg floats
+ * (100 when NULL). */
+static int allreduce_uneven(hvd_comm *c, int r, void *arg) {
+  size_t n = arg ? *(const size_t *)arg : 100;
+  float v[200] = {0};
+  return hvd__allreduce(c, v, v, r == 1 ? 2 * n : n, HVD_FLOAT32, HVD_SUM);
 }
 
-static void test_small_mismatch_names_the_rank(void **state) {
-  (void)state;
+/* Every one of 3 ranks fails with a mismatch when rank 1 allreduces 2n
+ * floats and the others n: rank 0 names rank 1 and its collective, rank 1
+ * names its own (both given as "allreduce of B bytes"). */
+static void mismatch_names_the_rank(size_t n, const char *theirs, const char *ours) {
   job j;
   thread_arg t[MAX_RANKS];
   job_start(&j, 3, 10000);
-  run_ranks(&j, small_uneven, NULL, -1, t);
+  run_ranks(&j, allreduce_uneven, &n, -1, t);
   for (int r = 0; r < 3; r++) assert_int_equal(t[r].rc, HVD_E_MISMATCH);
-  assert_non_null(strstr(t[0].err, "rank 1 is at collective #1, allreduce of 32 bytes"));
-  assert_non_null(strstr(t[1].err, "this rank at #1, allreduce of 32 bytes of float32"));
+  assert_non_null(strstr(t[0].err, theirs));
+  assert_non_null(strstr(t[1].err, ours));
   job_end(&j);
+}
+
+/* 4 and 8 floats: both fit a sync. */
+static void test_small_mismatch_names_the_rank(void **state) {
+  (void)state;
+  mismatch_names_the_rank(4, "rank 1 is at collective #1, allreduce of 32 bytes",
+                          "this rank at #1, allreduce of 32 bytes of float32");
 }
 
 /* ---- failures ---- */
 
-/* Rank 1 allreduces twice as many elements as the others. */
-static int allreduce_uneven(hvd_comm *c, int r, void *arg) {
-  (void)arg;
-  float v[200] = {0};
-  return hvd__allreduce(c, v, v, r == 1 ? 200 : 100, HVD_FLOAT32, HVD_SUM);
-}
-
 static void test_mismatch_names_the_rank(void **state) {
   (void)state;
-  job j;
-  thread_arg t[MAX_RANKS];
-  job_start(&j, 3, 10000);
-  run_ranks(&j, allreduce_uneven, NULL, -1, t);
-  for (int r = 0; r < 3; r++) assert_int_equal(t[r].rc, HVD_E_MISMATCH);
-  assert_non_null(strstr(t[0].err, "rank 1 is at collective #1, allreduce of 800 bytes"));
-  assert_non_null(strstr(t[1].err, "this rank at #1, allreduce of 800 bytes of float32"));
-  job_end(&j);
+  mismatch_names_the_rank(100, "rank 1 is at collective #1, allreduce of 800 bytes",
+                          "this rank at #1, allreduce of 800 bytes of float32");
 }
 
 static void test_absent_rank_times_out(void **state) {
