@@ -177,7 +177,6 @@ static int max_over_ranks(hvd_comm *direct, double *v) {
   return hvd_allreduce(v, v, 1, HVD_FLOAT64, HVD_MAX, "bench.time");
 }
 
-
 /* The rounds this rank has made so far (comm.h's steps). */
 static uint64_t steps_now(const bench_case *c) {
   return c->direct ? c->direct->steps : hvd__steps();
@@ -269,8 +268,10 @@ static int settle_in(hvd_comm *direct) {
 
 static int bench_all(const options *o, hvd_comm *direct, int rank, int n) {
   void *in = malloc(o->max_bytes), *out = malloc(o->max_bytes);
-  int rc = in && out ? settle_in(direct) : HVD_E_NOMEM;
+  int rc = in && out ? 0 : HVD_E_NOMEM;
   if (rc < 0) fprintf(stderr, "hvd-bench: out of memory for 2 x %zu bytes\n", o->max_bytes);
+  if (rc == 0 && (rc = settle_in(direct)) < 0)
+    fprintf(stderr, "hvd-bench: settling in on rank %d: %s\n", rank, hvd_last_error());
   if (rc == 0 && o->csv && rank == 0)
     printf("op,bytes,time_us,algbw_GBps,busbw_GBps%s\n", o->steps ? ",steps" : "");
   for (int op = 0; rc == 0 && op < OP__COUNT; op++) {

@@ -146,15 +146,15 @@ int hvd__allgather(hvd_comm *c, const void *sbuf, size_t count, size_t esize, vo
 /* Blocks of the same size everywhere: no counts to exchange.  On shared
  * memory one sync through the windows when a block fits one. */
 static int equal_body(hvd_comm *c, uint32_t tag, size_t bytes, char *rbuf) {
-  int n = c->size;
+  int n = c->size, shm = hvd__shm_usable(c);
   hvd_sync_stamp stamp = {tag, hvd__shm_kind(HVD_SHM_ALLGATHER, 0, 0), bytes};
-  if (hvd__shm_usable(c) && hvd__shm_small(c, bytes)) { /* in the sync itself */
+  if (shm && hvd__shm_small(c, bytes)) { /* in the sync itself */
     HVD__CHECK(hvd__shm_sync_small(c, &stamp, rbuf + (size_t)c->rank * bytes, bytes));
     for (int i = 0; i < n; i++)
       if (i != c->rank) memcpy(rbuf + (size_t)i * bytes, hvd__shm_synced(c, i), bytes);
     return 0;
   }
-  if (hvd__shm_usable(c) && bytes <= c->xport->window_bytes) {
+  if (shm && bytes <= c->xport->window_bytes) {
     uint64_t w = hvd__shm_take_windows(c, 1);
     memcpy(hvd__shm_window(c, c->rank, w), rbuf + (size_t)c->rank * bytes, bytes);
     HVD__CHECK(hvd__shm_sync(c, &stamp));
