@@ -49,6 +49,9 @@ uint64_t hvd__deadline_in(int64_t ms); /* now + ms; ms < 0 means "never" */
 int hvd__ms_left(uint64_t deadline);
 /* The CPUs this process may run on (its affinity mask; at least 1). */
 int hvd__cpus(void);
+/* Whether `ranks` processes on this host each have a core of their own
+ * (as many CPUs as ranks): then a waiting thread may spin a while. */
+int hvd__core_each(int ranks);
 #define HVD__NEVER UINT64_MAX
 
 /* ---- Logging (log.c) ----

@@ -126,3 +126,5 @@ int hvd__cpus(void) {
   int n = CPU_COUNT(&set);
   return n > 0 ? n : 1;
 }
+
+int hvd__core_each(int ranks) { return ranks <= hvd__cpus(); }

@@ -219,7 +219,7 @@ static int connect_all(const hvd_job *job, met *m, uint64_t deadline, long timeo
   cfg.peers = peers;
   cfg.connect_deadline = deadline;
   cfg.timeout_ms = (int)(timeout_s * 1000);
-  cfg.spin_us = job->local_size <= hvd__cpus() ? TCP_SPIN_US : 0;
+  cfg.spin_us = hvd__core_each(job->local_size) ? TCP_SPIN_US : 0;
   rc = hvd__tcp_create(&cfg, &tcp); /* owns the listener from here, even on failure */
   m->listen_fd = -1;
   if (rc < 0)

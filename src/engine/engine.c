@@ -337,8 +337,6 @@ static int wants_wakeup(const hvd_engine *e) {
  * times over. */
 #define WATCH_NS 50000
 
-static int size_fits_cores(int size) { return size <= hvd__cpus(); }
-
 /* Under lock, on the engine's thread, nothing due: after a cycle it ran
  * that completed an operation, watch a while for the next enqueue that wants
  * this thread before sleeping.  A loop of small operations each waited
@@ -346,7 +344,8 @@ static int size_fits_cores(int size) { return size <= hvd__cpus(); }
  * thread must stay responsive to Ctrl-C, python/_C/wait.c) then has its
  * next one taken at once instead of after a wake-up, tens of
  * microseconds.  Not after heartbeats (nothing completed), and not when
- * ranks outnumber cores (the watch would take a core from them). */
+ * the ranks of this host outnumber its cores (the watch would take a
+ * core from them). */
 static void watch_for_work(hvd_engine *e, uint32_t completions) {
   if (!e->watch_ns ||
       atomic_load_explicit(&e->completions, memory_order_relaxed) == completions)
@@ -498,7 +497,8 @@ int hvd__engine_start(hvd_comm *global, hvd_engine **out) {
   hvd_engine *e;
   HVD__CHECK(hvd__engine_alloc(global->rank, global->size, 0, &e));
   e->global = global;
-  e->watch_ns = size_fits_cores(global->size) ? WATCH_NS : 0;
+  /* the ranks of this host, not of the job: those are who share its cores */
+  e->watch_ns = hvd__core_each(global->place.local_size) ? WATCH_NS : 0;
   int rc = read_config(e);
   if (rc == 0) rc = agree_on_config(e); /* and builds the hierarchy */
   if (rc == 0) rc = hvd__tuning_start(e);

@@ -708,7 +708,7 @@ int hvd__shm_transport_new(seg_hdr *seg, int size, size_t cap, int rank, int tim
     t->pids[p] = atomic_load_explicit(&t->ranks[p].pid, memory_order_acquire);
   }
   t->reports_seen = atomic_load_explicit(&seg->reports, memory_order_acquire);
-  int own_core = size <= hvd__cpus();
+  int own_core = hvd__core_each(size); /* the segment's ranks share this host */
   t->spin_pauses = own_core ? SPIN_PAUSES_OWN_CORE : 0;
   t->spin_yields = own_core ? SPIN_YIELDS_OWN_CORE : SPIN_YIELDS_SHARED;
   *out = &t->base;

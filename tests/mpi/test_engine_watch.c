@@ -10,7 +10,7 @@
  * With a core for every rank the engine's thread must have taken some of
  * them while it watched (counted through the internal hvd__watch_count);
  * with more ranks than cores it must never watch.  Linked with libhvd's
- * objects for hvd__watch_count() and hvd__cpus().
+ * objects for hvd__watch_count() and hvd__core_each().
  */
 #include <sched.h>
 
@@ -45,7 +45,7 @@ int main(void) {
   for (int i = 0; i < LOOPS; i++) polled_allreduce(i);
   uint64_t watched = 0;
   CALL(hvd__watch_count(&watched));
-  if (size <= hvd__cpus())
+  if (hvd__core_each(hvd_local_size()))
     CHECK(watched > 0, "a core per rank (%d ranks, %d cores): none of %d operations was taken "
           "while the engine's thread watched", size, hvd__cpus(), LOOPS);
   else
