@@ -32,10 +32,12 @@ def expected(n, scale, env):
 
 
 def pid_alive(pid):
-    """True while pid runs (a zombie counts as gone)."""
+    """True while pid runs (a zombie, or one reaped while we look, counts
+    as gone).  The state follows the name's closing parenthesis: a name
+    may hold spaces."""
     try:
         with open("/proc/%d/stat" % pid) as f:
-            return f.read().split()[2] != "Z"
+            return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
 

@@ -25,6 +25,7 @@ import time
 
 import pytest
 
+from fn_checks import pid_alive
 from hvd.runner import relay_wire as wire
 from hvd.runner.relay import parse_ssh_argv
 from hvd.runner.registry import LOST_S, Registry
@@ -77,15 +78,6 @@ def relay(reg, host, command, path=None, **kw):
     argv += ["-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", host, command]
     return subprocess.Popen(argv, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, **kw)
-
-
-def pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open("/proc/%d/stat" % pid) as f:
-        return f.read().split(")")[-1].split()[0] != "Z"
 
 
 def read_pid(path):
