@@ -27,7 +27,7 @@ BUILD=build-gpu
 CARRY=$BUILD/carry
 # The programs, as paths in the build tree.
 PROGRAMS=(tests/test_cuda_loader tests/test_gpu_staging tests/test_gpu_nccl
-  tests/test_staged_allreduce tests/test_device_staged tests/test_device_nccl hvdrun)
+  tests/test_staged_allreduce tests/test_device_staged tests/test_device_nccl hvdrun hvd-bench)
 # hvd.torch's CUDA tests (pytest in every rank, through hvdrun).
 TORCH_TESTS=tests/python/test_torch_cuda.py
 # The GPU machine's Python: hvd._C is a CPython extension, built for it.
@@ -94,6 +94,9 @@ pack() {
     cp "$BUILD/$p" "$CARRY/bin/"
     libs_to_carry "$BUILD/$p" | xargs -r cp -L -t "$CARRY/lib/"
   done
+  # for bench/shm-ceiling on the GPU machine's cores (docs/algorithms.md)
+  cc -O2 -o "$CARRY/bin/memcpy_bw" bench/memcpy_bw.c ||
+    { echo "gpu-check.sh --pack: bench/memcpy_bw.c failed" >&2; exit 1; }
   rm -f "$BUILD"/python/hvd/_C*.so # one built for another Python before
   build_python "$py" || { echo "gpu-check.sh --pack: hvd._C for $py failed" >&2; exit 1; }
   mkdir -p "$CARRY/python"
