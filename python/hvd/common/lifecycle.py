@@ -1,11 +1,10 @@
 """Joining and leaving the job, and process-set arithmetic, shared by the
-framework bindings (hvd.tensorflow, hvd.jax; hvd.torch keeps its own copy
-for now).
+framework bindings (hvd.torch, hvd.tensorflow, hvd.jax).
 
 init() and shutdown() are horovod.common's (HorovodBasics): init joins the
 job its launcher started (hvdrun, mpirun, srun; alone without one) and
 registers process sets; shutdown runs at exit.  A binding passes hooks to
-run after init and before shutdown (its own per-job state).  The set_*
+run after init and before or after shutdown (its own per-job state).  The set_*
 helpers turn a ProcessSet into what the native layer takes, with
 Horovod's errors.
 """
@@ -14,12 +13,13 @@ import atexit
 from hvd import _C
 from hvd.common import process_sets as _process_sets
 
-__all__ = ["init", "shutdown", "on_init", "on_shutdown", "set_id", "set_size", "set_rank",
-           "set_rank_of"]
+__all__ = ["init", "shutdown", "on_init", "on_shutdown", "after_shutdown", "set_id",
+           "set_size", "set_rank", "set_rank_of"]
 
 _atexit_registered = False
 _after_init = []
 _before_shutdown = []
+_after_shutdown = []
 
 
 def on_init(fn):
@@ -28,16 +28,29 @@ def on_init(fn):
 
 
 def on_shutdown(fn):
-    """Runs fn() at every shutdown()."""
+    """Runs fn() at every shutdown(), before the job is left."""
     _before_shutdown.append(fn)
+
+
+def after_shutdown(fn):
+    """Runs fn() at every shutdown(), once the job is left (what the
+    shutdown failed is complete by then)."""
+    _after_shutdown.append(fn)
 
 
 def init(comm=None, process_sets=None):
     """Joins the job its launcher started: hvdrun, mpirun, srun (a job of one
-    process without any).  comm: None (the whole job), an mpi4py
-    communicator, or a list of the job's ranks that form a job of their
-    own.  process_sets: ProcessSet objects to register now, or
-    "dynamic"/None.  Calling init() again is harmless."""
+    process without any).
+
+    comm: None (the whole job); an mpi4py communicator (the job of its ranks;
+    needs a build with MPI; every rank of it calls init); or a list of ranks
+    of the job, which become ranks 0, 1, ... of a job of their own (under
+    MPI, a sub-communicator of MPI_COMM_WORLD that only they need to call;
+    otherwise every rank of the job calls init with the same list, and a
+    rank it leaves out gets ValueError).
+    process_sets: ProcessSet objects to register now (every rank passes the
+    same list), or "dynamic"/None.  Calling init() again is harmless.
+    shutdown() runs at exit, as in Horovod."""
     global _atexit_registered
     if comm is None:
         _C.init()
@@ -61,6 +74,8 @@ def shutdown():
     for fn in _before_shutdown:
         fn()
     _C.shutdown()
+    for fn in _after_shutdown:
+        fn()
     _process_sets._teardown()
 
 

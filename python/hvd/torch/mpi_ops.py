@@ -26,7 +26,6 @@ The engine's copies of a CUDA tensor wait, on the device, for the work
 queued on the device's current stream before the call (an event hvd
 records there: _stream); neither this thread nor that stream blocks.
 """
-import atexit
 import itertools
 import os
 import warnings
@@ -35,6 +34,7 @@ import numpy as np
 import torch
 
 from hvd import _C
+from hvd.common import lifecycle as _lifecycle
 from hvd.common import process_sets as _process_sets
 from hvd.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built,  # noqa: F401
                                gloo_enabled, mpi_built, mpi_enabled, mpi_threads_supported,
@@ -80,44 +80,10 @@ cross_size = _C.cross_size
 cross_rank = _C.cross_rank
 
 
-_atexit_registered = False
-
-
-def init(comm=None, process_sets=None):
-    """Joins the job its launcher started: hvdrun, mpirun, srun (a job of one
-    process without any).
-
-    comm: None (the whole job); an mpi4py communicator (the job of its ranks;
-    needs a build with MPI; every rank of it calls init); or a list of ranks
-    of the job, which become ranks 0, 1, ... of a job of their own (under
-    MPI, a sub-communicator of MPI_COMM_WORLD that only they need to call;
-    otherwise every rank of the job calls init with the same list, and a
-    rank it leaves out gets ValueError).
-    process_sets: ProcessSet objects to register now (every rank passes the
-    same list), or "dynamic"/None.  Calling init() again is harmless.
-    shutdown() runs at exit, as in Horovod."""
-    global _atexit_registered
-    if comm is None:
-        _C.init()
-    elif isinstance(comm, (list, tuple, range)):
-        _C.init_ranks([int(r) for r in comm])
-    elif hasattr(comm, "py2f"):
-        _C.init_comm(comm.py2f())
-    else:
-        raise ValueError("init(comm=...) takes an mpi4py communicator or a list of ranks, "
-                         "not %r" % type(comm).__name__)
-    if not _atexit_registered:
-        atexit.register(shutdown)
-        _atexit_registered = True
-    _process_sets._setup(process_sets)
-
-
-def shutdown():
-    """Leaves the job; init() may be called again afterwards."""
-    _C.shutdown()
-    # Dropping the native handles collects operations the shutdown failed.
-    _pending.clear()
-    _process_sets._teardown()
+init = _lifecycle.init
+shutdown = _lifecycle.shutdown
+# Dropping the native handles collects the operations the shutdown failed.
+_lifecycle.after_shutdown(lambda: _pending.clear())
 
 
 def start_timeline(file_path, mark_cycles=False):
