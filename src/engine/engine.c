@@ -385,9 +385,13 @@ static void *engine_main(void *arg) {
 static int cache_create(hvd_engine *e, uint32_t capacity) {
   hvd__cache_destroy(e->cache);
   free(e->held);
+  free(e->alone_next);
   e->cache = NULL;
   e->held = calloc(capacity ? capacity : 1, sizeof *e->held);
-  if (!e->held) return hvd__err(HVD_E_NOMEM, "allocating %u cache entries", (unsigned)capacity);
+  e->alone_next = calloc(capacity ? capacity : 1, sizeof *e->alone_next);
+  e->rider = e->alone_last = -1;
+  if (!e->held || !e->alone_next)
+    return hvd__err(HVD_E_NOMEM, "allocating %u cache entries", (unsigned)capacity);
   return hvd__cache_create(capacity, &e->cache);
 }
 
@@ -450,6 +454,7 @@ void hvd__engine_dealloc(hvd_engine *e) {
   hvd__device_close(e);
   hvd__nccl_close(e);
   free(e->held);
+  free(e->alone_next);
   free(e->ready);
   free(e->fast);
   free(e->rider_buf);
@@ -480,7 +485,6 @@ int hvd__engine_alloc(int rank, int size, uint32_t cache_capacity, hvd_engine **
   e->next_pset_id = 1;
   e->cycle_ms = 1;
   e->cache_on = 1;
-  e->rider = -1;
   e->joined = calloc((size_t)size, 1);
   e->join_cycle = calloc((size_t)size, sizeof *e->join_cycle);
   int rc = e->joined && e->join_cycle ? cache_create(e, cache_capacity)

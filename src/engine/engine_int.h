@@ -181,6 +181,8 @@ struct hvd_engine {
   uint8_t *fast;      /* the fast path's vector */
   size_t fast_cap;
   int64_t rider;      /* rider.c: the cache id that may ride the vector, or -1 */
+  int64_t alone_last; /* rider.c: the id that last ran alone on the fast path, or -1 */
+  uint32_t *alone_next; /* [cache capacity]: 1 + the id that ran alone next after each, 0 */
   size_t rider_max;   /* HOROVOD_FAST_PATH_RIDER_BYTES */
   uint8_t *rider_buf; /* the records gathered */
   size_t rider_cap;

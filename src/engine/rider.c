@@ -9,10 +9,13 @@
  * out to have sent them, every rank reduces them itself.
  *
  * Which tensor may ride must be known before the exchange, on every rank
- * alike, because it fixes the size of what the ranks exchange: it is the
- * last tensor that ran alone on the fast path (a loop calling the same
- * small allreduce, a metric, a loss), read from the response cache, which
- * every rank holds identically.  A rank that holds it sends its values
+ * alike, because it fixes the size of what the ranks exchange.  The guess
+ * is the tensor that ran alone on the fast path after the one that ran
+ * alone last, the last time that one did: a loop calling several small
+ * allreduces in turn (a loss, then each metric) rides every call once
+ * learned; one calling the same one rides it again.  Every rank learns it
+ * from the fast vector's agreed bits and the response cache, which every
+ * rank holds identically.  A rank that holds it sends its values
  * (scaled by its prescale factor, as execute.c would); a rank that does
  * not sends the same number of bytes, unread, and a 0 flag.  The vector
  * becomes an allgather of fixed-size records: one sync through the shm
@@ -75,9 +78,15 @@ static int64_t alone(const hvd_engine *e) {
 
 void hvd__rider_learn(hvd_engine *e) {
   int64_t id = alone(e);
+  if (id < 0) return;
+  if (e->alone_last >= 0) e->alone_next[e->alone_last] = (uint32_t)id + 1;
+  e->alone_last = id;
+  int64_t guess = e->alone_next[id] ? (int64_t)e->alone_next[id] - 1 : id;
   /* The same id again needs no second look: hvd__rider_id() checks it
    * before every exchange. */
-  if (id >= 0 && id != e->rider && rides(e, hvd__cache_get(e->cache, (uint32_t)id))) e->rider = id;
+  if (guess == e->rider) return;
+  if (rides(e, hvd__cache_get(e->cache, (uint32_t)guess))) e->rider = guess;
+  else if (id != e->rider && rides(e, hvd__cache_get(e->cache, (uint32_t)id))) e->rider = id;
 }
 
 /* The records gathered: the vectors' MIN into e->fast; 1 if every rank

@@ -15,10 +15,14 @@
  *   fused        the riding tensor enqueued with two others (one too big
  *                to ride): it rides, the others are reduced in one fused
  *                response around it, every result as in full negotiation.
- *   wrong guess  two tensors taking turns (the one expected to ride is
- *                never the one held), an empty tensor, and a rank arriving
- *                late (its flag is 0): nothing rides that should not,
- *                results exact.
+ *   in turn      two tensors taking turns ride once learned (the guess
+ *                is the one that ran alone after the last one, the last
+ *                time; before, the one that ran alone last, which was
+ *                never the one held): at least 4 of 12 calls ride.
+ *   wrong guess  a tensor followed by two others in turn (the guess after
+ *                it is always the other one), an empty tensor, and a rank
+ *                arriving late (its flag is 0): nothing rides that should
+ *                not, results exact.
  *
  * Run over shared memory (the shm allreduce's rank order) and TCP
  * (recursive doubling's tree; at np 3 with its fold-in).
@@ -105,7 +109,7 @@ static void run_cases(uint64_t *hashes, int riding) {
 }
 
 static void exact_sum(const char *name, size_t n) {
-  int32_t *x = malloc(n * sizeof *x);
+  int32_t *x = calloc(n ? n : 1, sizeof *x); /* read even when n is 0, as far as gcc knows */
   for (size_t i = 0; i < n; i++) x[i] = (rank + 1) * (int32_t)(i % 7 + 1);
   CALL(hvd_allreduce(x, x, n, HVD_INT32, HVD_SUM, name));
   size_t bad = 0;
@@ -169,9 +173,20 @@ static void test_fused(void) {
   for (int i = 0; i < 3; i++) free(buf[i]);
 }
 
-static void test_wrong_guess(void) {
+static void test_in_turn(void) {
   CALL(hvd_init());
-  for (int r = 0; r < 6; r++) exact_sum(r % 2 ? "a" : "b", 10 + (size_t)(r % 2));
+  for (int r = 0; r < 4; r++) exact_sum(r % 2 ? "a" : "b", 10 + (size_t)(r % 2));
+  uint64_t before = rode();
+  for (int r = 0; r < 12; r++) exact_sum(r % 2 ? "a" : "b", 10 + (size_t)(r % 2));
+  uint64_t n = rode() - before;
+  CHECK(n >= 4, "%llu of 12 calls of two tensors in turn rode", (unsigned long long)n);
+  CALL(hvd_shutdown());
+}
+
+static void test_wrong_guess(void) {
+  static const char *const turn[4] = {"a", "b", "a", "c"};
+  CALL(hvd_init());
+  for (int r = 0; r < 12; r++) exact_sum(turn[r % 4], 10 + (size_t)(r % 4));
   for (int r = 0; r < 4; r++) exact_sum("empty", 0); /* nothing to carry: never rides */
   for (int r = 0; r < 6; r++) {
     if (rank == size - 1) sleep_ms(20);
@@ -185,6 +200,7 @@ int main(void) {
   if (learn_job(&rank, &size) != 0) return 1;
   test_same_bits();
   test_fused();
+  test_in_turn();
   test_wrong_guess();
   return report_checks("test_fast_rider", rank, size, checks, failures);
 }
