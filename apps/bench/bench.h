@@ -32,7 +32,11 @@ typedef struct {
   int rank, size;
   hvd_comm *direct; /* NULL: the public API */
   void *in, *out;   /* buffers of at least `bytes` */
+  int names;        /* --names: the public allreduce's names taken in turn */
 } bench_case;
+
+/* --names: at most this many. */
+#define BENCH_NAMES_MAX 8
 
 const char *bench_op_name(bench_op op);
 int bench_op_parse(const char *name, bench_op *op);

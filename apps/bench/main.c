@@ -2,7 +2,7 @@
  * main.c -- hvd-bench: collective time, algbw and busbw per size.
  *
  *   hvdrun -np 4 hvd-bench [--op allreduce|...|all] [--min-bytes 8] [--max-bytes 256M]
- *                          [--direct] [--csv] [--steps] [--transport shm|tcp]
+ *                          [--direct] [--csv] [--steps] [--transport shm|tcp] [--names K]
  *                          [--algorithm auto|ring|recursive_doubling|rabenseifner|shm]
  *
  * First BENCH_SETTLE_S of untimed allreduces (bench/timing.h).  Per size:
@@ -32,6 +32,7 @@ typedef struct {
   size_t min_bytes, max_bytes;
   int iters, batches, warmup; /* iters 0: chosen per size */
   int direct, csv, steps;
+  int names;             /* --names */
   const char *algorithm; /* HOROVOD_ALLREDUCE_ALGORITHM's value */
   const char *transport; /* --transport; NULL: the library's choice */
   const char *used;      /* the transport actually built */
@@ -60,6 +61,8 @@ static void usage(FILE *f) {
           "  --batches N        batches per size; the median is reported (5)\n"
           "  --warmup N         untimed runs per size (2)\n"
           "  --direct           the collective layer alone, without the engine's negotiation\n"
+          "  --names K          the allreduce through the engine under K names in turn, as\n"
+          "                     a loop reducing a loss and its metrics (1; at most 8)\n"
           "  --csv              one line per size: op,bytes,time_us,algbw_GBps,busbw_GBps\n"
           "  --steps            also the rounds rank 0 made per run (sendrecvs and\n"
           "                     shared-memory syncs, negotiation included): a column\n"
@@ -130,10 +133,10 @@ static int parse_args(options *o, int argc, char **argv) {
       {"max-bytes", required_argument, 0, 'e'}, {"iters", required_argument, 0, 'n'},
       {"batches", required_argument, 0, 'B'},   {"warmup", required_argument, 0, 'w'},
       {"direct", no_argument, 0, 'd'},          {"csv", no_argument, 0, 'c'},
-      {"steps", no_argument, 0, 's'},
+      {"steps", no_argument, 0, 's'},          {"names", required_argument, 0, 'N'},
       {"transport", required_argument, 0, 't'}, {"algorithm", required_argument, 0, 'a'},
       {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
-  *o = (options){.min_bytes = 8, .max_bytes = 256u << 20, .batches = 5, .warmup = 2};
+  *o = (options){.min_bytes = 8, .max_bytes = 256u << 20, .batches = 5, .warmup = 2, .names = 1};
   int any_op = 0, c, rc = 0;
   while (rc == 0 && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (c) {
@@ -146,6 +149,7 @@ static int parse_args(options *o, int argc, char **argv) {
       case 'd': o->direct = 1; break;
       case 'c': o->csv = 1; break;
       case 's': o->steps = 1; break;
+      case 'N': rc = parse_int("--names", optarg, 1, &o->names); break;
       case 't': rc = set_transport(o, optarg); break;
       case 'a': rc = set_algorithm(o, optarg); break;
       case 'h': usage(stdout); return 1;
@@ -156,6 +160,14 @@ static int parse_args(options *o, int argc, char **argv) {
   }
   if (rc == 0 && optind < argc) {
     fprintf(stderr, "hvd-bench: unexpected argument '%s'\n", argv[optind]);
+    rc = -1;
+  }
+  if (rc == 0 && o->names > BENCH_NAMES_MAX) {
+    fprintf(stderr, "hvd-bench: --names %d: at most %d\n", o->names, BENCH_NAMES_MAX);
+    rc = -1;
+  }
+  if (rc == 0 && o->names > 1 && o->direct) {
+    fprintf(stderr, "hvd-bench: --names needs the engine (the collective layer has no names)\n");
     rc = -1;
   }
   if (rc == 0 && o->min_bytes > o->max_bytes) {
@@ -278,7 +290,7 @@ static int bench_all(const options *o, hvd_comm *direct, int rank, int n) {
     if (!o->ops[op]) continue;
     if (rank == 0) print_header(o, (bench_op)op, n);
     for (size_t bytes = o->min_bytes; rc == 0 && bytes <= o->max_bytes; bytes *= 2) {
-      bench_case c = {(bench_op)op, bytes, rank, n, direct, in, out};
+      bench_case c = {(bench_op)op, bytes, rank, n, direct, in, out, o->names};
       double s, steps;
       rc = measure(o, &c, &s, &steps);
       if (rc == 0 && rank == 0) print_row(o, (bench_op)op, bytes, s, steps, n);

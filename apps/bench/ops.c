@@ -143,11 +143,21 @@ void bench_fill(const bench_case *c) {
   }
 }
 
+/* The allreduce's name for this run: with --names K, K names in turn, as
+ * a loop reducing a loss and its metrics calls them. */
+static const char *allreduce_name(const bench_case *c) {
+  static const char *const turns[BENCH_NAMES_MAX] = {
+      "bench.allreduce",   "bench.allreduce.2", "bench.allreduce.3", "bench.allreduce.4",
+      "bench.allreduce.5", "bench.allreduce.6", "bench.allreduce.7", "bench.allreduce.8"};
+  static unsigned turn;
+  return c->names > 1 ? turns[turn++ % (unsigned)c->names] : turns[0];
+}
+
 static int run_public(const bench_case *c, size_t *counts) {
   size_t n = (size_t)c->size;
   switch (c->op) {
     case OP_ALLREDUCE:
-      return hvd_allreduce(c->out, c->out, floats(c), HVD_FLOAT32, HVD_SUM, "bench.allreduce");
+      return hvd_allreduce(c->out, c->out, floats(c), HVD_FLOAT32, HVD_SUM, allreduce_name(c));
     case OP_BROADCAST: return hvd_broadcast(c->out, c->bytes, HVD_UINT8, 0, "bench.broadcast");
     case OP_REDUCESCATTER:
       return hvd_reducescatter(c->in, c->out, floats(c), HVD_FLOAT32, HVD_SUM,

@@ -1,6 +1,8 @@
 """hvd-bench through hvdrun: every op, every power-of-two size, public and
 --direct paths, CSV as documented (op,bytes,time_us,algbw_GBps,busbw_GBps)
-with nccl-tests' bus factors; every --algorithm; bad flags are refused."""
+with nccl-tests' bus factors; every --algorithm; --names (several small
+allreduces in turn ride the fast path's exchange: one round per run);
+bad flags are refused."""
 import os
 import subprocess
 
@@ -65,11 +67,30 @@ def test_algorithm(hvdrun, bench, algorithm, direct):
     (["--op", "gather"], "--op 'gather'"),
     (["--max-bytes", "12Q"], "bad size '12Q'"),
     (["--min-bytes", "1M", "--max-bytes", "1K"], "larger than --max-bytes"),
+    (["--names", "0"], "--names '0': expected an integer >= 1"),
+    (["--names", "9"], "--names 9: at most 8"),
+    (["--names", "2", "--direct"], "--names needs the engine"),
 ])
 def test_bad_flags(bench, args, message):
     out = subprocess.run([bench] + args, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert message in out.stderr
+
+
+@pytest.mark.parametrize("names", [1, 3])
+def test_names_in_turn_ride(hvdrun, bench, names):
+    # The engine guesses which small tensor rides the fast path's exchange
+    # from the order they ran in (engine/rider.c): three names in turn ride
+    # as one does, one shared-memory sync per run (two when they did not).
+    args = [hvdrun, "-np", "2", bench, "--op", "allreduce", "--csv", "--steps", "--transport",
+            "shm", "--max-bytes", "64", "--batches", "3", "--iters", "60", "--names", str(names)]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = [l.split(":", 1)[1].split(",") for l in out.stdout.splitlines()
+            if l.startswith("[0]<stdout>:allreduce,")]
+    assert [int(r[1]) for r in rows] == [8, 16, 32, 64]
+    for r in rows:
+        assert float(r[5]) <= 1.5, "%s B: %s rounds per run" % (r[1], r[5])
 
 
 def test_direct_agrees_on_rank0s_algorithm(hvdrun, bench):

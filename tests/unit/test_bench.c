@@ -26,7 +26,7 @@ static int teardown(void **state) {
 }
 
 static void check_op(bench_op op, size_t bytes) {
-  bench_case c = {op, bytes, 0, 1, NULL, malloc(bytes), malloc(bytes)};
+  bench_case c = {op, bytes, 0, 1, NULL, malloc(bytes), malloc(bytes), 1};
   char why[256];
   bench_fill(&c);
   assert_int_equal(bench_run(&c), 0);
