@@ -499,8 +499,10 @@ static long send_step(shm_transport *t, half *h) {
 }
 
 /* Nothing to do: spin, then sleep a slice.  1: go on, 0: the deadline
- * passed, <0: a peer died. */
-static int idle(shm_transport *t, const waiter *w, int *spins, uint64_t deadline) {
+ * passed, <0: a peer died.  *deadline (0: not set yet) is set when the
+ * spinning ends: a wait that ends while spinning, as most do, reads no
+ * clock (a read is 20 ns, a twentieth of a small sync). */
+static int idle(shm_transport *t, const waiter *w, int *spins, uint64_t *deadline) {
   int n = (*spins)++;
   if (n < t->spin_pauses) {
     /* Even with a core for every rank the scheduler may put the peer on
@@ -515,7 +517,8 @@ static int idle(shm_transport *t, const waiter *w, int *spins, uint64_t deadline
     sched_yield();
     return 1;
   }
-  int ms = hvd__ms_left(deadline);
+  if (!*deadline) *deadline = hvd__deadline_in(t->timeout_ms);
+  int ms = hvd__ms_left(*deadline);
   if (ms == 0) return 0;
   beat(t, w->peer(t, w, 0));
   sleep_on(t, w, ms < WAIT_SLICE_MS ? ms : WAIT_SLICE_MS);
@@ -552,7 +555,7 @@ static int shm_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
     hvd__ring_msg_in(&r->m, rbuf, rlen);
   }
 
-  uint64_t deadline = hvd__deadline_in(t->timeout_ms);
+  uint64_t deadline = 0; /* set by idle(), again after any progress */
   int spins = 0;
   while (!half_done(s) || !half_done(r)) {
     long sent = half_done(s) ? 0 : send_step(t, s);
@@ -560,12 +563,12 @@ static int shm_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
     long got = half_done(r) ? 0 : recv_step(t, r, tag);
     if (got < 0) return (int)got;
     if (sent + got > 0) {
-      deadline = hvd__deadline_in(t->timeout_ms);
+      deadline = 0;
       spins = 0;
       continue;
     }
     if (news(t)) HVD__CHECK(peer_aborted(t, &x.w));
-    int rc = idle(t, &x.w, &spins, deadline);
+    int rc = idle(t, &x.w, &spins, &deadline);
     if (rc == 0) return exchange_timed_out(t, &x, tag);
     if (rc < 0) return rc;
   }
@@ -611,11 +614,11 @@ static int shm_sync_small(hvd_transport *base, const hvd_sync_stamp *mine, const
   for (int r = 0; r < base->size; r++)
     if (r != base->rank) notify(t, r);
 
-  uint64_t deadline = hvd__deadline_in(t->timeout_ms);
+  uint64_t deadline = 0; /* set by idle() */
   int spins = 0;
   while (!gate_ready(t, &g.w)) {
     if (news(t)) HVD__CHECK(peer_aborted(t, &g.w));
-    int rc = idle(t, &g.w, &spins, deadline);
+    int rc = idle(t, &g.w, &spins, &deadline);
     if (rc == 0) return gate_timed_out(t, &g, mine->tag);
     if (rc < 0) return rc;
   }
