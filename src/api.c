@@ -252,10 +252,11 @@ static int enter(const char *what) {
 
 static void leave(void) { pthread_rwlock_unlock(&ctx.calls); }
 
-/* The blocking forms set this around their enqueue: the calling thread
- * waits at once (and drives the cycle itself if the engine is idle), so
- * the engine's thread need not be woken for it.  Cleared by the enqueue
- * and by every wait, so it never outlives the call that set it. */
+/* The blocking grouped allreduce sets this around its enqueue: the
+ * calling thread waits at once (and drives the cycle itself if the engine
+ * is idle), so the engine's thread need not be woken for it.  Cleared by
+ * the enqueue and by every wait, so it never outlives the call that set
+ * it.  (The other blocking forms run in one trip: submit_one.) */
 static _Thread_local int waits_at_once;
 
 static int take_waits_at_once(void) {
@@ -416,19 +417,23 @@ static int prepare(hvd_work *w, int type, const char *name, const hvd_opts *o, p
   return hvd__request_has_shape(type) ? set_shape(&w->req, o) : 0;
 }
 
-static hvd_handle enqueue_one(const char *what, int type, const char *name, const hvd_opts *opts,
-                              prepare_fn prep, const call_args *a) {
+/* One collective: enqueued for a handle (an async call), or with `run`
+ * run to its end in one trip into the engine (a blocking call: 0 or the
+ * error, which is the enqueue's, prefixed as the async call's, or the
+ * operation's, as hvd_wait gives it). */
+static hvd_handle submit_one(const char *what, int type, const char *name, const hvd_opts *opts,
+                             prepare_fn prep, const call_args *a, int run) {
   hvd_opts o;
   hvd_work w;
   memset(&w, 0, sizeof w);
-  int rc = hvd__opts_read(opts, &o);
+  int rc = hvd__opts_read(opts, &o), queued = 0;
   if (rc < 0) return hvd__err_prefix(rc, "%s", what);
   HVD__CHECK(enter(what));
   hvd_handle h = prepare(&w, type, name, &o, prep, a);
-  if (h == 0)
-    h = hvd__engine_enqueue(ctx.engine, &w, 1, o.callback, o.callback_arg, take_waits_at_once());
+  if (h == 0 && run) h = hvd__engine_run(ctx.engine, &w, NULL, &queued);
+  else if (h == 0) h = hvd__engine_enqueue(ctx.engine, &w, 1, o.callback, o.callback_arg, 0);
   leave();
-  return h < 0 ? fail_call(what, &w.req, (int)h) : h;
+  return h < 0 && !queued ? fail_call(what, &w.req, (int)h) : h;
 }
 
 /* sendbuf -> recvbuf of `in` and `out` elements (reducing collectives). */
@@ -502,11 +507,17 @@ static int prep_alltoall(hvd_work *w, const call_args *a, int rank, int size) {
   return prep_result(w, a, total);
 }
 
+/* Each collective's call, async (run 0) or blocking (run 1). */
+static hvd_handle allreduce(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype,
+                            hvd_op op, const char *name, const hvd_opts *opts, int run) {
+  call_args a = {.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op};
+  return submit_one("allreduce", HVD_REQ_ALLREDUCE, name, opts, prep_allreduce, &a, run);
+}
+
 hvd_handle hvd_allreduce_async_opts(const void *sendbuf, void *recvbuf, size_t count,
                                     hvd_dtype dtype, hvd_op op, const char *name,
                                     const hvd_opts *opts) {
-  call_args a = {.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op};
-  return enqueue_one("allreduce", HVD_REQ_ALLREDUCE, name, opts, prep_allreduce, &a);
+  return allreduce(sendbuf, recvbuf, count, dtype, op, name, opts, 0);
 }
 
 hvd_handle hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype,
@@ -595,10 +606,15 @@ hvd_handle hvd_grouped_reducescatter_async(const void *const *sendbufs, void *co
                        name, opts);
 }
 
+static hvd_handle broadcast(void *buf, size_t count, hvd_dtype dtype, int root_rank,
+                            const char *name, const hvd_opts *opts, int run) {
+  call_args a = {.recvbuf = buf, .count = count, .dtype = dtype, .root = root_rank};
+  return submit_one("broadcast", HVD_REQ_BROADCAST, name, opts, prep_broadcast, &a, run);
+}
+
 hvd_handle hvd_broadcast_async_opts(void *buf, size_t count, hvd_dtype dtype, int root_rank,
                                     const char *name, const hvd_opts *opts) {
-  call_args a = {.recvbuf = buf, .count = count, .dtype = dtype, .root = root_rank};
-  return enqueue_one("broadcast", HVD_REQ_BROADCAST, name, opts, prep_broadcast, &a);
+  return broadcast(buf, count, dtype, root_rank, name, opts, 0);
 }
 
 hvd_handle hvd_broadcast_async(void *buf, size_t count, hvd_dtype dtype, int root_rank,
@@ -606,27 +622,44 @@ hvd_handle hvd_broadcast_async(void *buf, size_t count, hvd_dtype dtype, int roo
   return hvd_broadcast_async_opts(buf, count, dtype, root_rank, name, NULL);
 }
 
+static hvd_handle allgather(const void *sendbuf, size_t count, hvd_dtype dtype, void **recvbuf,
+                            size_t *recvcounts, const char *name, const hvd_opts *opts, int run) {
+  call_args a = {.sendbuf = sendbuf, .count = count, .dtype = dtype, .out = recvbuf,
+                 .out_counts = recvcounts};
+  return submit_one("allgather", HVD_REQ_ALLGATHER, name, opts, prep_allgather, &a, run);
+}
+
 hvd_handle hvd_allgather_async(const void *sendbuf, size_t count, hvd_dtype dtype,
                                void **recvbuf, size_t *recvcounts, const char *name,
                                const hvd_opts *opts) {
-  call_args a = {.sendbuf = sendbuf, .count = count, .dtype = dtype, .out = recvbuf,
+  return allgather(sendbuf, count, dtype, recvbuf, recvcounts, name, opts, 0);
+}
+
+static hvd_handle alltoall(const void *sendbuf, const size_t *sendcounts, hvd_dtype dtype,
+                           void **recvbuf, size_t *recvcounts, const char *name,
+                           const hvd_opts *opts, int run) {
+  call_args a = {.sendbuf = sendbuf, .sendcounts = sendcounts, .dtype = dtype, .out = recvbuf,
                  .out_counts = recvcounts};
-  return enqueue_one("allgather", HVD_REQ_ALLGATHER, name, opts, prep_allgather, &a);
+  return submit_one("alltoall", HVD_REQ_ALLTOALL, name, opts, prep_alltoall, &a, run);
 }
 
 hvd_handle hvd_alltoall_async(const void *sendbuf, const size_t *sendcounts, hvd_dtype dtype,
                               void **recvbuf, size_t *recvcounts, const char *name,
                               const hvd_opts *opts) {
-  call_args a = {.sendbuf = sendbuf, .sendcounts = sendcounts, .dtype = dtype, .out = recvbuf,
-                 .out_counts = recvcounts};
-  return enqueue_one("alltoall", HVD_REQ_ALLTOALL, name, opts, prep_alltoall, &a);
+  return alltoall(sendbuf, sendcounts, dtype, recvbuf, recvcounts, name, opts, 0);
+}
+
+static hvd_handle reducescatter(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype,
+                                hvd_op op, const char *name, const hvd_opts *opts, int run) {
+  call_args a = {.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op};
+  return submit_one("reducescatter", HVD_REQ_REDUCESCATTER, name, opts, prep_reducescatter, &a,
+                    run);
 }
 
 hvd_handle hvd_reducescatter_async(const void *sendbuf, void *recvbuf, size_t count,
                                    hvd_dtype dtype, hvd_op op, const char *name,
                                    const hvd_opts *opts) {
-  call_args a = {.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op};
-  return enqueue_one("reducescatter", HVD_REQ_REDUCESCATTER, name, opts, prep_reducescatter, &a);
+  return reducescatter(sendbuf, recvbuf, count, dtype, op, name, opts, 0);
 }
 
 /* ---- timeline ---- */
@@ -689,8 +722,7 @@ int hvd_wait(hvd_handle h) { return wait_value(h, NULL); }
 
 int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype, hvd_op op,
                   const char *name) {
-  waits_at_once = 1;
-  return hvd_wait(hvd_allreduce_async(sendbuf, recvbuf, count, dtype, op, name));
+  return (int)allreduce(sendbuf, recvbuf, count, dtype, op, name, NULL, 1);
 }
 
 int hvd_grouped_allreduce(const void *const *sendbufs, void *const *recvbufs,
@@ -702,27 +734,22 @@ int hvd_grouped_allreduce(const void *const *sendbufs, void *const *recvbufs,
 }
 
 int hvd_broadcast(void *buf, size_t count, hvd_dtype dtype, int root_rank, const char *name) {
-  waits_at_once = 1;
-  return hvd_wait(hvd_broadcast_async(buf, count, dtype, root_rank, name));
+  return (int)broadcast(buf, count, dtype, root_rank, name, NULL, 1);
 }
 
 int hvd_allgather(const void *sendbuf, size_t count, hvd_dtype dtype, void **recvbuf,
                   size_t *recvcounts, const char *name) {
-  waits_at_once = 1;
-  return hvd_wait(hvd_allgather_async(sendbuf, count, dtype, recvbuf, recvcounts, name, NULL));
+  return (int)allgather(sendbuf, count, dtype, recvbuf, recvcounts, name, NULL, 1);
 }
 
 int hvd_alltoall(const void *sendbuf, const size_t *sendcounts, hvd_dtype dtype, void **recvbuf,
                  size_t *recvcounts, const char *name) {
-  waits_at_once = 1;
-  return hvd_wait(
-      hvd_alltoall_async(sendbuf, sendcounts, dtype, recvbuf, recvcounts, name, NULL));
+  return (int)alltoall(sendbuf, sendcounts, dtype, recvbuf, recvcounts, name, NULL, 1);
 }
 
 int hvd_reducescatter(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dtype,
                       hvd_op op, const char *name) {
-  waits_at_once = 1;
-  return hvd_wait(hvd_reducescatter_async(sendbuf, recvbuf, count, dtype, op, name, NULL));
+  return (int)reducescatter(sendbuf, recvbuf, count, dtype, op, name, NULL, 1);
 }
 
 size_t hvd_reducescatter_count(size_t count, int rank) {

@@ -111,16 +111,9 @@ static void hold(hvd_engine *e, entry *en, uint32_t id) {
   en->held_us = cycle_us(e);
 }
 
-/* Takes the queue: cached tensors are held, the others become requests
- * in *mine, with this rank's flags. */
-static int take_queue(hvd_engine *e, hvd_msg *mine) {
-  pthread_mutex_lock(&e->lock);
-  entry *taken = e->queue;
-  e->queue = NULL;
-  e->queue_tail = &e->queue;
-  if (e->stop_requested) mine->flags |= HVD_MSG_SHUTDOWN;
-  if (e->join_requested) mine->flags |= HVD_MSG_JOINED;
-  pthread_mutex_unlock(&e->lock);
+/* The queue the driver took: cached tensors are held, the others become
+ * requests in *mine. */
+static int take_queue(hvd_engine *e, entry *taken, hvd_msg *mine) {
   hvd__tuning_message(e, mine);
   /* The cached ones are held; the others stay on the list, as requests. */
   size_t n = 0;
@@ -287,14 +280,15 @@ static void fail_all(hvd_engine *e, int rc, response *rest, int n) {
       }
 }
 
-int hvd__cycle(hvd_engine *e) {
+int hvd__cycle(hvd_engine *e, entry *taken, uint32_t flags) {
   hvd_msg mine;
   response *rs = NULL;
   int nrs = 0, shutdown = 0, i = 0;
   memset(&mine, 0, sizeof mine);
+  mine.flags = flags;
   switch_timeline(e);
   hvd__timeline_cycle(e->tl);
-  int rc = take_queue(e, &mine);
+  int rc = take_queue(e, taken, &mine);
   if (rc == 0 && e->rank == 0) hvd__stall_inspect(e, &mine);
   if (rc == 0) rc = decide(e, &mine, &rs, &nrs, &shutdown);
   for (; rc == 0 && i < nrs; i++) rc = hvd__execute(e, &rs[i]);

@@ -289,11 +289,17 @@ static void timed_wait(pthread_cond_t *cond, pthread_mutex_t *lock, uint64_t ns)
 }
 
 /* Under lock, taken with driving set; runs one cycle without the lock and
- * gives the role back. */
-static void drive(hvd_engine *e) {
-  e->last_cycle_ns = now_ns();
+ * gives the role back.  now: the clock, read just before.  The queue and
+ * the flags are taken here, under the lock held anyway. */
+static void drive(hvd_engine *e, uint64_t now) {
+  e->last_cycle_ns = now;
+  entry *taken = e->queue;
+  e->queue = NULL;
+  e->queue_tail = &e->queue;
+  uint32_t flags = (e->stop_requested ? HVD_MSG_SHUTDOWN : 0u) |
+                   (e->join_requested ? HVD_MSG_JOINED : 0u);
   pthread_mutex_unlock(&e->lock);
-  int finished = hvd__cycle(e);
+  int finished = hvd__cycle(e, taken, flags);
   pthread_mutex_lock(&e->lock);
   e->driving = 0;
   e->last_end_ns = now_ns();
@@ -316,13 +322,13 @@ static int drive_or_wait(hvd_engine *e, pthread_cond_t *cond) {
     timed_wait(cond, &e->lock, now_ns() + (uint64_t)(e->cycle_ms * 1e6) + 1000);
     return 0;
   }
-  uint64_t due = when_due(e);
-  if (due > now_ns()) {
+  uint64_t due = when_due(e), now = now_ns();
+  if (due > now) {
     timed_wait(cond, &e->lock, due);
     return 0;
   }
   e->driving = 1;
-  drive(e);
+  drive(e, now);
   return 1;
 }
 
@@ -588,6 +594,33 @@ static int admit(hvd_engine *e, const hvd_work *works, entry *const *ens, int n)
   return 0;
 }
 
+/* Under lock: admits n entries, gives them one handle and queues them,
+ * waking the engine's thread unless the caller waits at once. */
+static int queue_locked(hvd_engine *e, const hvd_work *works, entry *const *ens, int n,
+                        hvd_callback cb, void *arg, int will_wait, op **out) {
+  op *o = NULL;
+  HVD__CHECK(admit(e, works, ens, n));
+  HVD__CHECK(op_new(e, &o));
+  o->remaining = n;
+  o->cb = cb;
+  o->cb_arg = arg;
+  for (int i = 0; i < n; i++) {
+    /* Cleared only once admitted: a refused enqueue may name the out
+     * of an operation in flight, which the engine thread writes. */
+    if (works[i].out) *works[i].out = NULL;
+    ens[i]->op = o;
+    *e->queue_tail = ens[i];
+    e->queue_tail = &ens[i]->next;
+    hvd__index_add(&e->inflight, &ens[i]->inflight, ens[i]->key);
+  }
+  if (!will_wait && wants_wakeup(e)) {
+    atomic_fetch_add_explicit(&e->kicks, 1, memory_order_relaxed);
+    pthread_cond_signal(&e->work);
+  }
+  *out = o;
+  return 0;
+}
+
 hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_callback cb,
                                void *arg, int will_wait) {
   entry *one = NULL, **ens = n == 1 ? &one : calloc((size_t)n, sizeof *ens);
@@ -602,27 +635,8 @@ hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_
   op *o = NULL;
   hvd_handle id = 0; /* read under the lock: with a callback, o may be gone after it */
   pthread_mutex_lock(&e->lock);
-  if (rc == 0) rc = admit(e, works, ens, n);
-  if (rc == 0) rc = op_new(e, &o);
-  if (rc == 0) {
-    id = o->id;
-    o->remaining = n;
-    o->cb = cb;
-    o->cb_arg = arg;
-    for (int i = 0; i < n; i++) {
-      /* Cleared only once admitted: a refused enqueue may name the out
-       * of an operation in flight, which the engine thread writes. */
-      if (works[i].out) *works[i].out = NULL;
-      ens[i]->op = o;
-      *e->queue_tail = ens[i];
-      e->queue_tail = &ens[i]->next;
-      hvd__index_add(&e->inflight, &ens[i]->inflight, ens[i]->key);
-    }
-    if (!will_wait && wants_wakeup(e)) {
-      atomic_fetch_add_explicit(&e->kicks, 1, memory_order_relaxed);
-      pthread_cond_signal(&e->work);
-    }
-  }
+  if (rc == 0) rc = queue_locked(e, works, ens, n, cb, arg, will_wait, &o);
+  if (rc == 0) id = o->id;
   pthread_mutex_unlock(&e->lock);
   if (rc < 0)
     for (int i = 0; ens && i < n; i++)
@@ -644,24 +658,16 @@ int hvd__engine_poll(hvd_engine *e, hvd_handle h) {
   return rc;
 }
 
-int hvd__engine_wait(hvd_engine *e, hvd_handle h, int64_t *value) {
-  pthread_mutex_lock(&e->lock);
-  op *o = op_lookup(e, h);
-  if (!o || o->cb) {
-    pthread_mutex_unlock(&e->lock);
-    return hvd__err(HVD_E_INVALID, "unknown or released handle %lld%s", (long long)h,
-                    o ? " (it completes through its callback)" : "");
-  }
+/* Under lock: waits for o, driving cycles while nobody else does, and
+ * releases it; its status, and its value into *value. */
+static int wait_locked(hvd_engine *e, op *o, int64_t *value) {
   uint64_t start_ns = o->done || !e->tl_on ? 0 : now_ns(); /* for the timeline */
   /* A stopped engine has finished every entry it knew; one it lost would
    * leave this wait without an end, so stop waiting then too. */
   while (!o->done && !e->stopped) drive_or_wait(e, &e->cond);
-  if (!o->done) { /* o stays: a lost entry may still point to it */
-    int rc = hvd__err(HVD_E_ABORTED, "the engine stopped before handle %lld completed: %s",
-                      (long long)h, e->why);
-    pthread_mutex_unlock(&e->lock);
-    return rc;
-  }
+  if (!o->done) /* o stays: a lost entry may still point to it */
+    return hvd__err(HVD_E_ABORTED, "the engine stopped before handle %lld completed: %s",
+                    (long long)o->id, e->why);
   if (start_ns && e->tl_on && e->nwaits < HVD_WAITS_MAX) {
     e->waits[e->nwaits].start_us = start_ns / 1000;
     e->waits[e->nwaits++].end_us = now_ns() / 1000;
@@ -670,7 +676,41 @@ int hvd__engine_wait(hvd_engine *e, hvd_handle h, int64_t *value) {
   if (rc < 0) hvd__err(rc, "%s", op_msg(o));
   if (value) *value = o->value;
   op_release(e, o);
+  return rc;
+}
+
+int hvd__engine_wait(hvd_engine *e, hvd_handle h, int64_t *value) {
+  pthread_mutex_lock(&e->lock);
+  op *o = op_lookup(e, h);
+  int rc = !o || o->cb ? hvd__err(HVD_E_INVALID, "unknown or released handle %lld%s",
+                                  (long long)h, o ? " (it completes through its callback)" : "")
+                       : wait_locked(e, o, value);
   pthread_mutex_unlock(&e->lock);
+  return rc;
+}
+
+int hvd__engine_run(hvd_engine *e, const hvd_work *w, int64_t *value, int *queued) {
+  *queued = 0;
+  if (w->req.on_device) { /* its ready event is made outside the lock */
+    hvd_handle h = hvd__engine_enqueue(e, w, 1, NULL, NULL, 1);
+    if (h < 0) return (int)h;
+    *queued = 1;
+    return hvd__engine_wait(e, h, value);
+  }
+  /* One lock for the whole call: taking a spare entry, queueing it and
+   * waiting each took it before (with the read lock in api.c, a tenth of
+   * a small allreduce's time on this path). */
+  entry *en = NULL;
+  op *o = NULL;
+  pthread_mutex_lock(&e->lock);
+  int rc = entry_new(w, e->size, spares_take(&e->spare_entries), &en);
+  if (rc == 0) rc = queue_locked(e, w, &en, 1, NULL, NULL, 1, &o);
+  if (rc == 0) {
+    *queued = 1;
+    rc = wait_locked(e, o, value);
+  }
+  pthread_mutex_unlock(&e->lock);
+  if (!*queued && en) entry_free(en);
   return rc;
 }
 

@@ -232,9 +232,11 @@ void hvd__engine_join_done(hvd_engine *e, int last);
 int hvd__engine_alloc(int rank, int size, uint32_t cache_capacity, hvd_engine **out);
 void hvd__engine_dealloc(hvd_engine *e);
 
-/* cycle.c: runs one cycle on the calling thread, which must be driving.
- * 0: go on; 1: the engine finished (shutdown, or a failure that broke it). */
-int hvd__cycle(hvd_engine *e);
+/* cycle.c: runs one cycle on the calling thread, which must be driving,
+ * with the queue it took (taken) and this rank's flags (HVD_MSG_SHUTDOWN,
+ * HVD_MSG_JOINED) read with it under the lock.  0: go on; 1: the engine
+ * finished (shutdown, or a failure that broke it). */
+int hvd__cycle(hvd_engine *e, entry *taken, uint32_t flags);
 /* The cache gave id (-1: none) another tensor or new parameters: an entry
  * this rank holds under it goes back to the queue. */
 void hvd__held_recheck(hvd_engine *e, int64_t id);
