@@ -252,19 +252,6 @@ static int enter(const char *what) {
 
 static void leave(void) { pthread_rwlock_unlock(&ctx.calls); }
 
-/* The blocking grouped allreduce sets this around its enqueue: the
- * calling thread waits at once (and drives the cycle itself if the engine
- * is idle), so the engine's thread need not be woken for it.  Cleared by
- * the enqueue and by every wait, so it never outlives the call that set
- * it.  (The other blocking forms run in one trip: submit_one.) */
-static _Thread_local int waits_at_once;
-
-static int take_waits_at_once(void) {
-  int w = waits_at_once;
-  waits_at_once = 0;
-  return w;
-}
-
 int hvd__tune_history(hvd_tune_change *out, int cap) {
   HVD__CHECK(enter("hvd__tune_history"));
   int n = hvd__engine_tune_history(ctx.engine, out, cap);
@@ -430,7 +417,7 @@ static hvd_handle submit_one(const char *what, int type, const char *name, const
   if (rc < 0) return hvd__err_prefix(rc, "%s", what);
   HVD__CHECK(enter(what));
   hvd_handle h = prepare(&w, type, name, &o, prep, a);
-  if (h == 0 && run) h = hvd__engine_run(ctx.engine, &w, NULL, &queued);
+  if (h == 0 && run) h = hvd__engine_run(ctx.engine, &w, 1, NULL, &queued);
   else if (h == 0) h = hvd__engine_enqueue(ctx.engine, &w, 1, o.callback, o.callback_arg, 0);
   leave();
   return h < 0 && !queued ? fail_call(what, &w.req, (int)h) : h;
@@ -547,12 +534,13 @@ static call_args member_args(const group_args *g, int i, int size) {
 
 /* Grouped collectives: n members named "<name>.<i>", negotiated and run
  * as one unit (the engine holds the group until every member is ready on
- * every rank).  A group has no shape: each member's is [count]. */
-static hvd_handle enqueue_group(const char *what, int type, prepare_fn prep, const group_args *g,
-                                int n, const char *name, const hvd_opts *opts) {
+ * every rank).  A group has no shape: each member's is [count].  Async,
+ * or with `run` blocking, as submit_one. */
+static hvd_handle submit_group(const char *what, int type, prepare_fn prep, const group_args *g,
+                               int n, const char *name, const hvd_opts *opts, int run) {
   hvd_opts o, member_opts;
   hvd_request group;
-  int rank = 0, size = 0;
+  int rank = 0, size = 0, queued = 0;
   int rc = hvd__opts_read(opts, &o);
   if (rc < 0) return hvd__err_prefix(rc, "%s", what);
   member_opts = o;
@@ -574,19 +562,27 @@ static hvd_handle enqueue_group(const char *what, int type, prepare_fn prep, con
     w[i].req.group_size = (uint32_t)n;
     w[i].req.group_index = (uint32_t)i;
   }
-  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, w, n, o.callback, o.callback_arg,
-                                                   take_waits_at_once());
+  hvd_handle h = rc < 0 ? rc
+                 : run  ? hvd__engine_run(ctx.engine, w, n, NULL, &queued)
+                        : hvd__engine_enqueue(ctx.engine, w, n, o.callback, o.callback_arg, 0);
   leave();
   free(w);
-  return h < 0 ? fail_call(what, &group, (int)h) : h;
+  return h < 0 && !queued ? fail_call(what, &group, (int)h) : h;
+}
+
+static hvd_handle grouped_allreduce(const void *const *sendbufs, void *const *recvbufs,
+                                    const size_t *counts, int n, hvd_dtype dtype, hvd_op op,
+                                    const char *name, const hvd_opts *opts, int run) {
+  group_args g = {.sendbufs = sendbufs, .recvbufs = recvbufs, .counts = counts, .dtype = dtype,
+                  .op = op};
+  return submit_group("grouped_allreduce", HVD_REQ_ALLREDUCE, prep_allreduce, &g, n, name, opts,
+                      run);
 }
 
 hvd_handle hvd_grouped_allreduce_async(const void *const *sendbufs, void *const *recvbufs,
                                        const size_t *counts, int n, hvd_dtype dtype, hvd_op op,
                                        const char *name, const hvd_opts *opts) {
-  group_args g = {.sendbufs = sendbufs, .recvbufs = recvbufs, .counts = counts, .dtype = dtype,
-                  .op = op};
-  return enqueue_group("grouped_allreduce", HVD_REQ_ALLREDUCE, prep_allreduce, &g, n, name, opts);
+  return grouped_allreduce(sendbufs, recvbufs, counts, n, dtype, op, name, opts, 0);
 }
 
 hvd_handle hvd_grouped_allgather_async(const void *const *sendbufs, const size_t *counts, int n,
@@ -594,7 +590,8 @@ hvd_handle hvd_grouped_allgather_async(const void *const *sendbufs, const size_t
                                        const char *name, const hvd_opts *opts) {
   group_args g = {.sendbufs = sendbufs, .outs = recvbufs, .out_counts = recvcounts,
                   .counts = counts, .dtype = dtype};
-  return enqueue_group("grouped_allgather", HVD_REQ_ALLGATHER, prep_allgather, &g, n, name, opts);
+  return submit_group("grouped_allgather", HVD_REQ_ALLGATHER, prep_allgather, &g, n, name, opts,
+                      0);
 }
 
 hvd_handle hvd_grouped_reducescatter_async(const void *const *sendbufs, void *const *recvbufs,
@@ -602,8 +599,8 @@ hvd_handle hvd_grouped_reducescatter_async(const void *const *sendbufs, void *co
                                            hvd_op op, const char *name, const hvd_opts *opts) {
   group_args g = {.sendbufs = sendbufs, .recvbufs = recvbufs, .counts = counts, .dtype = dtype,
                   .op = op};
-  return enqueue_group("grouped_reducescatter", HVD_REQ_REDUCESCATTER, prep_reducescatter, &g, n,
-                       name, opts);
+  return submit_group("grouped_reducescatter", HVD_REQ_REDUCESCATTER, prep_reducescatter, &g, n,
+                      name, opts, 0);
 }
 
 static hvd_handle broadcast(void *buf, size_t count, hvd_dtype dtype, int root_rank,
@@ -706,17 +703,14 @@ int hvd_poll(hvd_handle h) {
   return rc;
 }
 
-static int wait_value(hvd_handle h, int64_t *value) {
-  waits_at_once = 0;
+int hvd_wait(hvd_handle h) {
   if (h < 0) return (int)h; /* the enqueue failed; its message is already set */
   HVD__CHECK(stale(h, "hvd_wait"));
   HVD__CHECK(enter("hvd_wait"));
-  int rc = hvd__engine_wait(ctx.engine, h, value);
+  int rc = hvd__engine_wait(ctx.engine, h, NULL);
   leave();
   return rc;
 }
-
-int hvd_wait(hvd_handle h) { return wait_value(h, NULL); }
 
 /* ---- blocking forms: enqueue + wait ---- */
 
@@ -728,9 +722,7 @@ int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count, hvd_dtype dt
 int hvd_grouped_allreduce(const void *const *sendbufs, void *const *recvbufs,
                           const size_t *counts, int n, hvd_dtype dtype, hvd_op op,
                           const char *name) {
-  waits_at_once = 1;
-  return hvd_wait(
-      hvd_grouped_allreduce_async(sendbufs, recvbufs, counts, n, dtype, op, name, NULL));
+  return (int)grouped_allreduce(sendbufs, recvbufs, counts, n, dtype, op, name, NULL, 1);
 }
 
 int hvd_broadcast(void *buf, size_t count, hvd_dtype dtype, int root_rank, const char *name) {
@@ -768,10 +760,10 @@ static int control(int type, const char *what, uint64_t count, int32_t root, con
   w.req.count = count;
   w.req.root = root;
   w.ranks = ranks;
-  hvd_handle h = rc < 0 ? rc : hvd__engine_enqueue(ctx.engine, &w, 1, NULL, NULL, 1);
+  int queued = 0;
+  if (rc == 0) rc = hvd__engine_run(ctx.engine, &w, 1, value, &queued);
   leave();
-  if (h < 0) return fail_call(what, &w.req, (int)h);
-  return wait_value(h, value);
+  return rc < 0 && !queued ? (int)fail_call(what, &w.req, rc) : rc;
 }
 
 int hvd_barrier(void) { return control(HVD_REQ_BARRIER, "barrier", 0, 0, NULL, NULL); }

@@ -689,10 +689,11 @@ int hvd__engine_wait(hvd_engine *e, hvd_handle h, int64_t *value) {
   return rc;
 }
 
-int hvd__engine_run(hvd_engine *e, const hvd_work *w, int64_t *value, int *queued) {
+int hvd__engine_run(hvd_engine *e, const hvd_work *works, int n, int64_t *value, int *queued) {
   *queued = 0;
-  if (w->req.on_device) { /* its ready event is made outside the lock */
-    hvd_handle h = hvd__engine_enqueue(e, w, 1, NULL, NULL, 1);
+  if (n > 1 || works[0].req.on_device) { /* a group's entries, a device tensor's ready event:
+                                            made outside the lock */
+    hvd_handle h = hvd__engine_enqueue(e, works, n, NULL, NULL, 1);
     if (h < 0) return (int)h;
     *queued = 1;
     return hvd__engine_wait(e, h, value);
@@ -703,8 +704,8 @@ int hvd__engine_run(hvd_engine *e, const hvd_work *w, int64_t *value, int *queue
   entry *en = NULL;
   op *o = NULL;
   pthread_mutex_lock(&e->lock);
-  int rc = entry_new(w, e->size, spares_take(&e->spare_entries), &en);
-  if (rc == 0) rc = queue_locked(e, w, &en, 1, NULL, NULL, 1, &o);
+  int rc = entry_new(works, e->size, spares_take(&e->spare_entries), &en);
+  if (rc == 0) rc = queue_locked(e, works, &en, 1, NULL, NULL, 1, &o);
   if (rc == 0) {
     *queued = 1;
     rc = wait_locked(e, o, value);

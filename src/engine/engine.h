@@ -75,11 +75,12 @@ int hvd__engine_poll(hvd_engine *e, hvd_handle h);
  * rank; process set add: the id). */
 int hvd__engine_wait(hvd_engine *e, hvd_handle h, int64_t *value);
 
-/* Enqueues one work and waits for it, as hvd__engine_enqueue (will_wait)
- * and hvd__engine_wait do, in one trip under the engine's lock: the
- * blocking calls.  *queued: whether the work got as far as the queue (a
- * failure before is the enqueue's, after it the operation's). */
-int hvd__engine_run(hvd_engine *e, const hvd_work *w, int64_t *value, int *queued);
+/* Enqueues n works and waits for them, as hvd__engine_enqueue (will_wait)
+ * and hvd__engine_wait do: the blocking calls.  One host tensor makes one
+ * trip under the engine's lock.  *queued: whether the works got as far as
+ * the queue (a failure before is the enqueue's, after it the
+ * operation's). */
+int hvd__engine_run(hvd_engine *e, const hvd_work *works, int n, int64_t *value, int *queued);
 
 /* Marks this rank joined and waits until every rank has; returns the last
  * rank to join or an HVD_E_* code. */
