@@ -101,14 +101,18 @@ static void switch_timeline(hvd_engine *e) {
 
 /* ---- this rank's part ---- */
 
-/* When this cycle began (engine.c's drive() reads the clock for it). */
-static uint64_t cycle_us(const hvd_engine *e) { return e->last_cycle_ns / 1000u; }
+/* When this cycle began (read at the first use). */
+static uint64_t cycle_us(hvd_engine *e) { return hvd__engine_clock_ns(e) / 1000u; }
 
+/* How long it waits is timed from here only with a timeline, which draws
+ * it; else from the next cycle that finds it still held (needs_full), so
+ * that one that runs in this cycle costs no clock. */
 static void hold(hvd_engine *e, entry *en, uint32_t id) {
   e->held[id] = en;
   e->nheld++;
   en->held = id;
-  en->held_us = cycle_us(e);
+  en->held_cycle = e->cycle;
+  en->held_us = e->tl ? cycle_us(e) : 0;
 }
 
 /* The queue the driver took: cached tensors are held, the others become
@@ -150,10 +154,13 @@ static int take_queue(hvd_engine *e, entry *taken, hvd_msg *mine) {
 /* 1 if this rank needs the full exchange this cycle. */
 static int needs_full(hvd_engine *e, const hvd_msg *mine) {
   if (mine->nreq || mine->flags || mine->nfail) return 1;
-  uint64_t now = cycle_us(e);
   uint32_t used = hvd__cache_used(e->cache);
-  for (uint32_t id = 0; e->nheld && id < used; id++)
-    if (e->held[id] && now - e->held[id]->held_us > HELD_MAX_MS * 1000u) return 1;
+  for (uint32_t id = 0; e->nheld && id < used; id++) {
+    entry *en = e->held[id];
+    if (!en || en->held_cycle == e->cycle) continue; /* new: not held long */
+    if (!en->held_us) en->held_us = cycle_us(e);
+    if (cycle_us(e) - en->held_us > HELD_MAX_MS * 1000u) return 1;
+  }
   return 0;
 }
 
@@ -176,8 +183,9 @@ static int fast_exchange(hvd_engine *e, int need, int *full) {
   }
   e->fast[0] = need ? 0 : 1;
   for (size_t id = 0; id < used; id++) e->fast[1 + id] = e->held[id] != NULL;
-  int64_t rider = hvd__rider_id(e);
-  if (rider >= 0) HVD__CHECK(hvd__rider_exchange(e, rider, n));
+  hvd_ar_algo algo;
+  int64_t rider = hvd__rider_id(e, &algo);
+  if (rider >= 0) HVD__CHECK(hvd__rider_exchange(e, rider, algo, n));
   else HVD__CHECK(hvd__allreduce_small(e->global, e->fast, n, HVD_UINT8, HVD_MIN));
   *full = e->fast[0] == 0;
   return 0;
@@ -190,7 +198,7 @@ static int fast_submit(hvd_engine *e) {
   for (size_t id = 0; id < used; id++)
     if (e->fast[1 + id]) {
       HVD__CHECK(hvd__negotiate_agreed(e, (uint32_t)id));
-      atomic_fetch_add_explicit(&e->fast_tensors, 1, memory_order_relaxed);
+      HVD__BUMP(e->fast_tensors);
     }
   return 0;
 }
@@ -254,7 +262,7 @@ static int decide(hvd_engine *e, hvd_msg *mine, response **rs, int *nrs, int *sh
   int full = 1;
   if (fast_possible(e)) HVD__CHECK(fast_exchange(e, needs_full(e, mine), &full));
   if (full) {
-    atomic_fetch_add_explicit(&e->full_cycles, 1, memory_order_relaxed);
+    HVD__BUMP(e->full_cycles);
     return full_exchange(e, mine, rs, nrs, shutdown);
   }
   HVD__CHECK(fast_submit(e));

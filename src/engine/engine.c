@@ -11,16 +11,21 @@
  * waking the engine's thread and being woken back (each such hand-off
  * costs tens of microseconds, more when ranks outnumber cores).
  *
- * When a cycle is due (the same rule for every driver, when_due()):
+ * When a cycle is due (the same rule for every driver, due_now() and
+ * due_at()):
  *   - at once when the engine had nothing in negotiation and work arrived,
  *     or when this rank holds cached tensors the others have not all
  *     submitted yet (its cycle waits for theirs in the transport: that is
  *     where the ranks meet, so the first to arrive should be there);
  *   - else, while busy, HOROVOD_CYCLE_TIME after the last one started, by
  *     whichever driver: the period lets a burst of tensors gather for
- *     fusion; while idle, HOROVOD_CYCLE_TIME after the last one ended:
- *     the heartbeat that lets other ranks' collectives (process sets this
- *     rank is not in, shutdown, stalls) go on.
+ *     fusion; while idle, HOROVOD_CYCLE_TIME after the last one was seen
+ *     to end: the heartbeat that lets other ranks' collectives (process
+ *     sets this rank is not in, shutdown, stalls) go on.
+ * A blocking call on an idle engine reads no clock on its way: its cycle
+ * is due at once, and what a cycle needs the time for (how long a tensor
+ * waited, the stall inspector) reads it only when there is something to
+ * time (hvd__engine_clock_ns).
  */
 #include <errno.h>
 #include <sched.h>
@@ -153,11 +158,10 @@ static void entry_free(entry *en) {
 
 static void inflight_remove(hvd_engine *e, entry *en) { hvd__index_remove(&e->inflight, &en->inflight); }
 
-/* Finishes one entry; the handle completes with its last entry.  Called
- * by the thread driving the cycles (or by stop, after it). */
-void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg) {
-  entry_clear(en);
-  pthread_mutex_lock(&e->lock);
+/* Under lock: finishes one entry (cleared already); the handle completes
+ * with its last entry.  Returns the handle if that completed it and it has
+ * a callback, which run_callback() then calls without the lock. */
+static op *finish_locked(hvd_engine *e, entry *en, int status, const char *msg) {
   inflight_remove(e, en);
   op *o = en->op;
   spares_keep(&e->spare_entries, en);
@@ -165,19 +169,31 @@ void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg) {
     o->status = status;
     o->msg = strdup(msg ? msg : "");
   }
-  int complete = --o->remaining == 0;
-  if (complete) o->done = 1;
-  hvd_callback cb = complete ? o->cb : NULL;
-  if (complete) atomic_fetch_add_explicit(&e->completions, 1, memory_order_relaxed);
-  if (complete && !cb) pthread_cond_broadcast(&e->cond); /* its waiter */
-  pthread_mutex_unlock(&e->lock);
-  if (!cb) return;
+  if (--o->remaining) return NULL;
+  o->done = 1;
+  HVD__BUMP(e->completions);
+  if (o->cb) return o;
+  pthread_cond_broadcast(&e->cond); /* its waiter */
+  return NULL;
+}
+
+/* Without the lock: o's callback, then o released. */
+static void run_callback(hvd_engine *e, op *o) {
   /* The callback reads why from hvd_last_error(), as a waiter would. */
   if (o->status < 0) hvd__err(o->status, "%s", op_msg(o));
-  cb(o->id, o->status, o->cb_arg);
+  o->cb(o->id, o->status, o->cb_arg);
   pthread_mutex_lock(&e->lock);
   op_release(e, o);
   pthread_mutex_unlock(&e->lock);
+}
+
+/* Called by the thread driving the cycles (or by stop, after it). */
+void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg) {
+  entry_clear(en);
+  pthread_mutex_lock(&e->lock);
+  op *o = finish_locked(e, en, status, msg);
+  pthread_mutex_unlock(&e->lock);
+  if (o) run_callback(e, o);
 }
 
 /* Fails one entry: the message says which tensor it was, then why. */
@@ -270,17 +286,33 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Under lock, nobody driving: when the next cycle is due (0: now).  The
- * driver's state may be read here: the last driver left it under the
- * lock. */
-static uint64_t when_due(const hvd_engine *e) {
-  int idle = !e->pending_head && e->unsent.n == e->nheld;
+/* Under lock, nobody driving: whether the engine has nothing in
+ * negotiation.  The driver's state may be read here: the last driver left
+ * it under the lock. */
+static int is_idle(const hvd_engine *e) {
+  return !e->pending_head && e->unsent.n == e->nheld;
+}
+
+/* Under lock, nobody driving: a cycle is due now whatever the clock says. */
+static int due_now(const hvd_engine *e) {
+  return e->stop_requested || e->tl_swap ||
+         (is_idle(e) && (e->queue || e->join_requested || e->nheld));
+}
+
+/* Under lock, nobody driving, no cycle due_now(): when the next one is.
+ * While busy, a period after the last one started.  While idle, the
+ * heartbeat: a period after cycles were last seen to run.  Seen, not
+ * timed: a caller that drove a cycle does not read the clock for its end
+ * (on the small operation's path); whoever looks next and finds the cycle
+ * count moved starts the period then (the engine's thread, after its own
+ * heartbeat or on waking), so a heartbeat comes one to two periods after
+ * the last cycle a caller drove, and never before the caller that a long
+ * cycle completed gets to act. */
+static uint64_t due_at(hvd_engine *e, uint64_t now) {
   uint64_t period = (uint64_t)(e->cycle_ms * 1e6);
-  if (e->stop_requested || e->tl_swap) return 0;
-  if (idle && (e->queue || e->join_requested || e->nheld)) return 0;
-  /* A heartbeat a period after the last cycle ended (not started): after
-   * a long cycle, the caller that it completed gets to act first. */
-  return idle ? e->last_end_ns + period : e->last_cycle_ns + period;
+  if (!is_idle(e)) return e->last_cycle_ns + period;
+  if (e->beat_cycle != e->cycle) e->beat_cycle = e->cycle, e->beat_ns = now;
+  return e->beat_ns + period;
 }
 
 static void timed_wait(pthread_cond_t *cond, pthread_mutex_t *lock, uint64_t ns) {
@@ -288,11 +320,16 @@ static void timed_wait(pthread_cond_t *cond, pthread_mutex_t *lock, uint64_t ns)
   pthread_cond_timedwait(cond, lock, &ts);
 }
 
+uint64_t hvd__engine_clock_ns(hvd_engine *e) {
+  if (!e->cycle_ns) e->cycle_ns = now_ns();
+  return e->cycle_ns;
+}
+
 /* Under lock, taken with driving set; runs one cycle without the lock and
- * gives the role back.  now: the clock, read just before.  The queue and
- * the flags are taken here, under the lock held anyway. */
+ * gives the role back.  now: the clock, read just before (0: not read).
+ * The queue and the flags are taken here, under the lock held anyway. */
 static void drive(hvd_engine *e, uint64_t now) {
-  e->last_cycle_ns = now;
+  e->cycle_ns = now;
   entry *taken = e->queue;
   e->queue = NULL;
   e->queue_tail = &e->queue;
@@ -301,13 +338,27 @@ static void drive(hvd_engine *e, uint64_t now) {
   pthread_mutex_unlock(&e->lock);
   int finished = hvd__cycle(e, taken, flags);
   pthread_mutex_lock(&e->lock);
+  if (e->finish_later) { /* the rider's entry (rider.c): done, under this lock take */
+    entry *en = e->finish_later;
+    e->finish_later = NULL;
+    entry_clear(en);
+    op *o = finish_locked(e, en, 0, NULL);
+    if (o) {
+      pthread_mutex_unlock(&e->lock);
+      run_callback(e, o);
+      pthread_mutex_lock(&e->lock);
+    }
+  }
+  /* Busy, the next cycle is due a period after this one's start: read
+   * now if the cycle did not (its end stands in for its start). */
+  if (!is_idle(e)) e->last_cycle_ns = hvd__engine_clock_ns(e);
   e->driving = 0;
-  e->last_end_ns = now_ns();
   if (finished) e->finished = 1;
   pthread_cond_broadcast(&e->cond); /* callers waiting for the role */
-  /* The engine's thread only when there is something for it: waking it
-   * after every cycle a caller drove would be the hand-off this saves. */
-  if (finished || when_due(e) <= e->last_end_ns) pthread_cond_signal(&e->work);
+  /* The engine's thread only when there is something for it now: waking
+   * it after every cycle a caller drove would be the hand-off this saves.
+   * A cycle due later is its own timed wait's (a period at most). */
+  if (finished || due_now(e)) pthread_cond_signal(&e->work);
 }
 
 /* Under lock: takes the role and runs one cycle if nobody drives and a
@@ -322,10 +373,14 @@ static int drive_or_wait(hvd_engine *e, pthread_cond_t *cond) {
     timed_wait(cond, &e->lock, now_ns() + (uint64_t)(e->cycle_ms * 1e6) + 1000);
     return 0;
   }
-  uint64_t due = when_due(e), now = now_ns();
-  if (due > now) {
-    timed_wait(cond, &e->lock, due);
-    return 0;
+  uint64_t now = 0;
+  if (!due_now(e)) {
+    now = now_ns();
+    uint64_t due = due_at(e, now);
+    if (due > now) {
+      timed_wait(cond, &e->lock, due);
+      return 0;
+    }
   }
   e->driving = 1;
   drive(e, now);
@@ -336,7 +391,7 @@ static int drive_or_wait(hvd_engine *e, pthread_cond_t *cond) {
  * drives and the engine had nothing in negotiation (when busy it keeps
  * its period, gathering tensors for fusion). */
 static int wants_wakeup(const hvd_engine *e) {
-  return !e->driving && !e->pending_head && e->unsent.n == e->nheld;
+  return !e->driving && is_idle(e);
 }
 
 /* watch_for_work()'s while: about what a wake-up costs here, several
@@ -366,7 +421,7 @@ static void watch_for_work(hvd_engine *e, uint32_t completions) {
     }
     if (i % 16 == 0) sched_yield(); /* a peer's thread may share our core */
   }
-  atomic_fetch_add_explicit(&e->watched, 1, memory_order_relaxed);
+  HVD__BUMP(e->watched);
   pthread_mutex_lock(&e->lock);
 }
 
@@ -376,8 +431,10 @@ static void *engine_main(void *arg) {
   pthread_mutex_lock(&e->lock);
   while (!e->finished) {
     uint32_t completions = atomic_load_explicit(&e->completions, memory_order_relaxed);
-    if (drive_or_wait(e, &e->work) && !e->finished && !e->driving && when_due(e) > now_ns())
-      watch_for_work(e, completions);
+    if (drive_or_wait(e, &e->work) && !e->finished && !e->driving && !due_now(e)) {
+      uint64_t now = now_ns();
+      if (due_at(e, now) > now) watch_for_work(e, completions);
+    }
   }
   e->stopped = 1;
   pthread_cond_broadcast(&e->cond);
@@ -614,7 +671,7 @@ static int queue_locked(hvd_engine *e, const hvd_work *works, entry *const *ens,
     hvd__index_add(&e->inflight, &ens[i]->inflight, ens[i]->key);
   }
   if (!will_wait && wants_wakeup(e)) {
-    atomic_fetch_add_explicit(&e->kicks, 1, memory_order_relaxed);
+    HVD__BUMP(e->kicks);
     pthread_cond_signal(&e->work);
   }
   *out = o;

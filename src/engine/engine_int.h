@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "../coll/coll.h"
 #include "autotune.h"
 #include "gpu/copier.h"
 #include "cache.h"
@@ -63,8 +64,10 @@ typedef struct entry {
   hvd_ilink unsent;   /* e->unsent: taken from the queue, not yet in the pending table */
   int64_t held;       /* the response cache's id while this rank holds it for the
                        * cached fast path (e->held[id]), else -1 */
-  uint64_t held_us;   /* when it started waiting there (hvd__now_us): this rank's
-                       * "ready" in the timeline when the fast path runs it */
+  uint64_t held_us;   /* when it started waiting there (hvd__now_us), read only
+                       * with a timeline (this rank's "ready" when the fast path
+                       * runs it) or at the next cycle that finds it held; 0: not yet */
+  uint64_t held_cycle; /* the cycle that began holding it */
   int prereduced;     /* rider.c reduced it into recvbuf: execute only scales it */
   struct entry *next; /* the queue */
 } entry;
@@ -88,7 +91,8 @@ typedef struct pending {
   int state;          /* P_WAITING, P_READY (in e->ready), P_TAKEN (in a response) */
   int bad;            /* planning: the ranks disagree (check() fails) */
   entry *mine;        /* this rank's entry, if it submitted */
-  uint64_t first_seen_ms; /* local clock: the stall inspector's */
+  uint64_t first_seen_ms; /* local clock: the stall inspector's (rank 0), 0 until it
+                           * first sees it (hvd__stall_inspect) */
   uint64_t warned_ms;
   struct pending *prev, *next;           /* the table, in arrival order */
   struct pending *fuse_prev, *fuse_next; /* planning: ready allreduces of the same kind */
@@ -126,7 +130,11 @@ struct hvd_engine {
   hvd_index inflight; /* entries enqueued and not finished, for the duplicate-name check */
   int driving;        /* a thread runs cycles (see engine.c) */
   int finished;       /* a cycle ended the engine (shutdown or failure) */
-  uint64_t last_cycle_ns, last_end_ns; /* when the last cycle started and ended */
+  /* The period's clock (engine.c).  last_cycle_ns: when the last cycle
+   * started (ended, where it began without a look at the clock), read
+   * while busy; beat_ns: when the heartbeat's period began, that is when
+   * cycle was seen to be beat_cycle. */
+  uint64_t last_cycle_ns, beat_ns, beat_cycle;
   op **ops;        /* handle table, indexed by slot */
   uint32_t *gens;  /* generation per slot */
   uint32_t nops, free_slot_hint;
@@ -214,12 +222,29 @@ struct hvd_engine {
   uint64_t join_since_ms, join_warned_ms; /* local clock: the stall inspector's */
   uint64_t *join_cycle;
   uint64_t cycle;
+  entry *finish_later; /* finished in this cycle, completed by drive() under the lock
+                        * it takes after the cycle anyway (rider.c) */
+  uint64_t cycle_ns;  /* when this cycle began (CLOCK_MONOTONIC), 0 until read:
+                       * hvd__engine_clock_ns() */
   void *scratch;      /* zeros for a joined rank, scratch for broadcast/reducescatter */
   size_t scratch_cap;
 };
 
 /* engine.c */
 void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg);
+/* c + 1, for the engine's atomic counters: one thread at a time writes
+ * each (the driver, or a holder of the lock) and others only read, so a
+ * relaxed load and store do, not a locked read-modify-write (about 20
+ * cycles each, three of them on every small call's way). */
+#define HVD__BUMP(c) \
+  atomic_store_explicit(&(c), atomic_load_explicit(&(c), memory_order_relaxed) + 1, \
+                        memory_order_relaxed)
+
+/* The driver's clock for this cycle (ns, CLOCK_MONOTONIC): read at its
+ * first use in the cycle, then the same.  A small operation on an idle
+ * engine runs without reading it (at 20-25 ns a read on a VM, a tenth of
+ * the whole call). */
+uint64_t hvd__engine_clock_ns(hvd_engine *e);
 void hvd__engine_break(hvd_engine *e, int status, const char *msg);
 /* hvd__engine_finish with "<op> '<tensor>': " before msg. */
 void hvd__engine_fail_entry(hvd_engine *e, entry *en, int status, const char *msg);
@@ -262,11 +287,12 @@ void hvd__unsent_add(hvd_engine *e, entry *en);
 /* The same for an entry in hand (no lookup by name). */
 void hvd__unsent_remove(hvd_engine *e, entry *en);
 
-/* rider.c: the id that may ride this cycle's fast exchange (-1: none);
- * the vector's exchange with it (n bytes at e->fast, MIN-reduced there);
+/* rider.c: the id that may ride this cycle's fast exchange (-1: none)
+ * and the algorithm its collective would run; the vector's exchange with
+ * it (n bytes at e->fast, MIN-reduced there);
  * after a fast cycle, what rides next. */
-int64_t hvd__rider_id(const hvd_engine *e);
-int hvd__rider_exchange(hvd_engine *e, int64_t id, size_t n);
+int64_t hvd__rider_id(const hvd_engine *e, hvd_ar_algo *algo);
+int hvd__rider_exchange(hvd_engine *e, int64_t id, hvd_ar_algo algo, size_t n);
 /* After an exchange: finishes the rider when it rode alone; 1 if it did. */
 int hvd__rider_finish(hvd_engine *e);
 void hvd__rider_learn(hvd_engine *e);

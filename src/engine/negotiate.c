@@ -142,7 +142,6 @@ static int pending_new(hvd_engine *e, const hvd_request *req, uint64_t key, int 
   }
   p->req = *req;
   p->seq = e->next_seq++;
-  p->first_seen_ms = hvd__now_ms();
   p->prev = e->pending_tail;
   if (e->pending_tail) e->pending_tail->next = p;
   else e->pending_head = p;
@@ -568,7 +567,7 @@ static void apply_joins(hvd_engine *e, const hvd_msg *msgs) {
       e->njoined++;
       e->join_cycle[q] = e->cycle;
       e->rescan = 1;
-      if (!e->join_since_ms) e->join_since_ms = hvd__now_ms();
+      if (!e->join_since_ms) e->join_since_ms = hvd__engine_clock_ns(e) / 1000000u;
     }
   if (e->njoined < e->size) return;
   e->join_since_ms = 0;
@@ -686,9 +685,14 @@ static void request_fail(hvd_msg *mine, const pending *p) {
 }
 
 void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine) {
-  if (e->stall_disable) return;
-  uint64_t now = hvd__now_ms(), check_ms = (uint64_t)e->stall_check_s * 1000;
+  /* Nothing waits (the table is empty, nobody joined): no clock to read. */
+  if (e->stall_disable || (!e->pending_head && !e->join_since_ms)) return;
+  uint64_t now = hvd__engine_clock_ns(e) / 1000000u, check_ms = (uint64_t)e->stall_check_s * 1000;
   uint64_t shut_ms = (uint64_t)e->stall_shutdown_s * 1000;
+  /* Tensors new since the last cycle (at the table's end) wait from now:
+   * timed here, not where negotiation adds them, so that a cycle that
+   * negotiates and runs them at once reads no clock. */
+  for (pending *p = e->pending_tail; p && !p->first_seen_ms; p = p->prev) p->first_seen_ms = now;
   if (now - e->inspected_ms < INSPECT_EVERY_MS) return;
   e->inspected_ms = now;
   int *missing = malloc((size_t)e->size * sizeof *missing);

@@ -29,7 +29,8 @@
  * execute.c then only applies its postscale factor; when it is the only
  * tensor of the cycle and there is no timeline to write or tuner to feed,
  * it is finished right there, without negotiation's table, a plan or a
- * response (the cache touched as execute would, alone in the cycle: the
+ * response (its handle completes under the lock the driver takes back
+ * after every cycle, not under one more take) (the cache touched as execute would, alone in the cycle: the
  * caches stay alike on every rank, whichever way each went).  Otherwise the values
  * are dropped and the tensor runs as before.  Only what reduce_gathered
  * reproduces rides: host allreduces of the global set up to
@@ -49,19 +50,21 @@
  * cached tensors' bits then fits. */
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
-static int rides(const hvd_engine *e, const hvd_request *q) {
+/* Whether q may ride, and the algorithm its collective would have run
+ * (reduce_gathered reproduces its bits), chosen here once per cycle. */
+static int rides(const hvd_engine *e, const hvd_request *q, hvd_ar_algo *algo) {
   if (!q || q->type != HVD_REQ_ALLREDUCE || q->on_device || q->process_set != 0 ||
       q->group_size || q->op == HVD_ADASUM || e->global->coll)
     return 0;
   size_t bytes = q->count * hvd_dtype_size((hvd_dtype)q->dtype);
   if (bytes == 0 || bytes > e->rider_max) return 0; /* 0: nothing to carry */
-  hvd_ar_algo a = hvd__allreduce_algo(e->global, bytes);
-  return a == HVD_AR_SHM || a == HVD_AR_RECURSIVE_DOUBLING;
+  *algo = hvd__allreduce_algo(e->global, bytes);
+  return *algo == HVD_AR_SHM || *algo == HVD_AR_RECURSIVE_DOUBLING;
 }
 
-int64_t hvd__rider_id(const hvd_engine *e) {
+int64_t hvd__rider_id(const hvd_engine *e, hvd_ar_algo *algo) {
   if (e->rider < 0 || e->size < 2) return -1;
-  return rides(e, hvd__cache_get(e->cache, (uint32_t)e->rider)) ? e->rider : -1;
+  return rides(e, hvd__cache_get(e->cache, (uint32_t)e->rider), algo) ? e->rider : -1;
 }
 
 /* The cache id this fast cycle runs alone (the vector's only 1), or -1. */
@@ -85,8 +88,9 @@ void hvd__rider_learn(hvd_engine *e) {
   /* The same id again needs no second look: hvd__rider_id() checks it
    * before every exchange. */
   if (guess == e->rider) return;
-  if (rides(e, hvd__cache_get(e->cache, (uint32_t)guess))) e->rider = guess;
-  else if (id != e->rider && rides(e, hvd__cache_get(e->cache, (uint32_t)id))) e->rider = id;
+  hvd_ar_algo algo;
+  if (rides(e, hvd__cache_get(e->cache, (uint32_t)guess), &algo)) e->rider = guess;
+  else if (id != e->rider && rides(e, hvd__cache_get(e->cache, (uint32_t)id), &algo)) e->rider = id;
 }
 
 /* The records gathered: the vectors' MIN into e->fast; 1 if every rank
@@ -104,23 +108,25 @@ static int merge(hvd_engine *e, const uint8_t *all, size_t n, size_t stride) {
 
 /* Every rank's values in hand: this rank's output, with the bits of the
  * collective the tensor would have run. */
-static int finish(hvd_engine *e, entry *en, uint8_t *all, size_t head, size_t stride) {
+static int finish(hvd_engine *e, entry *en, hvd_ar_algo algo, uint8_t *all, size_t head,
+                  size_t stride) {
   const hvd_request *q = &en->w.req;
   hvd_dtype dt = (hvd_dtype)q->dtype;
-  void *few[64], **vecs = e->size <= 64 ? few : malloc((size_t)e->size * sizeof *vecs);
-  if (!vecs) return hvd__err(HVD_E_NOMEM, "allocating %d pointers", e->size);
-  for (int r = 0; r < e->size; r++) vecs[r] = all + (size_t)r * stride + head;
-  hvd_ar_algo algo = hvd__allreduce_algo(e->global, q->count * hvd_dtype_size(dt));
+  int n = e->size; /* >= 2: hvd__rider_id() */
+  void *few[64], **vecs = n <= 64 ? few : malloc((size_t)n * sizeof *vecs);
+  if (!vecs) return hvd__err(HVD_E_NOMEM, "allocating %d pointers", n);
+  vecs[0] = all + head;
+  for (int r = 1; r < n; r++) vecs[r] = all + (size_t)r * stride + head;
   int rc = hvd__reduce_gathered(e->global, algo, vecs, q->count, dt, (hvd_op)q->op,
                                 en->w.recvbuf);
   if (vecs != few) free(vecs);
   if (rc < 0) return hvd__err_prefix(rc, "allreduce '%s' on the fast path", q->name);
   en->prereduced = 1;
-  atomic_fetch_add_explicit(&e->rider_tensors, 1, memory_order_relaxed);
+  HVD__BUMP(e->rider_tensors);
   return 0;
 }
 
-int hvd__rider_exchange(hvd_engine *e, int64_t id, size_t n) {
+int hvd__rider_exchange(hvd_engine *e, int64_t id, hvd_ar_algo algo, size_t n) {
   const hvd_request *q = hvd__cache_get(e->cache, (uint32_t)id);
   hvd_dtype dt = (hvd_dtype)q->dtype;
   size_t bytes = q->count * hvd_dtype_size(dt), head = align8(1 + n);
@@ -141,7 +147,7 @@ int hvd__rider_exchange(hvd_engine *e, int64_t id, size_t n) {
   }
   HVD__CHECK(hvd__allgather_equal(e->global, mine, stride, e->rider_buf));
   if (!merge(e, e->rider_buf, n, stride) || !e->fast[0] || !e->fast[1 + id] || !en) return 0;
-  return finish(e, en, e->rider_buf, head, stride);
+  return finish(e, en, algo, e->rider_buf, head, stride);
 }
 
 int hvd__rider_finish(hvd_engine *e) {
@@ -155,7 +161,7 @@ int hvd__rider_finish(hvd_engine *e) {
   en->op->value = 0;
   /* counted before the handle completes, as negotiation counts it: a
    * caller woken by it reads the count with its result */
-  atomic_fetch_add_explicit(&e->fast_tensors, 1, memory_order_relaxed);
-  hvd__engine_finish(e, en, 0, NULL);
+  HVD__BUMP(e->fast_tensors);
+  e->finish_later = en; /* drive() finishes it when it takes the lock back */
   return 1;
 }

@@ -60,6 +60,8 @@ hvd_add_mpi_test(rdzv_attack 2 4)
 # The engine: async enqueue from threads in any order, every async
 # collective, callbacks, scale factors, mismatch and in-flight errors.
 hvd_add_mpi_test(test_engine 1 2 3 4)
+# A blocking small call on an idle engine reads no clock (exact at np 1).
+hvd_add_mpi_test(test_engine_clock 1 2)
 # The cached fast path: the same bits as full negotiation, tensors leaving
 # the cache (new shapes, dtypes, eviction) negotiated again, skewed ranks.
 hvd_add_mpi_test(test_cache_path 1 2 4)
