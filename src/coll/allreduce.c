@@ -99,13 +99,21 @@ static int run_algo(hvd_comm *c, uint32_t tag, hvd_ar_algo algo, const hvd_piece
   return rc == 0 ? hvd__ring_allgather(c, tag, segs) : rc;
 }
 
-int hvd__allreduce_pieces(hvd_comm *c, hvd_ar_algo algo, const hvd_pieces *segs,
-                          hvd_dtype dtype, hvd_op op) {
+/* Every allreduce's frame: its tag, the one-rank case, a failure marking
+ * the communicator.  segs: the vector as c->size segments; NULL: whole,
+ * for the element-wise algorithms, which do not need it split. */
+static int framed(hvd_comm *c, hvd_ar_algo algo, const hvd_pieces *segs, hvd_pieces whole,
+                  hvd_dtype dtype, hvd_op op) {
   uint32_t tag;
   HVD__CHECK(hvd__comm_begin(c, &tag));
   if (c->size == 1) return 0; /* AVERAGE over one rank divides by 1 */
-  int rc = run_algo(c, tag, algo, segs, dtype, op);
+  int rc = segs ? run_algo(c, tag, algo, segs, dtype, op) : run_flat(c, tag, algo, whole, dtype, op);
   return rc < 0 ? hvd__comm_fail(c, rc) : 0;
+}
+
+int hvd__allreduce_pieces(hvd_comm *c, hvd_ar_algo algo, const hvd_pieces *segs,
+                          hvd_dtype dtype, hvd_op op) {
+  return framed(c, algo, segs, (hvd_pieces){NULL, 0}, dtype, op);
 }
 
 /* buf's even split (hvd__split_*) as one piece per segment. */
@@ -125,6 +133,13 @@ static int split_pieces(void *buf, size_t count, size_t esize, int n, hvd_piece 
 
 static int allreduce_with(hvd_comm *c, hvd_ar_algo algo, void *buf, size_t count,
                           hvd_dtype dtype, hvd_op op) {
+  if (algo != HVD_AR_RING && algo != HVD_AR_HIERARCHICAL) {
+    /* Element-wise algorithms take the vector whole: no split to
+     * allocate (three mallocs and frees per call, a tenth of a small
+     * allreduce's work). */
+    hvd_piece whole = {buf, count * hvd_dtype_size(dtype)};
+    return framed(c, algo, NULL, (hvd_pieces){&whole, 1}, dtype, op);
+  }
   hvd_piece *pieces = NULL;
   hvd_pieces *segs = NULL;
   int rc = split_pieces(buf, count, hvd_dtype_size(dtype), c->size, &pieces, &segs);
