@@ -49,11 +49,14 @@ def rank0(text):
 
 
 def fashion_mnist(hvdrun, env, PY, *extra):
-    """Rank 0's test accuracy after one epoch on 6000 images at np 2."""
+    """Rank 0's test accuracy after one epoch on 30000 images at np 2 (on
+    6000, PowerSGD rank 4 against float32 moved by -1.5 to +1.5 points with
+    the seed and the CPU's arithmetic, more than the bar; on 30000, -0.1 to
+    +1.0 over six seeds, docs/compression.md)."""
     if not os.path.exists(os.path.join(FASHION, "train-images-idx3-ubyte.gz")):
         pytest.skip("no Fashion-MNIST in %s" % FASHION)
     p = subprocess.run([hvdrun, "-np", "2", PY, os.path.join(ROOT, "examples/torch/fashion_mnist.py"),
-                        "--epochs", "1", "--train-limit", "6000", "--test-limit", "1000",
+                        "--epochs", "1", "--train-limit", "30000", "--test-limit", "5000",
                         "--lr", "0.05", "--batch-size", "32",
                         "--data-dir", env["HVD_EXAMPLE_CACHE"], *extra],
                        env=env, capture_output=True, text=True, timeout=300)
