@@ -107,7 +107,8 @@ static int framed(hvd_comm *c, hvd_ar_algo algo, const hvd_pieces *segs, hvd_pie
   uint32_t tag;
   HVD__CHECK(hvd__comm_begin(c, &tag));
   if (c->size == 1) return 0; /* AVERAGE over one rank divides by 1 */
-  int rc = segs ? run_algo(c, tag, algo, segs, dtype, op) : run_flat(c, tag, algo, whole, dtype, op);
+  int rc = segs ? run_algo(c, tag, algo, segs, dtype, op)
+                : run_flat(c, tag, algo, whole, dtype, op);
   return rc < 0 ? hvd__comm_fail(c, rc) : 0;
 }
 

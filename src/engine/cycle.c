@@ -158,8 +158,9 @@ static int needs_full(hvd_engine *e, const hvd_msg *mine) {
   for (uint32_t id = 0; e->nheld && id < used; id++) {
     entry *en = e->held[id];
     if (!en || en->held_cycle == e->cycle) continue; /* new: not held long */
-    if (!en->held_us) en->held_us = cycle_us(e);
-    if (cycle_us(e) - en->held_us > HELD_MAX_MS * 1000u) return 1;
+    uint64_t now = cycle_us(e);
+    if (!en->held_us) en->held_us = now;
+    if (now - en->held_us > HELD_MAX_MS * 1000u) return 1;
   }
   return 0;
 }

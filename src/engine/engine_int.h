@@ -232,6 +232,10 @@ struct hvd_engine {
 
 /* engine.c */
 void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg);
+void hvd__engine_break(hvd_engine *e, int status, const char *msg);
+/* hvd__engine_finish with "<op> '<tensor>': " before msg. */
+void hvd__engine_fail_entry(hvd_engine *e, entry *en, int status, const char *msg);
+
 /* c + 1, for the engine's atomic counters: one thread at a time writes
  * each (the driver, or a holder of the lock) and others only read, so a
  * relaxed load and store do, not a locked read-modify-write (about 20
@@ -245,9 +249,7 @@ void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg);
  * engine runs without reading it (at 20-25 ns a read on a VM, a tenth of
  * the whole call). */
 uint64_t hvd__engine_clock_ns(hvd_engine *e);
-void hvd__engine_break(hvd_engine *e, int status, const char *msg);
-/* hvd__engine_finish with "<op> '<tensor>': " before msg. */
-void hvd__engine_fail_entry(hvd_engine *e, entry *en, int status, const char *msg);
+
 /* Completes the join round: every rank's hvd_join returns `last`. */
 void hvd__engine_join_done(hvd_engine *e, int last);
 

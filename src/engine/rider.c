@@ -29,9 +29,10 @@
  * execute.c then only applies its postscale factor; when it is the only
  * tensor of the cycle and there is no timeline to write or tuner to feed,
  * it is finished right there, without negotiation's table, a plan or a
- * response (its handle completes under the lock the driver takes back
- * after every cycle, not under one more take) (the cache touched as execute would, alone in the cycle: the
- * caches stay alike on every rank, whichever way each went).  Otherwise the values
+ * response (the cache touched as execute would, alone in the cycle: the
+ * caches stay alike on every rank, whichever way each went; its handle
+ * completes under the lock the driver takes back after every cycle, not
+ * under one more take).  Otherwise the values
  * are dropped and the tensor runs as before.  Only what reduce_gathered
  * reproduces rides: host allreduces of the global set up to
  * HOROVOD_FAST_PATH_RIDER_BYTES (0 turns riding off), not Adasum, not
@@ -115,7 +116,7 @@ static int finish(hvd_engine *e, entry *en, hvd_ar_algo algo, uint8_t *all, size
   int n = e->size; /* >= 2: hvd__rider_id() */
   void *few[64], **vecs = n <= 64 ? few : malloc((size_t)n * sizeof *vecs);
   if (!vecs) return hvd__err(HVD_E_NOMEM, "allocating %d pointers", n);
-  vecs[0] = all + head;
+  vecs[0] = all + head; /* set before the loop: gcc cannot tell the loop runs */
   for (int r = 1; r < n; r++) vecs[r] = all + (size_t)r * stride + head;
   int rc = hvd__reduce_gathered(e->global, algo, vecs, q->count, dt, (hvd_op)q->op,
                                 en->w.recvbuf);

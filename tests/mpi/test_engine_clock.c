@@ -18,7 +18,6 @@
  * stops spinning.  With more ranks the results are still checked, and the
  * count printed.
  */
-#include <stdatomic.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
