@@ -160,8 +160,32 @@ class Cluster:
 
     def popen(self, host, argv, **kw):
         """subprocess.Popen(argv) on a host.  Its pid is argv's own: exec
-        leaves no wrapper process behind."""
+        leaves no wrapper process behind.  Until then that pid is `cluster.sh
+        exec`, already on the host, whose helpers (a subshell, mount, umount:
+        its children) run on the host too, one at a time, each with a higher
+        pid; wait_exec waits for argv to have replaced it."""
         return subprocess.Popen(self._argv(host, argv), **kw)
+
+    @staticmethod
+    def wait_exec(proc, argv, timeout=5.0):
+        """Wait until a process from popen(HOST, ARGV) runs argv (its command
+        line is argv's), so that `cluster.sh exec` and all its helpers are
+        done.  True if it does; False if it exited first or the time ran
+        out.  Not for a program that rewrites its own command line."""
+        if isinstance(argv, (str, bytes)):
+            argv = [argv]
+        want = b''.join(os.fsencode(a) + b'\0' for a in argv)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with open('/proc/%d/cmdline' % proc.pid, 'rb') as f:
+                    if f.read() == want:
+                        return proc.poll() is None
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
 
     def ssh_argv(self, target, *command):
         """argv of an ssh, to be run on a host, that runs COMMAND on TARGET

@@ -214,11 +214,12 @@ def test_pids(cluster):
     assert cluster.wait_no_pids('h2') == []     # ssh sessions of earlier tests end
     p = cluster.popen('h2', ['sleep', '100'])
     try:
-        # Until the host runs only it: `exec` mounts (its children) before
-        # it becomes the command.
-        deadline = time.monotonic() + 5
-        while cluster.pids('h2') != [p.pid] and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # Until p.pid is sleep: before, it is `cluster.sh exec` on h2, whose
+        # helpers (mount, umount, a subshell: its children) come and go one
+        # after another, so the host may run only p.pid between two of them
+        # and a helper again a moment later.  Once it is sleep, every helper
+        # is gone, and nothing else may run on h2.
+        assert cluster.wait_exec(p, ['sleep', '100'], timeout=5)
         assert cluster.pids('h2') == [p.pid]
         assert p.pid in cluster.pids()
         assert p.pid not in cluster.pids('h1')
