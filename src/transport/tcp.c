@@ -14,8 +14,9 @@
  * sendrecv.  One DATA frame (frame.h) goes out while one comes in, both
  * sockets multiplexed with poll(), so a ring step cannot deadlock on full
  * socket buffers.  The payload goes straight from the caller's buffer to
- * the socket (sendmsg with two iovecs) and from the socket into the
- * caller's buffer; nothing is copied.  The deadline is one of no progress:
+ * the socket (sendmsg with two iovecs: header and payload) and from the
+ * socket into the caller's buffer (recvmsg, likewise: a small frame is
+ * one system call each way); nothing is copied.  The deadline is one of no progress:
  * it restarts whenever bytes move, so a slow peer is fine and a stuck one
  * fails.
  *
@@ -547,16 +548,21 @@ static int peer_aborted(struct tcp_transport *t, const half *h) {
                                v.rank, v.chain, h->peer, why), v.rank);
 }
 
-/* The header is complete: is it the frame we expect? */
-static int check_header(struct tcp_transport *t, half *h, uint32_t tag) {
+/* The header is complete, and `early` bytes after it were read into the
+ * payload's buffer with it: is it the frame we expect?  An ABORT is the
+ * last frame a peer sends, so its early bytes are its payload's first and
+ * move to abort_buf. */
+static int check_header(struct tcp_transport *t, half *h, uint32_t tag, size_t early) {
   hvd_frame f;
   if (hvd__frame_decode(h->hdr, &f) < 0)
     return fail(t, hvd__err_prefix(HVD_E_PROTOCOL, "rank %d sent a malformed frame", h->peer));
   if (f.type == HVD_FRAME_ABORT) {
-    if (f.len > sizeof h->abort_buf)
+    if (f.len > sizeof h->abort_buf || early > f.len)
       return fail(t, hvd__err(HVD_E_PROTOCOL,
-                              "rank %d sent an ABORT frame of %llu bytes (at most %zu)",
-                              h->peer, (unsigned long long)f.len, sizeof h->abort_buf));
+                              "rank %d sent an ABORT frame of %llu bytes (at most %zu) with "
+                              "%zu bytes behind its header", h->peer,
+                              (unsigned long long)f.len, sizeof h->abort_buf, early));
+    memcpy(h->abort_buf, h->payload, early);
     h->abort = 1;
     h->payload = h->abort_buf;
     h->len = (size_t)f.len;
@@ -578,22 +584,30 @@ static int check_header(struct tcp_transport *t, half *h, uint32_t tag) {
   return 0;
 }
 
-/* Reads what the socket holds now: the header, then (once checked) the
- * payload.  Bytes moved, or <0. */
+/* Reads what the socket holds now.  Until the header is complete the
+ * payload's buffer is read into by the same call: a small frame costs one
+ * system call, not two.  Only the expected frame or an ABORT can be read
+ * that way without harm: any other fails the transport (the bytes read
+ * past it do not matter then), and the buffer holds no result when the
+ * sendrecv fails.  Bytes moved, or <0. */
 static long recv_step(struct tcp_transport *t, half *h, uint32_t tag) {
   long moved = 0;
   while (!half_done(h)) {
     long n;
-    if (h->done < HVD_FRAME_HDR_LEN)
-      n = hvd__net_read_some(h->fd, h->hdr + h->done, HVD_FRAME_HDR_LEN - h->done);
-    else
+    size_t had = h->done;
+    if (had < HVD_FRAME_HDR_LEN) {
+      struct iovec iov[2] = {{h->hdr + had, HVD_FRAME_HDR_LEN - had}, {h->payload, h->len}};
+      n = hvd__net_readv_some(h->fd, iov, h->len ? 2 : 1);
+    } else {
       n = hvd__net_read_some(h->fd, h->payload + half_payload_done(h),
                              h->len - half_payload_done(h));
+    }
     if (n < 0) return io_failed(t, (int)n, h->peer, "receiving from");
     if (n == 0) break;
     h->done += (size_t)n;
     moved += n;
-    if (h->done == HVD_FRAME_HDR_LEN) HVD__CHECK(check_header(t, h, tag));
+    if (had < HVD_FRAME_HDR_LEN && h->done >= HVD_FRAME_HDR_LEN)
+      HVD__CHECK(check_header(t, h, tag, h->done - HVD_FRAME_HDR_LEN));
   }
   if (h->abort && half_done(h)) return peer_aborted(t, h);
   return moved;

@@ -48,6 +48,7 @@ int hvd__net_read_all(int fd, void *buf, size_t len, uint64_t deadline);
  * returns HVD_E_PEER_LOST. */
 long hvd__net_writev_some(int fd, const struct iovec *iov, int iovcnt);
 long hvd__net_read_some(int fd, void *buf, size_t len);
+long hvd__net_readv_some(int fd, struct iovec *iov, int iovcnt);
 
 /* The numeric address of this end of a connected socket (the local
  * interface that reaches the peer). */

@@ -63,7 +63,7 @@ enum { M_HARD, M_EINTR, M_EAGAIN };
  * mode never fails it). */
 enum {
   F_MALLOC, F_CALLOC, F_REALLOC, F_STRDUP, F_SOCKET, F_BIND, F_LISTEN, F_ACCEPT4, F_CONNECT,
-  F_SEND, F_SENDMSG, F_RECV, F_READ, F_WRITE, F_POLL, F_OPEN, F_SHM_OPEN, F_FTRUNCATE,
+  F_SEND, F_SENDMSG, F_RECV, F_RECVMSG, F_READ, F_WRITE, F_POLL, F_OPEN, F_SHM_OPEN, F_FTRUNCATE,
   F_MMAP, F_GETRANDOM, F_PTHREAD_CREATE, F_GETADDRINFO, F_GETIFADDRS, F__COUNT
 };
 
@@ -84,6 +84,7 @@ static const struct {
     [F_SEND] = {"send", K_IO, {ECONNRESET, EINTR, EAGAIN}},
     [F_SENDMSG] = {"sendmsg", K_IO, {ECONNRESET, EINTR, EAGAIN}},
     [F_RECV] = {"recv", K_IO, {ECONNRESET, EINTR, EAGAIN}},
+    [F_RECVMSG] = {"recvmsg", K_IO, {ECONNRESET, EINTR, EAGAIN}},
     [F_READ] = {"read", K_IO, {EIO, EINTR, 0}},
     [F_WRITE] = {"write", K_IO, {ENOSPC, EINTR, 0}},
     [F_POLL] = {"poll", K_IO, {ENOMEM, EINTR, 0}},
@@ -306,6 +307,12 @@ REAL(ssize_t, recv, int fd, void *buf, size_t n, int flags);
 ssize_t __wrap_recv(int fd, void *buf, size_t n, int flags) {
   if (FAIL(F_RECV)) return ERR(F_RECV), -1;
   return __real_recv(fd, buf, n, flags);
+}
+
+REAL(ssize_t, recvmsg, int fd, struct msghdr *m, int flags);
+ssize_t __wrap_recvmsg(int fd, struct msghdr *m, int flags) {
+  if (FAIL(F_RECVMSG)) return ERR(F_RECVMSG), -1;
+  return __real_recvmsg(fd, m, flags);
 }
 
 REAL(ssize_t, read, int fd, void *buf, size_t n);

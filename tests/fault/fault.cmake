@@ -3,7 +3,7 @@
 # one of them fail (see its header).  Only libhvd.so changes: hvdrun and
 # the unit tests link the objects without the wrappers.
 set(HVD_FAULT_WRAPPED malloc calloc realloc strdup socket bind listen accept4 connect send
-    sendmsg recv read write poll open shm_open ftruncate mmap getrandom pthread_create
+    sendmsg recv recvmsg read write poll open shm_open ftruncate mmap getrandom pthread_create
     getaddrinfo getifaddrs)
 target_sources(hvd PRIVATE ${CMAKE_SOURCE_DIR}/tests/fault/fault.c)
 foreach(f ${HVD_FAULT_WRAPPED})

@@ -55,6 +55,8 @@ struct mesh {
   /* parameters of the mismatch test */
   size_t send_len;
   uint32_t send_tag;
+  /* of the abort test: the receiving ranks' buffer (0: 4 bytes) */
+  size_t recv_len;
 };
 
 static void record(rank_ctx *c, int rc) {
@@ -422,17 +424,20 @@ static void test_mismatch(void **state) {
   mesh_free(m);
 }
 
-/* Rank 1 gives up because of rank 2 (or of nobody: lost_rank -1). */
+/* Rank 1 gives up because of rank 2 (or of nobody: lost_rank -1).  The
+ * others wait for data: the ABORT comes instead, read with the header
+ * into the start of their buffer, whole or in part (recv_len). */
 static void abort_fn(mesh *m, int rank) {
   rank_ctx *c = &m->r[rank];
-  uint8_t b[4] = {0};
+  uint8_t b[4096] = {0};
+  size_t len = m->recv_len ? m->recv_len : 4;
   if (rank == 1) {
     int lost = m->size == 3 ? 2 : -1;
     c->t->ops->abort(c->t, lost, lost >= 0 ? "connection closed by peer" : "shutting down");
     c->t->ops->abort(c->t, lost, "again"); /* idempotent */
-    record(c, hvd__send(c->t, 0, b, sizeof b, 0));
+    record(c, hvd__send(c->t, 0, b, 4, 0));
   } else {
-    record(c, hvd__recv(c->t, 1, b, sizeof b, 0));
+    record(c, hvd__recv(c->t, 1, b, len, 0));
   }
 }
 
@@ -449,6 +454,14 @@ static void test_abort(void **state) {
   mesh_free(m);
 
   m = mesh_build(2, 5000);
+  run_ranks(m, abort_fn);
+  assert_int_equal(m->r[0].rc, HVD_E_PEER_LOST);
+  assert_contains(m->r[0].err, "rank 1 aborted: shutting down");
+  mesh_free(m);
+
+  /* A buffer longer than the whole ABORT frame. */
+  m = mesh_build(2, 5000);
+  m->recv_len = 4096;
   run_ranks(m, abort_fn);
   assert_int_equal(m->r[0].rc, HVD_E_PEER_LOST);
   assert_contains(m->r[0].err, "rank 1 aborted: shutting down");
