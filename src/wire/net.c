@@ -339,13 +339,12 @@ long hvd__net_writev_some(int fd, const struct iovec *iov, int iovcnt) {
   }
 }
 
-long hvd__net_readv_some(int fd, struct iovec *iov, int iovcnt) {
-  struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)iovcnt};
-  size_t want = 0;
-  for (int i = 0; i < iovcnt; i++) want += iov[i].iov_len;
-  if (want == 0) return 0; /* recvmsg() would return 0, which reads as end-of-stream */
+/* recv() for one buffer (the kernel's single-buffer path, as before
+ * recvmsg came in), recvmsg() for an iovec. */
+static long read_some(int fd, void *buf, size_t len, struct msghdr *m) {
+  if (len == 0) return 0; /* recv() would return 0, which reads as end-of-stream */
   for (;;) {
-    ssize_t n = recvmsg(fd, &m, MSG_DONTWAIT);
+    ssize_t n = m ? recvmsg(fd, m, MSG_DONTWAIT) : recv(fd, buf, len, MSG_DONTWAIT);
     if (n > 0) return (long)n;
     if (n == 0) return hvd__err(HVD_E_PEER_LOST, "connection closed by peer");
     if (errno == EINTR) continue;
@@ -354,10 +353,14 @@ long hvd__net_readv_some(int fd, struct iovec *iov, int iovcnt) {
   }
 }
 
-long hvd__net_read_some(int fd, void *buf, size_t len) {
-  struct iovec iov = {.iov_base = buf, .iov_len = len};
-  return hvd__net_readv_some(fd, &iov, 1);
+long hvd__net_readv_some(int fd, struct iovec *iov, int iovcnt) {
+  struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)iovcnt};
+  size_t want = 0;
+  for (int i = 0; i < iovcnt; i++) want += iov[i].iov_len;
+  return read_some(fd, NULL, want, &m);
 }
+
+long hvd__net_read_some(int fd, void *buf, size_t len) { return read_some(fd, buf, len, NULL); }
 
 /* ---- whole buffers ---- */
 
