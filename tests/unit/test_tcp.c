@@ -426,19 +426,25 @@ static void test_mismatch(void **state) {
 
 /* Rank 1 gives up because of rank 2 (or of nobody: lost_rank -1).  The
  * others wait for data: the ABORT comes instead, read with the header
- * into the start of their buffer, whole or in part (recv_len). */
+ * into the start of a small buffer, whole or in part, or after the
+ * header alone into a large one (recv_len). */
 static void abort_fn(mesh *m, int rank) {
   rank_ctx *c = &m->r[rank];
-  uint8_t b[4096] = {0};
   size_t len = m->recv_len ? m->recv_len : 4;
+  uint8_t *b = calloc(1, len);
+  if (!b) {
+    record(c, HVD_E_NOMEM);
+    return;
+  }
   if (rank == 1) {
     int lost = m->size == 3 ? 2 : -1;
     c->t->ops->abort(c->t, lost, lost >= 0 ? "connection closed by peer" : "shutting down");
     c->t->ops->abort(c->t, lost, "again"); /* idempotent */
-    record(c, hvd__send(c->t, 0, b, 4, 0));
+    record(c, hvd__send(c->t, 0, b, len, 0));
   } else {
     record(c, hvd__recv(c->t, 1, b, len, 0));
   }
+  free(b);
 }
 
 static void test_abort(void **state) {
@@ -459,13 +465,17 @@ static void test_abort(void **state) {
   assert_contains(m->r[0].err, "rank 1 aborted: shutting down");
   mesh_free(m);
 
-  /* A buffer longer than the whole ABORT frame. */
-  m = mesh_build(2, 5000);
-  m->recv_len = 4096;
-  run_ranks(m, abort_fn);
-  assert_int_equal(m->r[0].rc, HVD_E_PEER_LOST);
-  assert_contains(m->r[0].err, "rank 1 aborted: shutting down");
-  mesh_free(m);
+  /* A buffer longer than the whole ABORT frame (read with the header),
+   * and one too long to be read with it. */
+  static const size_t lens[] = {4096, 1u << 20};
+  for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+    m = mesh_build(2, 5000);
+    m->recv_len = lens[i];
+    run_ranks(m, abort_fn);
+    assert_int_equal(m->r[0].rc, HVD_E_PEER_LOST);
+    assert_contains(m->r[0].err, "rank 1 aborted: shutting down");
+    mesh_free(m);
+  }
 }
 
 static void test_mesh_timeout(void **state) {
