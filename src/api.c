@@ -65,12 +65,13 @@ static int check_params(void) {
   for (int id = 0; id < HVD_P__COUNT; id++) {
     long l;
     double d;
-    int i;
+    int i, n;
     switch (hvd__params[id].kind) {
       case HVD_PK_INT: HVD__CHECK(hvd__param_int((hvd_param_id)id, &l)); break;
       case HVD_PK_FLOAT: HVD__CHECK(hvd__param_double((hvd_param_id)id, &d)); break;
       case HVD_PK_BOOL: HVD__CHECK(hvd__param_bool((hvd_param_id)id, &i)); break;
       case HVD_PK_LEVEL: HVD__CHECK(hvd__param_level((hvd_param_id)id, &i)); break;
+      case HVD_PK_CORES: HVD__CHECK(hvd__param_cores((hvd_param_id)id, 0, &i, &n)); break;
       default: break;
     }
   }

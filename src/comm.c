@@ -54,6 +54,7 @@ static void sub_free(hvd_comm *sub) {
 void hvd__comm_destroy(hvd_comm *c) {
   sub_free(c->local);
   sub_free(c->cross);
+  free(c->hier_rank);
   if (c->xport && c->owns_xport) c->xport->ops->destroy(c->xport);
   free(c->scratch);
   free(c->staging);

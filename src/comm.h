@@ -46,11 +46,13 @@ typedef struct hvd_comm {
   int allreduce_algo;   /* hvd_ar_algo (coll/coll.h); 0: auto.  Equal on every rank */
   int hierarchical;     /* HOROVOD_HIERARCHICAL_ALLREDUCE.  Equal on every rank */
   int hier_tunable;     /* the autotuner may switch it on: build the hierarchy anyway */
+  int hier_allgather;   /* HOROVOD_HIERARCHICAL_ALLGATHER.  Equal on every rank */
   hvd_place place;      /* the global communicator's: this rank's host layout */
   /* The hierarchical allreduce's sub-communicators (coll/hierarchical.c):
    * this host's ranks by local rank, and this local rank's ranks by host.
    * Owned; NULL unless the global communicator reduces hierarchically. */
   struct hvd_comm *local, *cross;
+  int *hier_rank;       /* with them: [l * hosts + h] is the rank of local rank l on host h */
   /* Another implementation of the data collectives the engine runs on
    * this communicator (MPI's, HOROVOD_CPU_OPERATIONS=mpi), or NULL for
    * hvd's own algorithms.  Negotiation always uses hvd's. */

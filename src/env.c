@@ -83,3 +83,28 @@ int hvd__param_level(hvd_param_id id, int *out) {
   return hvd__err(HVD_E_ENV, "%s='%s': expected TRACE, DEBUG, INFO, WARNING, ERROR or FATAL",
                   p->name, v);
 }
+
+int hvd__parse_cores(hvd_param_id id, const char *text, int index, int *core, int *count) {
+  const hvd_param *p = &hvd__params[id];
+  *core = -1;
+  *count = 0;
+  for (const char *at = text; *at;) {
+    char *end = (char *)at;
+    long v = -1;
+    errno = 0;
+    if (*at >= '0' && *at <= '9') v = strtol(at, &end, 10);
+    if (v < p->min || v > p->max || errno != 0 || (*end != ',' && *end != '\0') ||
+        (*end == ',' && end[1] == '\0'))
+      return hvd__err(HVD_E_ENV, "%s='%s': expected CPU numbers from %ld to %ld separated by "
+                      "commas", p->name, text, p->min, p->max);
+    if (*count == index) *core = (int)v;
+    (*count)++;
+    at = *end ? end + 1 : end;
+  }
+  return 0;
+}
+
+int hvd__param_cores(hvd_param_id id, int index, int *core, int *count) {
+  const char *v = hvd__param_raw(id);
+  return hvd__parse_cores(id, v ? v : hvd__params[id].def, index, core, count);
+}

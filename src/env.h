@@ -18,7 +18,8 @@
 /* X(id, name, kind, default, min, max, meaning)
  * kind: INT (decimal integer within [min, max]), FLOAT (decimal number
  * within [min, max]), BOOL (0/1, true/false,
- * yes/no, on/off), LEVEL (a log level name), STR (any text), JOB (set by
+ * yes/no, on/off), LEVEL (a log level name), STR (any text), CORES
+ * (decimal integers within [min, max] separated by commas), JOB (set by
  * the launcher to describe the job; read by the bootstrap). */
 #define HVD_PARAMS(X)                                                                     \
   X(GLOO_TIMEOUT_SECONDS, "HOROVOD_GLOO_TIMEOUT_SECONDS", INT, "30", 1, 86400,            \
@@ -63,6 +64,15 @@
     "Allreduce in three steps: reduce-scatter within each host, allreduce across hosts "  \
     "among the ranks of one local rank, allgather within each host; used when the job "   \
     "spans several hosts of the same size; rank 0's setting applies to every rank")       \
+  X(HIERARCHICAL_ALLGATHER, "HOROVOD_HIERARCHICAL_ALLGATHER", BOOL, "0", 0, 1,            \
+    "Allgather in three steps: within each host, across hosts among the first rank of "   \
+    "each, then a broadcast within each host, so that each host's data crosses the "      \
+    "network once; used when the job spans several hosts of the same size; rank 0's "     \
+    "setting applies to every rank")                                                      \
+  X(THREAD_AFFINITY, "HOROVOD_THREAD_AFFINITY", CORES, "", 0, 1023,                       \
+    "CPU numbers separated by commas, one per rank of a host: local rank i pins its "     \
+    "engine thread to the i-th (with fewer numbers than ranks on the host, a warning, "   \
+    "and no thread is pinned); unset: not pinned")                                        \
   X(CPU_OPERATIONS, "HOROVOD_CPU_OPERATIONS", STR, "gloo", 0, 0,                         \
     "Who runs the collectives: gloo (hvd's own algorithms and transports) or mpi (MPI's "  \
     "collectives, for a job formed through MPI; hvd's engine still negotiates and fuses)") \
@@ -111,6 +121,9 @@
     "Least severe message printed: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL")          \
   X(LOG_HIDE_TIME, "HOROVOD_LOG_HIDE_TIME", BOOL, "0", 0, 1,                              \
     "Leave the timestamp out of log lines")                                               \
+  X(ELASTIC_TIMEOUT, "HOROVOD_ELASTIC_TIMEOUT", INT, "600", 0, 604800,                    \
+    "Seconds hvdrun's elastic driver waits for --min-np workers before it ends the job "  \
+    "(hvdrun's --elastic-timeout)")                                                       \
   X(RANK, "HOROVOD_RANK", JOB, "0", 0, 0, "This process's rank in the job")               \
   X(SIZE, "HOROVOD_SIZE", JOB, "1", 0, 0, "Number of processes in the job")               \
   X(LOCAL_RANK, "HOROVOD_LOCAL_RANK", JOB, "0", 0, 0, "Rank among the processes on this host") \
@@ -141,7 +154,9 @@ typedef enum {
   HVD_P__COUNT
 } hvd_param_id;
 
-typedef enum { HVD_PK_INT, HVD_PK_FLOAT, HVD_PK_BOOL, HVD_PK_LEVEL, HVD_PK_STR, HVD_PK_JOB } hvd_param_kind;
+typedef enum {
+  HVD_PK_INT, HVD_PK_FLOAT, HVD_PK_BOOL, HVD_PK_LEVEL, HVD_PK_STR, HVD_PK_CORES, HVD_PK_JOB
+} hvd_param_kind;
 
 typedef struct {
   const char *name;
@@ -162,6 +177,15 @@ int hvd__param_int(hvd_param_id id, long *out);
 int hvd__param_double(hvd_param_id id, double *out);
 int hvd__param_bool(hvd_param_id id, int *out);
 int hvd__param_level(hvd_param_id id, int *out);
+
+/* A CORES variable's list: *count its numbers and *core the one at
+ * `index` (-1 when the list is shorter); *count 0 when unset.  HVD_E_ENV
+ * naming the variable when the text is not such a list. */
+int hvd__param_cores(hvd_param_id id, int index, int *core, int *count);
+
+/* Checks `text` as a list of CORES variable `id` (its range): the same
+ * outcomes as hvd__param_cores, for a value not (yet) in the environment. */
+int hvd__parse_cores(hvd_param_id id, const char *text, int index, int *core, int *count);
 
 /* "TRACE" .. "FATAL" for HVD_LOG_TRACE .. HVD_LOG_FATAL. */
 const char *hvd__level_name(int level);

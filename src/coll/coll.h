@@ -289,6 +289,20 @@ int hvd__hier_check(const hvd_place *all, int n);
 int hvd__hierarchical(hvd_comm *c, uint32_t tag, const hvd_pieces *segs, hvd_dtype dtype,
                       hvd_op op);
 
+/* ---- hier_allgather.c ---- */
+
+/* Allgather (hvd__allgather's contract) within each host, across hosts
+ * among the first rank of each, then a broadcast within each host; c
+ * must have c->local, c->cross and c->hier_rank (hvd__hier_setup). */
+int hvd__hier_allgather(hvd_comm *c, const void *sbuf, size_t count, size_t esize, void **rbuf,
+                        size_t *counts);
+
+/* A tensor's allgather (the engine's data path): hvd__hier_allgather with
+ * HOROVOD_HIERARCHICAL_ALLGATHER and the hierarchy built, else
+ * hvd__allgather (which the negotiation's small exchanges keep). */
+int hvd__allgather_tensor(hvd_comm *c, const void *sbuf, size_t count, size_t esize,
+                          void **rbuf, size_t *counts);
+
 /* Recursive doubling over the whole vector `all` (recursive_doubling.c),
  * inside a collective already begun with `tag`; AVERAGE divided. */
 int hvd__recursive_doubling(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype,

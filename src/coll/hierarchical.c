@@ -1,6 +1,7 @@
 /*
  * hierarchical.c -- HOROVOD_HIERARCHICAL_ALLREDUCE: an allreduce that
- * crosses hosts with a fraction of the data.
+ * crosses hosts with a fraction of the data; and the hosts' layout that
+ * it and the hierarchical allgather (hier_allgather.c) run over.
  *
  * With C hosts of L ranks each (n = L * C), the buffer is cut into n
  * segments exactly as for the ring (the engine's fused layout keeps
@@ -209,7 +210,8 @@ static int build(hvd_comm *c, const hvd_place *all, int L) {
   if (rc == 0) rc = local_new(c, ranks, L);
   for (int i = 0; rc == 0 && i < C; i++) ranks[i] = by[l * C + i];
   if (rc == 0) rc = sub_new(c, ranks, C, &c->cross);
-  free(by);
+  if (rc == 0) c->hier_rank = by; /* the hierarchical allgather's order */
+  else free(by);
   free(ranks);
   return rc;
 }
@@ -221,17 +223,22 @@ static int common_size(const hvd_place *all, int n, int *other) {
   return all[0].local_size;
 }
 
+/* The switch the user set, for the messages. */
+static const char *knob(const hvd_comm *c) {
+  return c->hierarchical || !c->hier_allgather ? "HOROVOD_HIERARCHICAL_ALLREDUCE"
+                                               : "HOROVOD_HIERARCHICAL_ALLGATHER";
+}
+
 static int decide(hvd_comm *c, const hvd_place *all) {
   int other = 0, L = common_size(all, c->size, &other);
   if (L == 0) {
-    if (c->rank == 0 && c->hierarchical)
-      hvd__log(HVD_LOG_WARNING, "HOROVOD_HIERARCHICAL_ALLREDUCE: the hosts have different "
-               "numbers of ranks (%d and %d); the flat allreduce runs instead",
-               all[0].local_size, other);
+    if (c->rank == 0 && (c->hierarchical || c->hier_allgather))
+      hvd__log(HVD_LOG_WARNING, "%s: the hosts have different numbers of ranks (%d and %d); "
+               "the flat collectives run instead", knob(c), all[0].local_size, other);
     return 0;
   }
   if (L == 1 || L == c->size) {
-    hvd__log(HVD_LOG_DEBUG, "HOROVOD_HIERARCHICAL_ALLREDUCE: %s; the flat allreduce runs",
+    hvd__log(HVD_LOG_DEBUG, "%s: %s; the flat collectives run", knob(c),
              L == 1 ? "one rank per host" : "one host");
     return 0;
   }
@@ -240,7 +247,7 @@ static int decide(hvd_comm *c, const hvd_place *all) {
 }
 
 int hvd__hier_setup(hvd_comm *c) {
-  if (!(c->hierarchical || c->hier_tunable) || c->size < 2) return 0;
+  if (!(c->hierarchical || c->hier_tunable || c->hier_allgather) || c->size < 2) return 0;
   hvd_place *all = NULL;
   int rc = exchange(c, &all);
   if (rc == 0) rc = hvd__hier_check(all, c->size);

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../affinity.h"
 #include "../coll/coll.h"
 #include "../env.h"
 #include "../startup.h"
@@ -572,6 +573,10 @@ int hvd__engine_start(hvd_comm *global, hvd_engine **out) {
   if (rc == 0) hvd__engine_timeline_job(e);    /* the settings agreed on */
   if (rc == 0 && pthread_create(&e->thread, NULL, engine_main, e) != 0)
     rc = hvd__err(HVD_E_SYSTEM, "starting the engine thread");
+  if (rc == 0) {
+    pthread_setname_np(e->thread, "hvd engine"); /* for ps, top, gdb, and the tests */
+    hvd__affinity_apply(e->thread, global->place.local_rank, global->place.local_size);
+  }
   if (rc < 0) {
     hvd__engine_dealloc(e);
     return rc;

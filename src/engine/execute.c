@@ -233,7 +233,7 @@ int hvd__gather(hvd_comm *c, int type, const void *send, size_t count,
     return c->coll ? c->coll->alltoall(c, send, sendcounts, esize, out, counts)
                    : hvd__alltoall(c, send, sendcounts, esize, out, counts);
   return c->coll ? c->coll->allgather(c, send, count, esize, out, counts)
-                 : hvd__allgather(c, send, count, esize, out, counts);
+                 : hvd__allgather_tensor(c, send, count, esize, out, counts);
 }
 
 void hvd__gather_deliver(entry *en, void *out, const size_t *counts, int n) {

@@ -11,7 +11,9 @@
  * of small rings in TCP's place, where every send waits.  Checked: every
  * algorithm
  * against sums computed here, the same bits on every rank, alltoall with
- * uneven counts, a host without shared memory among hosts with it, and a
+ * uneven counts, the hierarchical allgather over hosts whose ranks are
+ * consecutive or interleaved, a host without shared memory among hosts
+ * with it, and a
  * rank that gives up named by its job rank on the other host and on its
  * own (through shared memory, which numbers ranks its own way).
  */
@@ -280,6 +282,58 @@ static void test_a_host_without_shared_memory(void **state) {
   check_all((int[]){0, 0, 1, 1, 2, 2}, 6, 0x5, 0); /* host 1 over TCP among itself */
 }
 
+/* ---- the hierarchical allgather ---- */
+
+/* Rank r's place among hosts[] (hosts numbered 0..C-1, their ranks in
+ * rank order), as the launcher would give it. */
+static hvd_place place_of(const job *j, int r) {
+  int members[MAX_RANKS], me = 0, hosts = 0;
+  int L = host_members(j, j->host[r], r, members, &me);
+  for (int q = 0; q < j->n; q++)
+    if (j->host[q] + 1 > hosts) hosts = j->host[q] + 1;
+  return (hvd_place){me, L, j->host[r], hosts};
+}
+
+/* Rank r's block: 0 elements for rank 1, else (r + 1) * 3000 doubles
+ * (several pieces of the 16 KiB rings). */
+static size_t gather_len(int r) { return r == 1 ? 0 : (size_t)(r + 1) * 3000; }
+
+static int gather_in_rank_order(hvd_comm *c, int r, void *arg) {
+  const job *j = arg;
+  c->place = place_of(j, r);
+  c->hier_allgather = 1;
+  int rc = hvd__hier_setup(c);
+  if (rc == 0 && !c->local) rc = hvd__err(HVD_E_INVALID, "no hierarchy was built");
+  size_t n = gather_len(r), counts[MAX_RANKS];
+  double *mine = malloc((n ? n : 1) * sizeof *mine), *all = NULL;
+  for (size_t i = 0; i < n; i++) mine[i] = r * 1e6 + (double)i;
+  if (rc == 0) rc = hvd__allgather_tensor(c, mine, n, sizeof *mine, (void **)&all, counts);
+  for (int q = 0, at = 0; rc == 0 && q < c->size; q++) {
+    if (counts[q] != gather_len(q)) rc = hvd__err(HVD_E_INVALID, "count of rank %d", q);
+    for (size_t i = 0; rc == 0 && i < gather_len(q); i++, at++)
+      if (all[at] != q * 1e6 + (double)i)
+        rc = hvd__err(HVD_E_INVALID, "rank %d's element %zu is %g", q, i, all[at]);
+  }
+  free(mine);
+  free(all);
+  return rc;
+}
+
+/* Within hosts, across, then within again, put in rank order: hosts whose
+ * ranks are consecutive (nothing to reorder) and interleaved ones. */
+static void test_hierarchical_allgather(void **state) {
+  (void)state;
+  const int layouts[][MAX_RANKS] = {{0, 0, 1, 1}, {0, 1, 0, 1}, {0, 1, 2, 2, 1, 0}};
+  const int sizes[] = {4, 4, 6};
+  for (size_t k = 0; k < HVD__ARRAY_LEN(sizes); k++) {
+    job j;
+    job_start(&j, sizes[k], layouts[k], 0x7, 0);
+    run_ranks(&j, gather_in_rank_order, &j);
+    assert_all_ok(&j);
+    job_end(&j);
+  }
+}
+
 /* ---- a rank that gives up ---- */
 
 static int give_up_or_reduce(hvd_comm *c, int r, void *arg) {
@@ -317,6 +371,7 @@ int main(void) {
       cmocka_unit_test(test_hosts_interleaved_and_uneven),
       cmocka_unit_test(test_a_host_without_shared_memory),
       cmocka_unit_test(test_pieces_never_deadlock),
+      cmocka_unit_test(test_hierarchical_allgather),
       cmocka_unit_test(test_lost_rank_is_named_by_its_job_rank),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
