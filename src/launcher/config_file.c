@@ -2,15 +2,15 @@
  * config_file.c -- reading horovodrun's YAML --config-file (config_file.h).
  *
  * libyaml loads the whole document (a file of settings is small); each
- * section's keys are then applied through options_apply_flag() as the
- * flags they stand for, so a value in the file passes the same checks
- * with the same messages as on the command line, prefixed with the file,
- * line and key.
+ * section's keys become rows naming the flags they stand for.  This file
+ * checks only what is YAML's (a mapping, one value, a boolean); the
+ * values themselves are checked by options.c as the flags', so a value
+ * in the file passes the same checks with the same messages as on the
+ * command line, prefixed with the file, line and key.
  */
 #include "config_file.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +19,6 @@
 #include <yaml.h>
 
 #include "common.h"
-
-/* A value of the file that a flag kept (the options point into it). */
-struct config_value {
-  struct config_value *next;
-  char text[];
-};
 
 /* One key of a section and the flag it stands for; a true/false key has
  * the switch in `flag` and its --no- twin in `off`. */
@@ -60,21 +54,27 @@ static const config_key keys[] = {
 
 /* What is being read, for the messages. */
 typedef struct {
-  hvdrun_options *o;
   const char *path;
   yaml_document_t *doc;
+  config_rows *out;
 } reader;
 
-static options_result fail(const reader *r, const yaml_node_t *at, const char *fmt, ...)
-    HVD__PRINTF(3, 4);
-static options_result fail(const reader *r, const yaml_node_t *at, const char *fmt, ...) {
+static int fail(const reader *r, const yaml_node_t *at, const char *fmt, ...) HVD__PRINTF(3, 4);
+static int fail(const reader *r, const yaml_node_t *at, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "hvdrun: %s: line %lu: ", r->path, (unsigned long)at->start_mark.line + 1);
   vfprintf(stderr, fmt, ap);
   fprintf(stderr, "\n");
   va_end(ap);
-  return OPTIONS_USAGE;
+  return -1;
+}
+
+/* horovodrun ignores what it does not know; a misspelling should not
+ * pass unseen, so hvdrun says what it leaves alone. */
+static void ignore(const reader *r, const yaml_node_t *at, const char *what, const char *name) {
+  fprintf(stderr, "hvdrun: warning: %s: line %lu: unknown %s '%s' ignored\n", r->path,
+          (unsigned long)at->start_mark.line + 1, what, name);
 }
 
 static const char *scalar(const yaml_node_t *n) {
@@ -99,118 +99,127 @@ static int boolean(const char *s) {
 }
 
 static const config_key *find_key(const char *section, const char *key) {
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+  for (size_t i = 0; i < HVD__ARRAY_LEN(keys); i++)
     if (strcmp(keys[i].section, section) == 0 && (!key || strcmp(keys[i].key, key) == 0))
       return &keys[i];
   return NULL;
 }
 
-/* A copy of s that lives as long as the options. */
-static const char *keep(hvdrun_options *o, const char *s) {
-  size_t n = strlen(s) + 1;
-  struct config_value *v = malloc(sizeof *v + n);
-  if (!v) return NULL;
-  memcpy(v->text, s, n);
-  v->next = o->config;
-  o->config = v;
-  return v->text;
+/* A row for flag: value (copied; NULL for a switch), where "FILE: line
+ * N: name". */
+static int add_row(const reader *r, const yaml_node_t *at, const char *name, const char *flag,
+                   const char *value) {
+  config_rows *out = r->out;
+  if (out->n == out->cap) {
+    size_t cap = out->cap ? 2 * out->cap : 16;
+    config_row *rows = realloc(out->rows, cap * sizeof *rows);
+    if (!rows) return fail(r, at, "%s: out of memory", name);
+    out->rows = rows;
+    out->cap = cap;
+  }
+  config_row *row = &out->rows[out->n];
+  row->flag = flag;
+  row->value = value ? strdup(value) : NULL;
+  if (asprintf(&row->where, "%s: line %lu: %s", r->path, (unsigned long)at->start_mark.line + 1,
+               name) < 0)
+    row->where = NULL;
+  if (!row->where || (value && !row->value)) {
+    free(row->value);
+    free(row->where);
+    return fail(r, at, "%s: out of memory", name);
+  }
+  out->n++;
+  return 0;
 }
 
-static options_result apply_key(const reader *r, const char *section, const yaml_node_t *k,
-                                const yaml_node_t *v) {
-  char name[128], where[PATH_MAX + 160];
+static int read_key(const reader *r, const char *section, const yaml_node_t *k,
+                    const yaml_node_t *v) {
+  char name[128];
   snprintf(name, sizeof name, "%s.%s", section, scalar(k) ? scalar(k) : "?");
   const config_key *c = scalar(k) ? find_key(section, scalar(k)) : NULL;
-  if (!c) return fail(r, k, "unknown key '%s'", name);
-  if (is_null(v)) return OPTIONS_RUN;
+  if (!c) return ignore(r, k, "key", name), 0;
+  if (is_null(v)) return 0;
   if (!scalar(v)) return fail(r, v, "%s needs one value", name);
-  snprintf(where, sizeof where, "%s: line %lu: %s", r->path, (unsigned long)v->start_mark.line + 1,
-           name);
-  if (c->off) {
-    int b = boolean(scalar(v));
-    if (b < 0) return fail(r, v, "%s needs true or false, not '%s'", name, scalar(v));
-    return options_apply_flag(r->o, b ? c->flag : c->off, NULL, where);
-  }
-  const char *value = keep(r->o, scalar(v));
-  if (!value) return fail(r, v, "%s: out of memory", name);
-  return options_apply_flag(r->o, c->flag, value, where);
+  if (!c->off) return add_row(r, v, name, c->flag, scalar(v));
+  int b = boolean(scalar(v));
+  if (b < 0) return fail(r, v, "%s needs true or false, not '%s'", name, scalar(v));
+  return add_row(r, v, name, b ? c->flag : c->off, NULL);
 }
 
-static options_result apply_section(const reader *r, const yaml_node_t *k, const yaml_node_t *v) {
+static int read_section(const reader *r, const yaml_node_t *k, const yaml_node_t *v) {
   const char *section = scalar(k);
   if (!section || !find_key(section, NULL))
-    return fail(r, k, "unknown section '%s'", section ? section : "?");
-  if (is_null(v)) return OPTIONS_RUN;
+    return ignore(r, k, "section", section ? section : "?"), 0;
+  if (is_null(v)) return 0;
   if (v->type != YAML_MAPPING_NODE) return fail(r, v, "%s needs keys under it", section);
-  for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
-    options_result res = apply_key(r, section, yaml_document_get_node(r->doc, p->key),
-                                   yaml_document_get_node(r->doc, p->value));
-    if (res != OPTIONS_RUN) return res;
-  }
-  return OPTIONS_RUN;
+  for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++)
+    if (read_key(r, section, yaml_document_get_node(r->doc, p->key),
+                 yaml_document_get_node(r->doc, p->value)) < 0)
+      return -1;
+  return 0;
 }
 
 /* controller: gloo or mpi, as --gloo or --mpi. */
-static options_result apply_controller(const reader *r, const yaml_node_t *v) {
-  char where[PATH_MAX + 64];
+static int read_controller(const reader *r, const yaml_node_t *v) {
   const char *s = scalar(v);
-  if (is_null(v)) return OPTIONS_RUN;
+  if (is_null(v)) return 0;
   if (!s || (strcasecmp(s, "gloo") != 0 && strcasecmp(s, "mpi") != 0))
     return fail(r, v, "controller must be gloo or mpi, not '%s'", s ? s : "?");
-  snprintf(where, sizeof where, "%s: line %lu: controller", r->path,
-           (unsigned long)v->start_mark.line + 1);
-  return options_apply_flag(r->o, strcasecmp(s, "mpi") == 0 ? "--mpi" : "--gloo", NULL, where);
+  return add_row(r, v, "controller", strcasecmp(s, "mpi") == 0 ? "--mpi" : "--gloo", NULL);
 }
 
-static options_result apply_document(const reader *r) {
+static int read_document(const reader *r) {
   yaml_node_t *root = yaml_document_get_root_node(r->doc);
-  if (!root || is_null(root)) return OPTIONS_RUN; /* an empty file */
+  if (!root || is_null(root)) return 0; /* an empty file */
   if (root->type != YAML_MAPPING_NODE)
     return fail(r, root, "%s", "not horovodrun's settings (controller:, params:, ...)");
   for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
     yaml_node_t *k = yaml_document_get_node(r->doc, p->key);
     yaml_node_t *v = yaml_document_get_node(r->doc, p->value);
     const char *name = scalar(k);
-    options_result res = name && strcmp(name, "controller") == 0 ? apply_controller(r, v)
-                                                                  : apply_section(r, k, v);
-    if (res != OPTIONS_RUN) return res;
+    int rc = name && strcmp(name, "controller") == 0 ? read_controller(r, v)
+                                                     : read_section(r, k, v);
+    if (rc < 0) return -1;
   }
-  return OPTIONS_RUN;
+  return 0;
 }
 
-options_result config_file_read(hvdrun_options *o, const char *path) {
+int config_file_read(const char *path, config_rows *out) {
+  memset(out, 0, sizeof *out);
   FILE *f = fopen(path, "rb");
   if (!f) {
     fprintf(stderr, "hvdrun: --config-file %s: %s\n", path, strerror(errno));
-    return OPTIONS_USAGE;
+    return -1;
   }
   yaml_parser_t parser;
   yaml_document_t doc;
-  options_result res = OPTIONS_USAGE;
+  int rc = -1;
   if (!yaml_parser_initialize(&parser)) {
     fprintf(stderr, "hvdrun: --config-file %s: out of memory\n", path);
-    fclose(f);
-    return res;
+    goto out_file;
   }
   yaml_parser_set_input_file(&parser, f);
   if (!yaml_parser_load(&parser, &doc)) {
     fprintf(stderr, "hvdrun: %s: line %lu: %s\n", path,
             (unsigned long)parser.problem_mark.line + 1,
             parser.problem ? parser.problem : "not YAML");
-  } else {
-    reader r = {o, path, &doc};
-    res = apply_document(&r);
-    yaml_document_delete(&doc);
+    goto out_parser;
   }
+  reader r = {path, &doc, out};
+  rc = read_document(&r);
+  yaml_document_delete(&doc);
+out_parser:
   yaml_parser_delete(&parser);
+out_file:
   fclose(f);
-  return res;
+  return rc;
 }
 
-void config_file_free(struct config_value *values) {
-  while (values) {
-    struct config_value *next = values->next;
-    free(values);
-    values = next;
+void config_rows_free(config_rows *rows) {
+  for (size_t i = 0; i < rows->n; i++) {
+    free(rows->rows[i].value);
+    free(rows->rows[i].where);
   }
+  free(rows->rows);
+  memset(rows, 0, sizeof *rows);
 }

@@ -29,6 +29,7 @@
 #include "check_build.h"
 #include "common.h"
 #include "config_file.h"
+#include "env.h"
 #include "wire/auth.h"
 
 #define DIGITS "0123456789"
@@ -41,180 +42,166 @@ typedef enum {
   F_COOLDOWN, F_LAUNCHER, F_MPI, F_MPI_ARGS, F_GLOO, F_MAKE_SECRET, F_VERBOSE, F_CHECK_BUILD,
   F_VERSION, F_HELP, F_CONFIG_FILE, F_BINDING_ARGS, F_PREFIX_TIMESTAMP,
   F_NOTHING,   /* accepted; asks for what hvdrun does anyway (its help line says why) */
+  F_WARN,      /* accepted with one warning line: it changes nothing here (its help line) */
   F_NO_MEANING /* refused in one line: its help line says why */
 } flag_id;
 
-/* What an F_ENV flag's value may be. */
+/* What an F_ENV flag's value may be: its variable's kind in env.h's table. */
 typedef enum {
   V_NONE,    /* not an F_ENV flag */
-  V_SECONDS, /* whole seconds in [min, max] */
-  V_INT,     /* a whole number in [min, max] */
-  V_DECIMAL, /* digits with at most one '.', in [min, max] */
+  V_INT,     /* a whole number in the variable's range (divided by the row's scale) */
+  V_DECIMAL, /* digits with at most one '.', in the variable's range */
   V_PATH,    /* any non-empty text */
   V_LEVEL,   /* a log level name; the variable gets it upper-cased */
-  V_IFACES,  /* interface names separated by commas */
-  V_SWITCH,  /* no value; the variable gets 1 */
-  V_OFF      /* no value; the variable gets 0 (a --no- twin) */
+  V_IFACES,  /* interface names separated by commas (HOROVOD_GLOO_IFACE) */
+  V_CORES,   /* CPU numbers separated by commas */
+  V_SWITCH   /* no value; the variable gets the row's scale: 1, or 0 for a --no- twin */
 } value_kind;
 
-typedef struct {
-  value_kind kind;
-  long min, max; /* V_SECONDS, V_INT, V_DECIMAL */
-  long scale;    /* V_SECONDS (1), V_INT: the variable gets the value times scale */
-} value_check;
-
-#define OWN {V_NONE, 0, 0, 0}
-#define SECONDS(min) {V_SECONDS, min, 86400, 1}
-#define RANGE(min, max, scale) {V_INT, min, max, scale}
-#define DECIMAL(min, max) {V_DECIMAL, min, max, 0}
-#define PATH {V_PATH, 0, 0, 0}
-#define LEVEL {V_LEVEL, 0, 0, 0}
-#define IFACES {V_IFACES, 0, 0, 0}
-#define SWITCH {V_SWITCH, 0, 0, 0}
-#define OFF {V_OFF, 0, 0, 0}
+/* A row's variable: its id in env.h's table, and the scale (see flag). */
+#define OWN -1, 0
+#define ENV(id) HVD_P_##id, 1
+#define ENV_OFF(id) HVD_P_##id, 0
+#define ENV_SCALED(id, scale) HVD_P_##id, scale
 
 typedef struct {
   flag_id id;
   const char *short_name; /* may be NULL */
   const char *long_name;
   const char *arg;        /* the value's name, NULL for a switch */
-  const char *env;        /* F_ENV: the variable the flag sets */
-  value_check check;      /* F_ENV: what the value may be */
+  int param;              /* F_ENV: the variable the flag sets (hvd_param_id), else -1 */
+  long scale;             /* F_ENV: an INT variable gets the value times scale; a BOOL one
+                             gets scale (1, or 0 for a --no- twin) */
   const char *help;       /* F_ENV: --help adds the variable and the range */
 } flag;
 
 static const flag flags[] = {
-    {F_NP, "-np", "--num-proc", "N", NULL, OWN, "number of processes (ranks) to start, 1..4096"},
-    {F_HOSTS, "-H", "--hosts", "HOSTS", NULL, OWN,
+    {F_NP, "-np", "--num-proc", "N", OWN, "number of processes (ranks) to start, 1..4096"},
+    {F_HOSTS, "-H", "--hosts", "HOSTS", OWN,
      "host:slots,... ([v6addr]:slots); a host named twice is one host"},
-    {F_HOSTFILE, NULL, "--hostfile", "FILE", NULL, OWN,
+    {F_HOSTFILE, NULL, "--hostfile", "FILE", OWN,
      "file with one 'host slots=N' (or 'host') per line, '#' comments"},
-    {F_SSH_PORT, "-p", "--ssh-port", "PORT", NULL, OWN, "ssh port of the other hosts, 1..65535"},
-    {F_SSH_IDENTITY, "-i", "--ssh-identity-file", "FILE", NULL, OWN,
+    {F_SSH_PORT, "-p", "--ssh-port", "PORT", OWN, "ssh port of the other hosts, 1..65535"},
+    {F_SSH_IDENTITY, "-i", "--ssh-identity-file", "FILE", OWN,
      "the key ssh logs in to the other hosts with"},
-    {F_SSH_COMMAND, NULL, "--ssh-command", "CMD", NULL, OWN,
+    {F_SSH_COMMAND, NULL, "--ssh-command", "CMD", OWN,
      "ssh and its options, split at blanks (no quoting); default ssh"},
-    {F_SSH_THIS_HOST, NULL, "--ssh-this-host", NULL, NULL, OWN,
+    {F_SSH_THIS_HOST, NULL, "--ssh-this-host", NULL, OWN,
      "start this machine's ranks through the ssh command too, not as hvdrun's children"},
-    {F_OUTPUT, NULL, "--output-filename", "DIR", NULL, OWN,
+    {F_OUTPUT, NULL, "--output-filename", "DIR", OWN,
      "also write rank N's output to DIR/rank.N/stdout and stderr"},
-    {F_CONFIG_FILE, NULL, "--config-file", "FILE", NULL, OWN,
+    {F_CONFIG_FILE, NULL, "--config-file", "FILE", OWN,
      "horovodrun's YAML settings; the command line's flags override them"},
-    {F_MIN_NP, NULL, "--min-np", "N", NULL, OWN,
+    {F_MIN_NP, NULL, "--min-np", "N", OWN,
      "elastic: fewest workers to train with (default -np)"},
-    {F_MAX_NP, NULL, "--max-np", "N", NULL, OWN,
+    {F_MAX_NP, NULL, "--max-np", "N", OWN,
      "elastic: most workers to train with (default: no bound below 4096)"},
-    {F_DISCOVERY, NULL, "--host-discovery-script", "SCRIPT", NULL, OWN,
+    {F_DISCOVERY, NULL, "--host-discovery-script", "SCRIPT", OWN,
      "elastic: run about once a second, prints 'host:slots' lines"},
-    {F_SLOTS_PER_HOST, NULL, "--slots-per-host", "N", NULL, OWN,
+    {F_SLOTS_PER_HOST, NULL, "--slots-per-host", "N", OWN,
      "elastic: slots of a host the script names without ':slots' (1)"},
-    {F_ELASTIC_TIMEOUT, NULL, "--elastic-timeout", "SECONDS", NULL, OWN,
+    {F_ELASTIC_TIMEOUT, NULL, "--elastic-timeout", "SECONDS", OWN,
      "elastic: how long to wait for --min-np workers (HOROVOD_ELASTIC_TIMEOUT, 600)"},
-    {F_RESET_LIMIT, NULL, "--reset-limit", "N", NULL, OWN,
+    {F_RESET_LIMIT, NULL, "--reset-limit", "N", OWN,
      "elastic: end the job after N changes of its workers (no limit)"},
-    {F_COOLDOWN, NULL, "--blacklist-cooldown-range", "MIN MAX", NULL, OWN,
+    {F_COOLDOWN, NULL, "--blacklist-cooldown-range", "MIN MAX", OWN,
      "elastic: a failed host returns after MIN s, doubling to MAX (never)"},
-    {F_LAUNCHER, NULL, "--launcher", "KIND", NULL, OWN,
+    {F_LAUNCHER, NULL, "--launcher", "KIND", OWN,
      "how other hosts' ranks start: srun, ssh or local (this machine only); default: srun "
      "inside a SLURM allocation, else ssh"},
-    {F_MPI, NULL, "--mpi", NULL, NULL, OWN,
+    {F_MPI, NULL, "--mpi", NULL, OWN,
      "start the job through mpirun (Open MPI) instead of hvdrun's own launcher"},
-    {F_MPI_ARGS, NULL, "--mpi-args", "ARGS", NULL, OWN,
+    {F_MPI_ARGS, NULL, "--mpi-args", "ARGS", OWN,
      "more arguments for mpirun, split at blanks (no quoting); with --mpi"},
-    {F_BINDING_ARGS, NULL, "--binding-args", "ARGS", NULL, OWN,
+    {F_BINDING_ARGS, NULL, "--binding-args", "ARGS", OWN,
      "mpirun's process binding instead of '--bind-to none --map-by slot'; with --mpi"},
-    {F_GLOO, NULL, "--gloo", NULL, NULL, OWN, "start the job with hvdrun's own launcher (the default)"},
-    {F_NO_MEANING, NULL, "--jsrun", NULL, NULL, OWN,
+    {F_GLOO, NULL, "--gloo", NULL, OWN, "start the job with hvdrun's own launcher (the default)"},
+    {F_NO_MEANING, NULL, "--jsrun", NULL, OWN,
      "hvd does not start jobs through LSF's jsrun (use --mpi, srun or ssh)"},
-    {F_MAKE_SECRET, NULL, "--make-secret", NULL, NULL, OWN,
+    {F_MAKE_SECRET, NULL, "--make-secret", NULL, OWN,
      "print a fresh secret for _HOROVOD_SECRET_KEY (jobs started by srun) and exit"},
-    {F_ENV, NULL, "--network-interface", "NIC[,NIC...]", "HOROVOD_GLOO_IFACE", IFACES,
+    {F_ENV, NULL, "--network-interface", "NIC[,NIC...]", ENV(GLOO_IFACE),
      "NICs of the ranks and the rendezvous: the first that exists; repeatable"},
-    {F_ENV, NULL, "--start-timeout", "SECONDS", "HOROVOD_START_TIMEOUT", SECONDS(1),
+    {F_ENV, NULL, "--start-timeout", "SECONDS", ENV(START_TIMEOUT),
      "how long hvd_init() waits for all ranks, default 30"},
-    {F_ENV, NULL, "--gloo-timeout-seconds", "SECONDS", "HOROVOD_GLOO_TIMEOUT_SECONDS", SECONDS(1),
+    {F_ENV, NULL, "--gloo-timeout-seconds", "SECONDS", ENV(GLOO_TIMEOUT_SECONDS),
      "how long a collective waits for a silent peer"},
-    {F_ENV, NULL, "--log-level", "LEVEL", "HOROVOD_LOG_LEVEL", LEVEL,
+    {F_ENV, NULL, "--log-level", "LEVEL", ENV(LOG_LEVEL),
      "TRACE, DEBUG, INFO, WARNING, ERROR or FATAL"},
-    {F_ENV, NULL, "--log-without-timestamp", NULL, "HOROVOD_LOG_HIDE_TIME", SWITCH,
+    {F_ENV, NULL, "--log-without-timestamp", NULL, ENV(LOG_HIDE_TIME),
      "leave timestamps out of hvd's log lines"},
-    {F_ENV, NULL, "--log-hide-timestamp", NULL, "HOROVOD_LOG_HIDE_TIME", SWITCH,
+    {F_ENV, NULL, "--log-hide-timestamp", NULL, ENV(LOG_HIDE_TIME),
      "the old name of --log-without-timestamp"},
-    {F_ENV, NULL, "--log-with-timestamp", NULL, "HOROVOD_LOG_HIDE_TIME", OFF,
+    {F_ENV, NULL, "--log-with-timestamp", NULL, ENV_OFF(LOG_HIDE_TIME),
      "timestamps in hvd's log lines (the default)"},
-    {F_ENV, NULL, "--no-log-hide-timestamp", NULL, "HOROVOD_LOG_HIDE_TIME", OFF,
+    {F_ENV, NULL, "--no-log-hide-timestamp", NULL, ENV_OFF(LOG_HIDE_TIME),
      "the old name of --log-with-timestamp"},
-    {F_PREFIX_TIMESTAMP, NULL, "--prefix-output-with-timestamp", NULL, NULL, OWN,
+    {F_PREFIX_TIMESTAMP, NULL, "--prefix-output-with-timestamp", NULL, OWN,
      "start each forwarded output line with its time, as 'Fri Nov 27 02:05:43 2026[0]<stdout>:'"},
-    {F_ENV, NULL, "--fusion-threshold-mb", "MB", "HOROVOD_FUSION_THRESHOLD",
-     RANGE(0, 1048576, 1048576), "fuse allreduces of up to MB megabytes; 0: no fusion"},
-    {F_ENV, NULL, "--cycle-time-ms", "MS", "HOROVOD_CYCLE_TIME", DECIMAL(0, 10000),
+    {F_ENV, NULL, "--fusion-threshold-mb", "MB", ENV_SCALED(FUSION_THRESHOLD, 1048576), "fuse allreduces of up to MB megabytes; 0: no fusion"},
+    {F_ENV, NULL, "--cycle-time-ms", "MS", ENV(CYCLE_TIME),
      "pause between negotiation cycles, like 2.5"},
-    {F_ENV, NULL, "--hierarchical-allreduce", NULL, "HOROVOD_HIERARCHICAL_ALLREDUCE", SWITCH,
+    {F_ENV, NULL, "--hierarchical-allreduce", NULL, ENV(HIERARCHICAL_ALLREDUCE),
      "allreduce within each host, across hosts, then within again"},
-    {F_ENV, NULL, "--no-hierarchical-allreduce", NULL, "HOROVOD_HIERARCHICAL_ALLREDUCE", OFF,
+    {F_ENV, NULL, "--no-hierarchical-allreduce", NULL, ENV_OFF(HIERARCHICAL_ALLREDUCE),
      "one flat allreduce (the default), which autotune then leaves alone"},
-    {F_NO_MEANING, NULL, "--hierarchical-allgather", NULL, NULL, OWN,
-     "hvd's allgather is not hierarchical (nor is Horovod's Gloo allgather)"},
-    {F_NOTHING, NULL, "--no-hierarchical-allgather", NULL, NULL, OWN,
-     "accepted: hvd's allgather is flat anyway"},
-    {F_NO_MEANING, NULL, "--torus-allreduce", NULL, NULL, OWN,
-     "torus allreduce is Horovod's NCCL (GPU) algorithm, and hvd has no NCCL path"},
-    {F_NOTHING, NULL, "--no-torus-allreduce", NULL, NULL, OWN,
+    {F_ENV, NULL, "--hierarchical-allgather", NULL, ENV(HIERARCHICAL_ALLGATHER),
+     "allgather within each host, across hosts, then a broadcast within each host"},
+    {F_ENV, NULL, "--no-hierarchical-allgather", NULL, ENV_OFF(HIERARCHICAL_ALLGATHER),
+     "one flat allgather (the default)"},
+    {F_NO_MEANING, NULL, "--torus-allreduce", NULL, OWN,
+     "torus allreduce is an NCCL (GPU) algorithm of Horovod's; hvd's NCCL path runs NCCL's "
+     "own allreduce, or the hierarchical one (--hierarchical-allreduce)"},
+    {F_NOTHING, NULL, "--no-torus-allreduce", NULL, OWN,
      "accepted: hvd never runs a torus allreduce"},
-    {F_ENV, NULL, "--cache-capacity", "N", "HOROVOD_CACHE_CAPACITY", RANGE(0, 1048576, 1),
+    {F_ENV, NULL, "--cache-capacity", "N", ENV(CACHE_CAPACITY),
      "response cache entries; 0: no cache"},
-    {F_ENV, NULL, "--autotune", NULL, "HOROVOD_AUTOTUNE", SWITCH,
+    {F_ENV, NULL, "--autotune", NULL, ENV(AUTOTUNE),
      "tune fusion, cycle time, cache and hierarchical allreduce while the job runs"},
-    {F_ENV, NULL, "--no-autotune", NULL, "HOROVOD_AUTOTUNE", OFF, "no autotuning (the default)"},
-    {F_ENV, NULL, "--autotune-log-file", "PATH", "HOROVOD_AUTOTUNE_LOG", PATH,
+    {F_ENV, NULL, "--no-autotune", NULL, ENV_OFF(AUTOTUNE), "no autotuning (the default)"},
+    {F_ENV, NULL, "--autotune-log-file", "PATH", ENV(AUTOTUNE_LOG),
      "rank 0 writes every autotune sample and its score there (CSV)"},
-    {F_ENV, NULL, "--autotune-warmup-samples", "N", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES",
-     RANGE(0, 10000, 1), "autotune samples discarded at the start"},
-    {F_ENV, NULL, "--autotune-steps-per-sample", "N", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE",
-     RANGE(1, 1000, 1), "training steps in one autotune sample"},
-    {F_ENV, NULL, "--autotune-bayes-opt-max-samples", "N",
-     "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", RANGE(1, 64, 1),
+    {F_ENV, NULL, "--autotune-warmup-samples", "N", ENV(AUTOTUNE_WARMUP_SAMPLES), "autotune samples discarded at the start"},
+    {F_ENV, NULL, "--autotune-steps-per-sample", "N", ENV(AUTOTUNE_STEPS_PER_SAMPLE), "training steps in one autotune sample"},
+    {F_ENV, NULL, "--autotune-bayes-opt-max-samples", "N", ENV(AUTOTUNE_BAYES_OPT_MAX_SAMPLES),
      "samples of the Bayesian optimisation"},
-    {F_ENV, NULL, "--autotune-gaussian-process-noise", "X",
-     "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", DECIMAL(0, 100),
+    {F_ENV, NULL, "--autotune-gaussian-process-noise", "X", ENV(AUTOTUNE_GAUSSIAN_PROCESS_NOISE),
      "noise of the autotuner's Gaussian process"},
-    {F_ENV, NULL, "--autotune-retune-drop", "X", "HOROVOD_AUTOTUNE_RETUNE_DROP", DECIMAL(0, 1),
+    {F_ENV, NULL, "--autotune-retune-drop", "X", ENV(AUTOTUNE_RETUNE_DROP),
      "tune again when throughput falls this share below the settled one"},
-    {F_ENV, NULL, "--timeline-filename", "PATH", "HOROVOD_TIMELINE", PATH,
+    {F_ENV, NULL, "--timeline-filename", "PATH", ENV(TIMELINE),
      "Chrome-trace timeline: rank 0 to PATH; %r in PATH or a directory: every rank"},
-    {F_ENV, NULL, "--timeline-mark-cycles", NULL, "HOROVOD_TIMELINE_MARK_CYCLES", SWITCH,
+    {F_ENV, NULL, "--timeline-mark-cycles", NULL, ENV(TIMELINE_MARK_CYCLES),
      "mark every negotiation cycle in the timeline"},
-    {F_ENV, NULL, "--no-timeline-mark-cycles", NULL, "HOROVOD_TIMELINE_MARK_CYCLES", OFF,
+    {F_ENV, NULL, "--no-timeline-mark-cycles", NULL, ENV_OFF(TIMELINE_MARK_CYCLES),
      "no cycle marks in the timeline (the default)"},
-    {F_ENV, NULL, "--no-stall-check", NULL, "HOROVOD_STALL_CHECK_DISABLE", SWITCH,
+    {F_ENV, NULL, "--no-stall-check", NULL, ENV(STALL_CHECK_DISABLE),
      "turn off the stall inspector"},
-    {F_ENV, NULL, "--stall-check", NULL, "HOROVOD_STALL_CHECK_DISABLE", OFF,
+    {F_ENV, NULL, "--stall-check", NULL, ENV_OFF(STALL_CHECK_DISABLE),
      "keep the stall inspector on (the default)"},
-    {F_ENV, NULL, "--stall-check-warning-time-seconds", "SECONDS",
-     "HOROVOD_STALL_CHECK_TIME_SECONDS", SECONDS(1),
+    {F_ENV, NULL, "--stall-check-warning-time-seconds", "SECONDS", ENV(STALL_CHECK_TIME_SECONDS),
      "warn of ranks a tensor waits this long for"},
-    {F_ENV, NULL, "--stall-check-shutdown-time-seconds", "SECONDS",
-     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", SECONDS(0), "fail after a stall this long; 0: never"},
-    {F_ENV, NULL, "--tcp", NULL, "HOROVOD_SHM_DISABLE", SWITCH,
+    {F_ENV, NULL, "--stall-check-shutdown-time-seconds", "SECONDS", ENV(STALL_SHUTDOWN_TIME_SECONDS), "fail after a stall this long; 0: never"},
+    {F_ENV, NULL, "--tcp", NULL, ENV(SHM_DISABLE),
      "only TCP between the ranks, also between those of one host (no shared memory)"},
-    {F_NO_MEANING, NULL, "--mpi-threads-disable", NULL, NULL, OWN,
-     "hvd needs MPI's threads only for HOROVOD_CPU_OPERATIONS=mpi; a program that wants "
-     "MPI without threads calls MPI_Init itself"},
-    {F_NOTHING, NULL, "--no-mpi-threads-disable", NULL, NULL, OWN,
+    {F_WARN, NULL, "--mpi-threads-disable", NULL, OWN,
+     "hvd initialises MPI with threads (it needs them only for HOROVOD_CPU_OPERATIONS=mpi); a "
+     "program that wants MPI without threads calls MPI_Init itself, and hvd then leaves MPI "
+     "alone after hvd_init"},
+    {F_NOTHING, NULL, "--no-mpi-threads-disable", NULL, OWN,
      "accepted: hvd initialises MPI with threads (MPI_THREAD_MULTIPLE)"},
-    {F_NO_MEANING, NULL, "--num-nccl-streams", "N", NULL, OWN,
-     "hvd has no NCCL (GPU) path"},
-    {F_NO_MEANING, NULL, "--thread-affinity", "N", NULL, OWN,
-     "hvd does not pin its engine thread (run the program under taskset or numactl)"},
-    {F_NOTHING, NULL, "--disable-cache", NULL, NULL, OWN,
+    {F_NO_MEANING, NULL, "--num-nccl-streams", "N", OWN,
+     "hvd's NCCL path runs its collectives in order on one CUDA stream"},
+    {F_ENV, NULL, "--thread-affinity", "CPU[,CPU...]", ENV(THREAD_AFFINITY),
+     "pin local rank i's engine thread to the i-th CPU (one per rank of a host)"},
+    {F_NOTHING, NULL, "--disable-cache", NULL, OWN,
      "accepted: hvdrun keeps no cache of its checks of the hosts"},
-    {F_VERBOSE, NULL, "--verbose", NULL, NULL, OWN,
+    {F_VERBOSE, NULL, "--verbose", NULL, OWN,
      "say what hvdrun does: rendezvous address, each start and exit"},
-    {F_CHECK_BUILD, "-cb", "--check-build", NULL, NULL, OWN,
+    {F_CHECK_BUILD, "-cb", "--check-build", NULL, OWN,
      "print the frameworks, controllers and tensor operations this build has, and exit"},
-    {F_VERSION, "-v", "--version", NULL, NULL, OWN, "print hvdrun's version and exit"},
-    {F_HELP, "-h", "--help", NULL, NULL, OWN, "print this help and exit"},
+    {F_VERSION, "-v", "--version", NULL, OWN, "print hvdrun's version and exit"},
+    {F_HELP, "-h", "--help", NULL, OWN, "print this help and exit"},
 };
 
 /* horovodrun's other names of some flags: the same flag here. */
@@ -234,7 +221,28 @@ _Static_assert(HVD__ARRAY_LEN(flags) <= HVDRUN_ENV_MAX, "HVDRUN_ENV_MAX is too s
 static const char usage_line[] =
     "usage: hvdrun -np N [-H host:slots,...] [options] prog [args...]";
 
-static int has_range(value_kind k) { return k == V_SECONDS || k == V_INT || k == V_DECIMAL; }
+static const hvd_param *param_of(const flag *f) { return &hvd__params[f->param]; }
+
+static value_kind kind_of(const flag *f) {
+  if (f->id != F_ENV) return V_NONE;
+  switch (param_of(f)->kind) {
+    case HVD_PK_INT: return V_INT;
+    case HVD_PK_FLOAT: return V_DECIMAL;
+    case HVD_PK_BOOL: return V_SWITCH;
+    case HVD_PK_LEVEL: return V_LEVEL;
+    case HVD_PK_CORES: return V_CORES;
+    default: return f->param == HVD_P_GLOO_IFACE ? V_IFACES : V_PATH;
+  }
+}
+
+/* The flag's range in its own unit: the variable's, divided by the scale
+ * of an INT (MB for bytes). */
+static void range_of(const flag *f, long *min, long *max) {
+  const hvd_param *p = param_of(f);
+  long scale = kind_of(f) == V_INT ? f->scale : 1;
+  *min = p->min / scale;
+  *max = p->max / scale;
+}
 
 static const char *alias_of(const flag *f) {
   for (size_t i = 0; i < HVD__ARRAY_LEN(aliases); i++)
@@ -252,10 +260,13 @@ static int flag_names(const flag *f, char *buf, size_t size) {
 /* The end of an F_ENV flag's help line, from its row: the variable, and
  * what the value may be. */
 static void print_env_help(const flag *f) {
-  const value_check *c = &f->check;
-  printf(" (%s%s", f->env, c->kind == V_SWITCH ? "=1" : c->kind == V_OFF ? "=0" : "");
-  if (c->scale > 1) printf(" = %s * %ld", f->arg, c->scale);
-  if (has_range(c->kind)) printf(", %ld..%ld", c->min, c->max);
+  value_kind k = kind_of(f);
+  long min, max;
+  printf(" (%s", param_of(f)->name);
+  if (k == V_SWITCH) printf("=%ld", f->scale);
+  if (k == V_INT && f->scale > 1) printf(" = %s * %ld", f->arg, f->scale);
+  range_of(f, &min, &max);
+  if (k == V_INT || k == V_DECIMAL) printf(", %ld..%ld", min, max);
   printf(")");
 }
 
@@ -277,8 +288,10 @@ static void print_help(void) {
   for (size_t i = 0; i < HVD__ARRAY_LEN(flags); i++) {
     const flag *f = &flags[i];
     flag_names(f, names, sizeof names);
-    printf("  %-*s %s%s", width, names, f->id == F_NO_MEANING ? "refused: " : "", f->help);
-    if (f->env) print_env_help(f);
+    printf("  %-*s %s%s", width, names, f->id == F_NO_MEANING ? "refused: "
+                                                  : f->id == F_WARN ? "accepted, with a warning: "
+                                                                    : "", f->help);
+    if (f->id == F_ENV) print_env_help(f);
     printf("\n");
   }
 }
@@ -348,18 +361,18 @@ const char *options_env(const hvdrun_options *o, const char *name) {
 
 /* The entry for f's variable: a flag given twice overwrites its first value. */
 static hvdrun_env *env_entry(hvdrun_options *o, const flag *f) {
-  size_t i = env_index(o, f->env);
-  if (i == o->n_env) o->env[o->n_env++].name = f->env;
+  size_t i = env_index(o, param_of(f)->name);
+  if (i == o->n_env) o->env[o->n_env++].name = param_of(f)->name;
   return &o->env[i];
 }
 
 static options_result set_int(const flag *f, const char *value, hvdrun_env *e) {
-  const value_check *c = &f->check;
-  long v;
-  if (options_parse_int(value, c->min, c->max, &v) < 0)
+  long v, min, max;
+  range_of(f, &min, &max);
+  if (options_parse_int(value, min, max, &v) < 0)
     return usage_error("%s needs a whole number%s in %ld..%ld, not '%s'", f->long_name,
-                       c->kind == V_SECONDS ? " of seconds" : "", c->min, c->max, value);
-  snprintf(e->buf, sizeof e->buf, "%ld", v * c->scale);
+                       strcmp(f->arg, "SECONDS") == 0 ? " of seconds" : "", min, max, value);
+  snprintf(e->buf, sizeof e->buf, "%ld", v * f->scale);
   e->value = e->buf;
   return OPTIONS_RUN;
 }
@@ -376,10 +389,11 @@ static int check_decimal(const char *s, long min, long max) {
 }
 
 static options_result set_decimal(const flag *f, const char *value, hvdrun_env *e) {
-  const value_check *c = &f->check;
-  if (check_decimal(value, c->min, c->max) < 0)
-    return usage_error("%s needs a number like 2.5 in %ld..%ld, not '%s'", f->long_name, c->min,
-                       c->max, value);
+  long min, max;
+  range_of(f, &min, &max);
+  if (check_decimal(value, min, max) < 0)
+    return usage_error("%s needs a number like 2.5 in %ld..%ld, not '%s'", f->long_name, min,
+                       max, value);
   e->value = value;
   return OPTIONS_RUN;
 }
@@ -391,15 +405,27 @@ static options_result set_path(const flag *f, const char *value, hvdrun_env *e) 
 }
 
 static options_result set_level(const char *value, hvdrun_env *e) {
-  static const char *const levels[] = {"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"};
-  for (size_t i = 0; i < HVD__ARRAY_LEN(levels); i++) {
-    if (strcasecmp(value, levels[i]) == 0) {
-      e->value = levels[i];
+  for (int i = HVD_LOG_TRACE; i <= HVD_LOG_FATAL; i++) {
+    if (strcasecmp(value, hvd__level_name(i)) == 0) {
+      e->value = hvd__level_name(i);
       return OPTIONS_RUN;
     }
   }
   return usage_error("--log-level must be TRACE, DEBUG, INFO, WARNING, ERROR or FATAL, not '%s'",
                      value);
+}
+
+/* CPU numbers as the library reads them (env.c), so that a list hvdrun
+ * passes is one hvd_init takes. */
+static options_result set_cores(const flag *f, const char *value, hvdrun_env *e) {
+  int core, count;
+  long min, max;
+  range_of(f, &min, &max);
+  if (!value[0] || hvd__parse_cores((hvd_param_id)f->param, value, 0, &core, &count) < 0)
+    return usage_error("%s needs CPU numbers in %ld..%ld separated by commas (one per rank "
+                       "of a host), not '%s'", f->long_name, min, max, value);
+  e->value = value;
+  return OPTIONS_RUN;
 }
 
 /* 1 if the comma-separated list has the name p[0..n). */
@@ -455,15 +481,14 @@ static options_result set_ifaces(hvdrun_options *o, const char *value, hvdrun_en
  * variable gets. */
 static options_result set_env(hvdrun_options *o, const flag *f, const char *value) {
   hvdrun_env *e = env_entry(o, f);
-  switch (f->check.kind) {
-    case V_SECONDS:
+  switch (kind_of(f)) {
     case V_INT: return set_int(f, value, e);
     case V_DECIMAL: return set_decimal(f, value, e);
     case V_PATH: return set_path(f, value, e);
     case V_LEVEL: return set_level(value, e);
     case V_IFACES: return set_ifaces(o, value, e);
-    case V_SWITCH: e->value = "1"; return OPTIONS_RUN;
-    case V_OFF: e->value = "0"; return OPTIONS_RUN;
+    case V_CORES: return set_cores(f, value, e);
+    case V_SWITCH: e->value = f->scale ? "1" : "0"; return OPTIONS_RUN;
     case V_NONE: break;
   }
   return OPTIONS_USAGE;
@@ -491,6 +516,27 @@ static options_result set_count(const flag *f, const char *value, long min, long
   if (options_parse_int(value, min, max, &v) < 0)
     return usage_error("%s needs a whole number in %ld..%ld, not '%s'", f->long_name, min, max,
                        value);
+  *out = (int)v;
+  return OPTIONS_RUN;
+}
+
+/* One of hvdrun's own flags that stands for a variable of env.h's table
+ * (hvdrun reads it itself): in the variable's range. */
+static options_result set_param_int(const flag *f, const char *value, hvd_param_id id, int *out) {
+  return set_count(f, value, hvd__params[id].min, hvd__params[id].max, out);
+}
+
+/* What hvdrun itself reads of an INT variable: the flag's value, else
+ * the environment's, else the table's default. */
+static options_result param_seconds(const hvdrun_options *o, hvd_param_id id, int *out) {
+  const hvd_param *p = &hvd__params[id];
+  const char *t = options_env(o, p->name);
+  long v;
+  if (!t) t = hvd__param_raw(id);
+  if (!t) t = p->def;
+  if (options_parse_int(t, p->min, p->max, &v) < 0)
+    return usage_error("%s must be a whole number of seconds in %ld..%ld, not '%s'", p->name,
+                       p->min, p->max, t);
   *out = (int)v;
   return OPTIONS_RUN;
 }
@@ -531,6 +577,13 @@ static options_result refuse(const flag *f) {
   return OPTIONS_USAGE;
 }
 
+/* A flag of horovodrun's that changes nothing here: one warning line. */
+static options_result warn(const flag *f) {
+  fprintf(stderr, "hvdrun: warning: %s%s%s changes nothing here: %s\n",
+          error_where ? error_where : "", error_where ? ": " : "", f->long_name, f->help);
+  return OPTIONS_RUN;
+}
+
 /* Applies one flag; value is NULL for switches. */
 static options_result apply(hvdrun_options *o, const flag *f, const char *value) {
   switch (f->id) {
@@ -547,7 +600,7 @@ static options_result apply(hvdrun_options *o, const flag *f, const char *value)
     case F_MAX_NP: o->elastic = 1; return set_count(f, value, 1, HVDRUN_MAX_NP, &o->max_np);
     case F_DISCOVERY: o->elastic = 1; return set_nonempty(f, value, &o->discovery);
     case F_SLOTS_PER_HOST: return set_count(f, value, 1, 1000000, &o->slots_per_host);
-    case F_ELASTIC_TIMEOUT: return set_count(f, value, 0, 86400 * 7, &o->elastic_timeout);
+    case F_ELASTIC_TIMEOUT: return set_param_int(f, value, HVD_P_ELASTIC_TIMEOUT, &o->elastic_timeout);
     case F_RESET_LIMIT: return set_count(f, value, 0, 1000000, &o->reset_limit);
     case F_COOLDOWN: return OPTIONS_USAGE; /* two values: options_parse() reads them */
     case F_LAUNCHER: return set_launcher(o, value);
@@ -563,6 +616,7 @@ static options_result apply(hvdrun_options *o, const flag *f, const char *value)
     case F_BINDING_ARGS: return set_nonempty(f, value, &o->binding_args);
     case F_PREFIX_TIMESTAMP: o->prefix_timestamp = 1; return OPTIONS_RUN;
     case F_NOTHING: return OPTIONS_RUN;
+    case F_WARN: return warn(f);
     case F_NO_MEANING: return refuse(f);
   }
   return OPTIONS_USAGE;
@@ -586,14 +640,7 @@ static options_result finish_elastic(hvdrun_options *o) {
     return usage_error("elastic jobs need --min-np <= -np <= --max-np, not %d <= %d <= %d",
                        o->min_np, o->np, o->max_np);
   if (!o->slots_per_host) o->slots_per_host = 1;
-  if (o->elastic_timeout < 0) {
-    const char *t = getenv("HOROVOD_ELASTIC_TIMEOUT");
-    long v = 600;
-    if (t && options_parse_int(t, 0, 86400 * 7, &v) < 0)
-      return usage_error("HOROVOD_ELASTIC_TIMEOUT must be a whole number of seconds in "
-                         "0..604800, not '%s'", t);
-    o->elastic_timeout = (int)v;
-  }
+  if (o->elastic_timeout < 0) return param_seconds(o, HVD_P_ELASTIC_TIMEOUT, &o->elastic_timeout);
   return OPTIONS_RUN;
 }
 
@@ -618,13 +665,7 @@ static options_result finish(hvdrun_options *o, char **rest) {
   if (o->mpi_args && !o->mpi) return usage_error("%s", "--mpi-args needs --mpi");
   if (o->binding_args && !o->mpi) return usage_error("%s", "--binding-args needs --mpi");
   /* hvdrun waits as long as the ranks do: for ssh to connect, for an agent to answer. */
-  const char *t = options_env(o, "HOROVOD_START_TIMEOUT");
-  long timeout = 30;
-  if (!t) t = getenv("HOROVOD_START_TIMEOUT");
-  if (t && options_parse_int(t, 1, 86400, &timeout) < 0)
-    return usage_error("HOROVOD_START_TIMEOUT must be a whole number of seconds in 1..86400, "
-                       "not '%s'", t);
-  o->start_timeout = (int)timeout;
+  if (param_seconds(o, HVD_P_START_TIMEOUT, &o->start_timeout) != OPTIONS_RUN) return OPTIONS_USAGE;
   if (!o->ssh_command) o->ssh_command = "ssh";
   o->argv = rest;
   return finish_elastic(o);
@@ -668,29 +709,37 @@ static const char *find_config(int argc, char **argv) {
   return path;
 }
 
-options_result options_apply_flag(hvdrun_options *o, const char *name, const char *value,
-                                  const char *where) {
-  const char *inline_value;
-  const flag *f = flag_find(name, &inline_value);
-  if (!f) return OPTIONS_USAGE; /* config_file.c names only flags of the table */
-  error_where = where;
-  options_result r = apply(o, f, value);
-  error_where = NULL;
-  return r;
+/* The --config-file's settings, as the flags they stand for; a bad
+ * value's message names the file, line and key (error_where). */
+static options_result apply_config(hvdrun_options *o, const char *path) {
+  if (config_file_read(path, &o->config) < 0) return OPTIONS_USAGE;
+  for (size_t i = 0; i < o->config.n; i++) {
+    const config_row *row = &o->config.rows[i];
+    const char *inline_value;
+    const flag *f = flag_find(row->flag, &inline_value);
+    if (!f) { /* config_file.c's table names a flag this one lacks */
+      fprintf(stderr, "hvdrun: %s: no flag %s\n", row->where, row->flag);
+      return OPTIONS_USAGE;
+    }
+    error_where = row->where;
+    options_result r = apply(o, f, row->value);
+    error_where = NULL;
+    if (r != OPTIONS_RUN) return r;
+  }
+  return OPTIONS_RUN;
 }
 
 void options_free(hvdrun_options *o) {
   free(o->nics_buf);
-  config_file_free(o->config);
   o->nics_buf = NULL;
-  o->config = NULL;
+  config_rows_free(&o->config);
 }
 
 options_result options_parse(int argc, char **argv, hvdrun_options *o) {
   memset(o, 0, sizeof *o);
   o->elastic_timeout = o->reset_limit = -1;
   const char *config = find_config(argc, argv);
-  if (config && config_file_read(o, config) != OPTIONS_RUN) return OPTIONS_USAGE;
+  if (config && apply_config(o, config) != OPTIONS_RUN) return OPTIONS_USAGE;
   cursor c = {argc, 1, argv, 0};
   for (;;) {
     const flag *f;

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "config_file.h"
 #include "place.h"
 
 #define HVDRUN_MAX_NP 4096
@@ -63,7 +64,7 @@ typedef struct {
   hvdrun_env env[HVDRUN_ENV_MAX]; /* the variables the flags set, validated */
   size_t n_env;
   char *nics_buf;           /* owned: the names of repeated --network-interface flags */
-  struct config_value *config; /* owned: the --config-file's values, which env[] points into */
+  config_rows config;       /* owned: the --config-file's settings, which env[] points into */
 } hvdrun_options;
 
 typedef enum {
@@ -78,12 +79,6 @@ typedef enum {
  * result with options_free() (also after OPTIONS_DONE or OPTIONS_USAGE). */
 options_result options_parse(int argc, char **argv, hvdrun_options *o);
 void options_free(hvdrun_options *o);
-
-/* One setting from a --config-file, as the flag that has its meaning
- * (config_file.c turns horovodrun's YAML keys into these): value NULL for
- * a switch.  A switch's "false" is its --no- twin. */
-options_result options_apply_flag(hvdrun_options *o, const char *flag, const char *value,
-                                  const char *where);
 
 /* A decimal integer in [min, max]: digits only (no sign, no spaces),
  * nothing trailing.  0 on success, -1 otherwise. */

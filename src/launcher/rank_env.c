@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
+
 extern char **environ;
 
 /* Variables that describe this machine or this login session rather
@@ -116,8 +118,8 @@ static int job_vars(rank_env *e, const rank_env_job *job) {
   /* What the flags say wins over the user's environment. */
   for (size_t i = 0; i < o->n_env; i++) add(e, &failed, o->env[i].name, o->env[i].value);
   /* Horovod's default, unless the flag or the user's environment says. */
-  if (!options_env(o, "HOROVOD_START_TIMEOUT") && !getenv("HOROVOD_START_TIMEOUT"))
-    add(e, &failed, "HOROVOD_START_TIMEOUT", "30");
+  const hvd_param *t = &hvd__params[HVD_P_START_TIMEOUT];
+  if (!options_env(o, t->name) && !getenv(t->name)) add(e, &failed, t->name, t->def);
   return failed ? -1 : 0;
 }
 

@@ -1,7 +1,9 @@
 """hvdrun as a horovodrun user meets it (issue 29), end to end: the flags
 whose meaning shows only in a running job (timestamps on the output,
---config-file reaching the ranks, --binding-args reaching mpirun), the
-one-line refusal of a flag with no meaning here, and the messages of
+--config-file reaching the ranks, its unknown keys warned about,
+--binding-args reaching mpirun), the one-line refusal of a flag with no
+meaning here, the one-line warning of one that changes nothing here, the
+library options' flags running a job, and the messages of
 things that go wrong: a discovery script that cannot be run, a program
 that cannot be run in an elastic job, a signal to an elastic hvdrun, an
 unresolvable host in the first listing.  Every flag against the parser
@@ -63,6 +65,44 @@ def test_config_file_reaches_the_ranks_and_flags_override_it(hvdrun, tmp_path):
     assert p.returncode == 0, p.stderr
     assert sorted(p.stdout.splitlines()) == ["[0]<stdout>:4194304 3.5 1 ERROR",
                                              "[1]<stdout>:4194304 3.5 1 ERROR"]
+
+
+def test_horovodrun_config_runs_unchanged(hvdrun, tmp_path):
+    """A horovodrun file with keys hvdrun does not know and the three
+    library options that once stopped the job: the unknown ones are named
+    in a warning, mpi_threads_disable warns that it changes nothing, the
+    rest reach the ranks, and the job runs."""
+    cfg = tmp_path / "horovod.yaml"
+    cfg.write_text("params:\n  hierarchical_allgather: true\n  fusion_treshold_mb: 4\n"
+                   "library_options:\n  thread_affinity: 0\n  mpi_threads_disable: true\n"
+                   "elastic:\n  reset_limit: 3\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
+    p = run(hvdrun, ["-np", "2", "--config-file", str(cfg), "sh", "-c",
+                     'echo "$HOROVOD_HIERARCHICAL_ALLGATHER $HOROVOD_THREAD_AFFINITY"'], env=env)
+    assert p.returncode == 0, p.stderr
+    assert sorted(p.stdout.splitlines()) == ["[0]<stdout>:1 0", "[1]<stdout>:1 0"]
+    # What the file holds is read first, then applied.
+    assert p.stderr.splitlines() == [
+        "hvdrun: warning: %s: line 3: unknown key 'params.fusion_treshold_mb' ignored" % cfg,
+        "hvdrun: warning: %s: line 7: unknown section 'elastic' ignored" % cfg,
+        "hvdrun: warning: %s: line 6: library_options.mpi_threads_disable: "
+        "--mpi-threads-disable changes nothing here: hvd initialises MPI with threads (it needs "
+        "them only for HOROVOD_CPU_OPERATIONS=mpi); a program that wants MPI without threads "
+        "calls MPI_Init itself, and hvd then leaves MPI alone after hvd_init" % cfg], p.stderr
+
+
+def test_library_option_flags_run_a_job(hvdrun):
+    """--hierarchical-allgather, --mpi-threads-disable and --thread-affinity
+    run a job unchanged (their effects: tests/mpi test_hierarchical
+    allgather, test_affinity); only --mpi-threads-disable says a word."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
+    p = run(hvdrun, ["-np", "2", "--hierarchical-allgather", "--mpi-threads-disable",
+                     "--thread-affinity", "0,0", "sh", "-c",
+                     'echo "$HOROVOD_HIERARCHICAL_ALLGATHER $HOROVOD_THREAD_AFFINITY"'], env=env)
+    assert p.returncode == 0, p.stderr
+    assert sorted(p.stdout.splitlines()) == ["[0]<stdout>:1 0,0", "[1]<stdout>:1 0,0"]
+    assert p.stderr.startswith("hvdrun: warning: --mpi-threads-disable changes nothing here: ")
+    assert p.stderr.count("\n") == 1, p.stderr
 
 
 def test_binding_args_and_timestamps_reach_mpirun(hvdrun, tmp_path):

@@ -15,6 +15,13 @@
  *             no hierarchy, and the flat allreduce gives exact results.
  *   mismatch  the last rank claims one more host than there are: every
  *             rank's hvd_init fails with HVD_E_ENV naming that rank.
+ *   allgather HOROVOD_HIERARCHICAL_ALLGATHER (hvdrun --hierarchical-
+ *             allgather; only rank 0's counts): the hierarchy is built,
+ *             an allgather runs three collectives on the host's
+ *             communicator and, on each host's first rank only, two on
+ *             the cross one; allreduces leave both alone; blocks of
+ *             uneven sizes, empty ones included, arrive exact and in
+ *             rank order.
  *
  * Correctness for every dtype, op and size, the same bits everywhere and
  * fusion that changes no bit are test_algorithms' and test_fusion's job,
@@ -113,6 +120,46 @@ static int run_flat(void) {
   return report_checks("test_hierarchical (flat)", rank, size, checks, failures);
 }
 
+/* Rank r's block: r * 3 + (k % 2) int64s (rank 0's empty at even k),
+ * each naming its rank and place. */
+static size_t block_len(int r, int k) { return (size_t)(r * 3 + (k % 2)); }
+
+static void allgather_exact(int k) {
+  char name[32];
+  size_t n = block_len(rank, k), total = 0;
+  int64_t *mine = calloc(n ? n : 1, sizeof *mine), *all = NULL;
+  size_t *counts = calloc((size_t)size, sizeof *counts);
+  for (size_t i = 0; i < n; i++) mine[i] = (int64_t)rank * 1000 + (int64_t)i;
+  snprintf(name, sizeof name, "hier.gather.%d", k);
+  CALL(hvd_allgather(mine, n, HVD_INT64, (void **)&all, counts, name));
+  size_t bad = 0, at = 0;
+  for (int r = 0; r < size; r++) {
+    CHECK(counts[r] == block_len(r, k), "%s: rank %d's count %zu, expected %zu", name, r,
+          counts[r], block_len(r, k));
+    for (size_t i = 0; i < block_len(r, k); i++) bad += all[at++] != (int64_t)r * 1000 + (int64_t)i;
+    total += block_len(r, k);
+  }
+  CHECK(bad == 0 && at == total, "%s: %zu of %zu elements wrong", name, bad, total);
+  free(mine);
+  free(all);
+  free(counts);
+}
+
+static int run_allgather(void) {
+  if (rank != 0) setenv("HOROVOD_HIERARCHICAL_ALLGATHER", "0", 1); /* rank 0's wins */
+  CALL(hvd_init());
+  uint32_t l0, c0;
+  counts(&l0, &c0);
+  int first = hvd_local_rank() == 0;
+  for (int k = 0; k < 4; k++) allgather_exact(k);
+  expect_moves(l0, c0, 3 * 4, first ? 2 * 4 : 0, "the allgathers");
+  counts(&l0, &c0);
+  allreduce_exact(1000, "flat.allreduce");
+  expect_moves(l0, c0, 0, 0, "an allreduce");
+  CALL(hvd_shutdown());
+  return report_checks("test_hierarchical (allgather)", rank, size, checks, failures);
+}
+
 /* The last rank's HOROVOD_CROSS_SIZE says one host more than there are;
  * its own values are consistent, so only comparing with the others
  * finds it. */
@@ -143,6 +190,7 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "hier") == 0) return run_hier();
   if (strcmp(mode, "flat") == 0) return run_flat();
   if (strcmp(mode, "mismatch") == 0) return run_mismatch();
-  fprintf(stderr, "usage: test_hierarchical hier|flat|mismatch\n");
+  if (strcmp(mode, "allgather") == 0) return run_allgather();
+  fprintf(stderr, "usage: test_hierarchical hier|flat|mismatch|allgather\n");
   return 2;
 }

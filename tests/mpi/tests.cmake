@@ -37,6 +37,18 @@ hvd_add_hier_test(test_hierarchical.2x3 6 localhost:2,127.0.0.1:2,${HVD_THIS_HOS
 hvd_add_hier_test(test_hierarchical.uneven 3 localhost:2,127.0.0.1:1 test_hierarchical flat)
 hvd_add_hier_test(test_hierarchical.mismatch 4 localhost:2,127.0.0.1:2 test_hierarchical
                   mismatch)
+# The hierarchical allgather (hvdrun --hierarchical-allgather, rank 0's
+# setting wins): built and used for allgathers alone, exact results for
+# uneven and empty blocks, on 2 hosts of 2 and 3 hosts of 2.
+foreach(layout "2x2;4;localhost:2,127.0.0.1:2" "2x3;6;localhost:2,127.0.0.1:2,${HVD_THIS_HOST}:2")
+  list(GET layout 0 name)
+  list(GET layout 1 np)
+  list(GET layout 2 hosts)
+  add_test(NAME mpi.test_hierarchical.allgather.${name} COMMAND $<TARGET_FILE:hvdrun> -np ${np}
+           -H ${hosts} --hierarchical-allgather $<TARGET_FILE:test_hierarchical> allgather)
+  set_tests_properties(mpi.test_hierarchical.allgather.${name} PROPERTIES TIMEOUT 300
+    ENVIRONMENT "${HVD_TEST_ENV}")
+endforeach()
 # Without the switch, emulated hosts reduce flat.
 add_test(NAME mpi.test_hierarchical.off COMMAND $<TARGET_FILE:hvdrun> -np 4
          -H localhost:2,127.0.0.1:2 $<TARGET_FILE:test_hierarchical> flat)
@@ -121,3 +133,20 @@ hvd_add_mpi_test_tcp(test_fusion 4)
 hvd_add_mpi_test_tcp(test_cache_path 3)
 hvd_add_mpi_test_tcp(test_fast_rider 2 3)
 hvd_add_mpi_test_tcp(test_autotune_ranks 2)
+# HOROVOD_THREAD_AFFINITY through hvdrun --thread-affinity: each local
+# rank's engine thread on its CPU of the list (1,0: in another order than
+# the ranks'), too short a list pins nothing,
+# a malformed one fails hvd_init (test_affinity).
+foreach(list "1,0" "0,1")
+  string(REPLACE "," "" t ${list})
+  add_test(NAME mpi.test_affinity.pinned${t} COMMAND $<TARGET_FILE:hvdrun> -np 2
+           --thread-affinity ${list} $<TARGET_FILE:test_affinity> pinned ${list})
+  set_tests_properties(mpi.test_affinity.pinned${t} PROPERTIES TIMEOUT 300
+    ENVIRONMENT "${HVD_TEST_ENV}")
+endforeach()
+add_test(NAME mpi.test_affinity.unpinned COMMAND $<TARGET_FILE:hvdrun> -np 2
+         --thread-affinity 0 $<TARGET_FILE:test_affinity> unpinned)
+add_test(NAME mpi.test_affinity.bad COMMAND $<TARGET_FILE:hvdrun> -np 2
+         $<TARGET_FILE:test_affinity> bad)
+set_tests_properties(mpi.test_affinity.unpinned mpi.test_affinity.bad PROPERTIES TIMEOUT 300
+  ENVIRONMENT "${HVD_TEST_ENV}")

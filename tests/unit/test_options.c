@@ -3,7 +3,8 @@
  * horovodrun 0.28's: every flag of horovodrun's parser (launch.py's
  * parse_args, written out here by hand) is accepted with its meaning --
  * the variable it sets for the ranks, or the option it sets in hvdrun --
- * or refused in one line that says it has no meaning here; and
+ * accepted with one warning line that says it changes nothing here, or
+ * refused in one line that says it has no meaning here; and
  * --config-file, horovodrun's YAML, with every key, overridden by the
  * command line, its mistakes named by file, line and key.  Nothing is
  * started: options_parse() alone.
@@ -24,7 +25,8 @@
 
 /* What a flag's row checks: a HOROVOD_* (or other) variable's value, one
  * of hvdrun's own options (shown as text by option()), "refused" (exit 2
- * and "has no meaning here"), or "done" (printed something, exit 0). */
+ * and "has no meaning here"), "warned" (runs, one line "changes nothing
+ * here"), or "done" (printed something, exit 0). */
 typedef struct {
   const char *args[6]; /* the flag and its value(s), then what it needs */
   const char *what;
@@ -57,8 +59,8 @@ static const flag_row rows[] = {
     {{"--cache-capacity", "64"}, "HOROVOD_CACHE_CAPACITY", "64"},
     {{"--hierarchical-allreduce"}, "HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
     {{"--no-hierarchical-allreduce"}, "HOROVOD_HIERARCHICAL_ALLREDUCE", "0"},
-    {{"--hierarchical-allgather"}, "refused", NULL},
-    {{"--no-hierarchical-allgather"}, "accepted", NULL},
+    {{"--hierarchical-allgather"}, "HOROVOD_HIERARCHICAL_ALLGATHER", "1"},
+    {{"--no-hierarchical-allgather"}, "HOROVOD_HIERARCHICAL_ALLGATHER", "0"},
     {{"--autotune"}, "HOROVOD_AUTOTUNE", "1"},
     {{"--no-autotune"}, "HOROVOD_AUTOTUNE", "0"},
     {{"--autotune-log-file", "t.csv"}, "HOROVOD_AUTOTUNE_LOG", "t.csv"},
@@ -82,13 +84,14 @@ static const flag_row rows[] = {
     {{"--stall-check"}, "HOROVOD_STALL_CHECK_DISABLE", "0"},
     {{"--stall-check-warning-time-seconds", "9"}, "HOROVOD_STALL_CHECK_TIME_SECONDS", "9"},
     {{"--stall-check-shutdown-time-seconds", "99"}, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "99"},
-    {{"--mpi-threads-disable"}, "refused", NULL},
+    {{"--mpi-threads-disable"}, "warned", NULL},
     {{"--no-mpi-threads-disable"}, "accepted", NULL},
     {{"--mpi-args", "--mca x y", "--mpi"}, "mpi_args", "--mca x y"},
     {{"--tcp"}, "HOROVOD_SHM_DISABLE", "1"},
     {{"--binding-args", "--bind-to core", "--mpi"}, "binding_args", "--bind-to core"},
     {{"--num-nccl-streams", "2"}, "refused", NULL},
-    {{"--thread-affinity", "1"}, "refused", NULL},
+    {{"--thread-affinity", "1"}, "HOROVOD_THREAD_AFFINITY", "1"},
+    {{"--thread-affinity", "3,0,2"}, "HOROVOD_THREAD_AFFINITY", "3,0,2"},
     {{"--gloo-timeout-seconds", "11"}, "HOROVOD_GLOO_TIMEOUT_SECONDS", "11"},
     {{"--log-level", "debug"}, "HOROVOD_LOG_LEVEL", "DEBUG"},
     {{"--log-with-timestamp"}, "HOROVOD_LOG_HIDE_TIME", "0"},
@@ -201,6 +204,12 @@ static void test_every_horovodrun_flag(void **state) {
       assert_memory_equal(err, want, strlen(want));
       assert_non_null(strchr(err, '\n'));
       assert_string_equal(strchr(err, '\n'), "\n"); /* one line */
+    } else if (strcmp(row->what, "warned") == 0) {
+      assert_int_equal(r, OPTIONS_RUN);
+      char want[128];
+      snprintf(want, sizeof want, "hvdrun: warning: %s changes nothing here: ", row->args[0]);
+      assert_memory_equal(err, want, strlen(want));
+      assert_string_equal(strchr(err, '\n'), "\n"); /* one line */
     } else if (strcmp(row->what, "done") == 0) {
       assert_int_equal(r, OPTIONS_DONE);
     } else {
@@ -250,6 +259,16 @@ static void write_config(const char *text) {
   fclose(f);
 }
 
+/* "hvdrun -np 2 --config-file FILE prog" with FILE holding text (removed
+ * again once read). */
+static options_result parse_file(const char *text, hvdrun_options *o, char *err, size_t cap) {
+  char *argv[] = {"hvdrun", "-np", "2", "--config-file", config_path, "prog", NULL};
+  write_config(text);
+  options_result r = parse(argv, o, err, cap);
+  unlink(config_path);
+  return r;
+}
+
 /* Every key of horovodrun 0.28's config_parser.py, with what it sets. */
 static const char every_key[] =
     "controller: gloo\n"
@@ -287,6 +306,7 @@ static const char *const every_key_env[][2] = {
     {"HOROVOD_CYCLE_TIME", "2.5"},
     {"HOROVOD_CACHE_CAPACITY", "512"},
     {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
+    {"HOROVOD_HIERARCHICAL_ALLGATHER", "0"},
     {"HOROVOD_AUTOTUNE", "1"},
     {"HOROVOD_AUTOTUNE_LOG", "tune.csv"},
     {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "2"},
@@ -307,9 +327,7 @@ static void test_config_every_key(void **state) {
   (void)state;
   hvdrun_options o;
   char err[512];
-  write_config(every_key);
-  char *argv[] = {"hvdrun", "-np", "2", "--config-file", config_path, "prog", NULL};
-  assert_int_equal(parse(argv, &o, err, sizeof err), OPTIONS_RUN);
+  assert_int_equal(parse_file(every_key, &o, err, sizeof err), OPTIONS_RUN);
   assert_string_equal(err, "");
   for (size_t i = 0; i < sizeof every_key_env / sizeof every_key_env[0]; i++) {
     print_message("%s\n", every_key_env[i][0]);
@@ -319,7 +337,6 @@ static void test_config_every_key(void **state) {
   assert_int_equal(o.n_env, sizeof every_key_env / sizeof every_key_env[0]);
   assert_int_equal(o.mpi, 0);
   options_free(&o);
-  unlink(config_path);
 }
 
 /* The command line wins, whether its flags stand before or after the file. */
@@ -345,8 +362,12 @@ static void test_config_command_line_overrides(void **state) {
 static void test_config_mistakes(void **state) {
   (void)state;
   const char *cases[][2] = {
-      {"params:\n  fusion_treshold_mb: 3\n", ": line 2: unknown key 'params.fusion_treshold_mb'\n"},
-      {"parms:\n  x: 1\n", ": line 1: unknown section 'parms'\n"},
+      {"params:\n  cycle_time_ms: 3\n  cache_capacity: -1\n",
+       ": line 3: params.cache_capacity: --cache-capacity needs a whole number in 0..1048576, "
+       "not '-1'\n"},
+      {"library_options:\n  thread_affinity: 1,x\n",
+       ": line 2: library_options.thread_affinity: --thread-affinity needs CPU numbers in "
+       "0..1023 separated by commas (one per rank of a host), not '1,x'\n"},
       {"params:\n  cycle_time_ms: fast\n",
        ": line 2: params.cycle_time_ms: --cycle-time-ms needs a number like 2.5 in 0..10000, "
        "not 'fast'\n"},
@@ -363,21 +384,89 @@ static void test_config_mistakes(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     hvdrun_options o;
     char err[1024], want[512];
-    write_config(cases[i][0]);
-    char *argv[] = {"hvdrun", "-np", "2", "--config-file", config_path, "prog", NULL};
-    assert_int_equal(parse(argv, &o, err, sizeof err), OPTIONS_USAGE);
+    assert_int_equal(parse_file(cases[i][0], &o, err, sizeof err), OPTIONS_USAGE);
     snprintf(want, sizeof want, "hvdrun: %s%s", config_path, cases[i][1]);
     print_message("%s", err);
     assert_memory_equal(err, want, strlen(want));
     assert_null(strstr(err, "usage:")); /* the file's mistake, not the command line's */
     options_free(&o);
   }
-  unlink(config_path);
   hvdrun_options o;
   char err[512];
   char *argv[] = {"hvdrun", "-np", "2", "--config-file", "/nonexistent.yaml", "prog", NULL};
   assert_int_equal(parse(argv, &o, err, sizeof err), OPTIONS_USAGE);
   assert_string_equal(err, "hvdrun: --config-file /nonexistent.yaml: No such file or directory\n");
+  options_free(&o);
+}
+
+/* The values of the flags that set variables hvd_init() checks again:
+ * the flag's own range (env.h's), the same message form. */
+static void test_bad_values_of_table_flags(void **state) {
+  (void)state;
+  const char *cases[][3] = {
+      {"--thread-affinity", "1,,2", "hvdrun: --thread-affinity needs CPU numbers in 0..1023 "
+                                    "separated by commas (one per rank of a host), not '1,,2'\n"},
+      {"--thread-affinity", "1024", "hvdrun: --thread-affinity needs CPU numbers in 0..1023 "
+                                    "separated by commas (one per rank of a host), not '1024'\n"},
+      {"--thread-affinity", "2,", "hvdrun: --thread-affinity needs CPU numbers in 0..1023 "
+                                  "separated by commas (one per rank of a host), not '2,'\n"},
+      {"--fusion-threshold-mb", "1048577", "hvdrun: --fusion-threshold-mb needs a whole number "
+                                           "in 0..1048576, not '1048577'\n"},
+      {"--start-timeout", "0", "hvdrun: --start-timeout needs a whole number of seconds in "
+                               "1..86400, not '0'\n"},
+      {"--cycle-time-ms", "10001", "hvdrun: --cycle-time-ms needs a number like 2.5 in "
+                                   "0..10000, not '10001'\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    hvdrun_options o;
+    char err[1024];
+    char *argv[] = {"hvdrun", "-np", "2", (char *)cases[i][0], (char *)cases[i][1], "prog", NULL};
+    assert_int_equal(parse(argv, &o, err, sizeof err), OPTIONS_USAGE);
+    print_message("%s", err);
+    assert_memory_equal(err, cases[i][2], strlen(cases[i][2]));
+    options_free(&o);
+  }
+}
+
+/* horovodrun ignores keys and sections it does not know: so does hvdrun,
+ * with a warning naming the file, line and key, and the rest applies. */
+static void test_config_unknown_keys_warn(void **state) {
+  (void)state;
+  hvdrun_options o;
+  char err[1024], want[1024];
+  assert_int_equal(parse_file("params:\n  fusion_treshold_mb: 3\n  cycle_time_ms: 4\n"
+                              "parms:\n  x: 1\nautotune: {enabled: true, speed: 11}\n",
+                              &o, err, sizeof err),
+                   OPTIONS_RUN);
+  snprintf(want, sizeof want,
+           "hvdrun: warning: %s: line 2: unknown key 'params.fusion_treshold_mb' ignored\n"
+           "hvdrun: warning: %s: line 4: unknown section 'parms' ignored\n"
+           "hvdrun: warning: %s: line 6: unknown key 'autotune.speed' ignored\n",
+           config_path, config_path, config_path);
+  assert_string_equal(err, want);
+  assert_string_equal(options_env(&o, "HOROVOD_CYCLE_TIME"), "4");
+  assert_string_equal(options_env(&o, "HOROVOD_AUTOTUNE"), "1");
+  assert_int_equal(o.n_env, 2);
+  options_free(&o);
+}
+
+/* The keys of the three flags that were refused before: two set their
+ * variables, one warns (naming where it stands) and runs. */
+static void test_config_library_options(void **state) {
+  (void)state;
+  hvdrun_options o;
+  char err[1024], want[512];
+  assert_int_equal(parse_file("params:\n  hierarchical_allgather: true\nlibrary_options:\n"
+                              "  thread_affinity: 1\n  mpi_threads_disable: true\n",
+                              &o, err, sizeof err),
+                   OPTIONS_RUN);
+  snprintf(want, sizeof want,
+           "hvdrun: warning: %s: line 5: library_options.mpi_threads_disable: "
+           "--mpi-threads-disable changes nothing here: ", config_path);
+  assert_memory_equal(err, want, strlen(want));
+  assert_string_equal(strchr(err, '\n'), "\n"); /* one line */
+  assert_string_equal(options_env(&o, "HOROVOD_HIERARCHICAL_ALLGATHER"), "1");
+  assert_string_equal(options_env(&o, "HOROVOD_THREAD_AFFINITY"), "1");
   options_free(&o);
 }
 
@@ -388,6 +477,9 @@ int main(void) {
       cmocka_unit_test(test_config_every_key),
       cmocka_unit_test(test_config_command_line_overrides),
       cmocka_unit_test(test_config_mistakes),
+      cmocka_unit_test(test_bad_values_of_table_flags),
+      cmocka_unit_test(test_config_unknown_keys_warn),
+      cmocka_unit_test(test_config_library_options),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
