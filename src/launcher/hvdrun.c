@@ -9,7 +9,8 @@
  * serves their rendezvous, forwards their output and tears the job down
  * when one fails.  options.c reads the command line, hosts.c reads the
  * hosts and places the ranks, addrs.c chooses where the rendezvous
- * listens, job.c runs the rest.  With --mpi, mpirun runs it (mpirun.c).
+ * listens, job.c runs the rest (job_elastic.c over it for an elastic
+ * job).  With --mpi, mpirun runs it (mpirun.c).
  *
  *   hvdrun --agent
  *
@@ -25,6 +26,7 @@
 #include "agent.h"
 #include "hosts.h"
 #include "job.h"
+#include "job_elastic.h"
 #include "mpirun.h"
 #include "options.h"
 
@@ -54,7 +56,7 @@ static int run(const hvdrun_options *o) {
     hosts_plan_free(&hosts);
     return HVDRUN_EXIT_USAGE;
   }
-  int rc = job_run(o, &hosts, &addrs);
+  int rc = o->elastic ? job_elastic_run(o, &hosts, &addrs) : job_run(o, &hosts, &addrs);
   addrs_free(&addrs);
   hosts_plan_free(&hosts);
   return rc;

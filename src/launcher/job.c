@@ -25,9 +25,11 @@
  * has ended and no backend holds anything more (an ssh session), or at
  * DONE, whichever comes first.
  *
- * An elastic job (job_elastic.c) has workers that come and go: a worker's
- * failure is not the job's, its driver starts and stops workers and ends
- * the job, and then the phases go on as above.
+ * An extension (job_int.h's job_ext: the elastic driver, job_elastic.c,
+ * which sits above this file) may start and stop ranks while the job
+ * runs: then a rank's failure is not the job's, the extension judges it
+ * and ends the job, and then the phases go on as above.  This file calls
+ * it only through its hooks.
  */
 #include "job.h"
 
@@ -121,8 +123,14 @@ static int streams_open(const job *j) {
   return 0;
 }
 
+/* 1 while an extension runs the job (it may start ranks again). */
+static int ext_running(const job *j) { return j->ext && !j->ext->ops->ended(j->ext->arg); }
+
+/* What the messages call a rank. */
+static const char *rank_word(const job *j) { return j->ext ? j->ext->ops->rank_word : "rank"; }
+
 static int job_over(const job *j) {
-  if (j->el && !job_elastic_ended(j) && j->phase == PHASE_RUN) return 0; /* workers come and go */
+  if (ext_running(j) && j->phase == PHASE_RUN) return 0; /* ranks come and go */
   return j->phase == PHASE_DONE || (j->undone == 0 && !streams_open(j) && !hosts_busy(j));
 }
 
@@ -138,7 +146,7 @@ static const char *on_host(const job *j, const launch_rank *r, char *buf, size_t
 static void report_exit(job *j, const launch_rank *r, int always) {
   char on[HVD_HOSTNAME_MAX + 8], how[128];
   const char *prog = j->ctx.opt->argv[0], *where = on_host(j, r, on, sizeof on);
-  const char *rank = j->el ? "worker" : "rank";
+  const char *rank = rank_word(j);
   proc_exit e = r->exit;
   switch (e.how) {
     case PROC_NO_SETUP:
@@ -164,7 +172,7 @@ void launch_started(launch_rank *r, long pid) {
   job *j = r->host->job;
   r->pid = pid;
   r->state = RANK_RUNNING;
-  job_say(j, 0, "started %s %d%s (pid %ld): %s", j->el ? "worker" : "rank", r->rank,
+  job_say(j, 0, "started %s %d%s (pid %ld): %s", rank_word(j), r->rank,
           on_host(j, r, on, sizeof on), pid, j->ctx.opt->argv[0]);
 }
 
@@ -178,9 +186,9 @@ void launch_exited(launch_rank *r, proc_exit e) {
   job *j = r->host->job;
   if (r->state == RANK_DONE) return;
   done(j, r, e);
-  if (j->el) { /* a worker's failure is not the job's: its driver decides */
+  if (j->ext) { /* a rank's failure is not the job's: the extension decides */
     report_exit(j, r, !proc_exit_ok(e) && j->phase == PHASE_RUN && !r->host->kill_at);
-    job_elastic_exited(j, r);
+    j->ext->ops->exited(j->ext->arg, r);
     return;
   }
   if (proc_exit_ok(e)) {
@@ -230,9 +238,9 @@ void launch_host_failed(launch_host *h, int code, int name_lost, const char *fmt
     if (!was_done) done(j, r, (proc_exit){PROC_LOST, 0});
     output_stream_end(&r->out);
     output_stream_end(&r->err);
-    if (j->el && !was_done) job_elastic_exited(j, r);
+    if (j->ext && !was_done) j->ext->ops->exited(j->ext->arg, r);
   }
-  if (!j->el) job_fail(j, code);
+  if (!j->ext) job_fail(j, code);
 }
 
 void launch_say(launch_host *h, int always, const char *fmt, ...) {
@@ -270,7 +278,7 @@ launch_rank *launch_rank_of(launch_host *h, uint32_t rank) {
 static void on_stop_signal(job *j, int sig, int count) {
   if (j->exit_code < 0) j->exit_code = 128 + sig;
   j->interrupted = 1;
-  if (j->el && count == 1) job_elastic_interrupted(j, sig); /* not "workers lost" */
+  if (j->ext && count == 1) j->ext->ops->interrupted(j->ext->arg, sig); /* not "ranks lost" */
   if (j->phase < PHASE_TERM && count == 1) {
     job_say(j, 0, "got signal %d (%s): stopping the job", sig, strsignal(sig));
     enter_term(j, TERM_AFTER_SIGNAL_MS);
@@ -283,7 +291,7 @@ static void reap(job *j) {
   int status;
   pid_t pid;
   while ((pid = procs_reap_one(&status)) > 0) {
-    if (j->el && job_elastic_reaped(j, pid, status)) continue;
+    if (j->ext && j->ext->ops->reaped(j->ext->arg, pid, status)) continue;
     for (int h = 0; h < j->nhosts; h++)
       if (j->hosts[h]->backend->reaped(j->hosts[h], pid, status)) break;
   }
@@ -321,7 +329,7 @@ static void prepare(job *j, uint64_t now) {
   j->rdzv_first = j->nfds;
   j->rdzv_count = hvd__rdzv_server_prepare(j->rdzv, j->fds + j->nfds, now);
   j->nfds += j->rdzv_count;
-  if (j->el) j->nfds += job_elastic_prepare(j, j->fds + j->nfds);
+  if (j->ext) j->nfds += j->ext->ops->prepare(j->ext->arg, j->fds + j->nfds);
 }
 
 static void dispatch(job *j) {
@@ -334,21 +342,22 @@ static void dispatch(job *j) {
       default: output_sink_write(&j->err); break;
     }
   }
-  /* Hosts an elastic driver adds while dispatching have no slots yet. */
+  /* Hosts an extension adds while dispatching have no slots yet. */
   int hosts = j->nhosts;
   for (int h = 0; h < hosts; h++)
     j->hosts[h]->backend->dispatch(j->hosts[h], j->fds + j->hosts[h]->poll_first,
                                    j->hosts[h]->poll_count);
   hvd__rdzv_server_dispatch(j->rdzv, j->fds + j->rdzv_first, j->rdzv_count);
-  size_t el_first = j->rdzv_first + j->rdzv_count;
-  if (j->el) job_elastic_dispatch(j, j->fds + el_first, j->nfds - el_first);
+  size_t ext_first = j->rdzv_first + j->rdzv_count;
+  if (j->ext) j->ext->ops->dispatch(j->ext->arg, j->fds + ext_first, j->nfds - ext_first);
   if (signals) on_signals(j); /* last: reaping reads the exec pipes */
 }
 
 static uint64_t next_wake(const job *j) {
   uint64_t wake = hvd__rdzv_server_deadline(j->rdzv);
   if (j->phase_end < wake) wake = j->phase_end;
-  if (j->el && job_elastic_deadline(j) < wake) wake = job_elastic_deadline(j);
+  uint64_t ext = j->ext ? j->ext->ops->deadline(j->ext->arg) : HVD__NEVER;
+  if (ext < wake) wake = ext;
   for (int h = 0; h < j->nhosts; h++) {
     uint64_t d = j->hosts[h]->backend->deadline(j->hosts[h]);
     if (d < wake) wake = d;
@@ -386,9 +395,9 @@ static void turn(job *j) {
   hvd__rdzv_server_expire(j->rdzv, now);
   for (int h = 0; h < j->nhosts; h++) j->hosts[h]->backend->expire(j->hosts[h], now);
   kill_stopped(j, now);
-  if (j->el && j->phase == PHASE_RUN) job_elastic_expire(j, now);
+  if (j->ext && j->phase == PHASE_RUN) j->ext->ops->expire(j->ext->arg, now);
   if (now >= j->phase_end) on_deadline(j);
-  if (j->undone == 0 && j->phase == PHASE_RUN && streams_open(j) && (!j->el || job_elastic_ended(j)))
+  if (j->undone == 0 && j->phase == PHASE_RUN && streams_open(j) && !ext_running(j))
     enter(j, PHASE_LINGER, LINGER_MS);
   output_sink_write(&j->out); /* what this turn queued, as far as it goes now */
   output_sink_write(&j->err);
@@ -421,15 +430,14 @@ static void rdzv_log(void *arg, const char *line) {
   output_sink_printf(arg, "hvdrun: rendezvous: %s", line);
 }
 
-/* The job's secret and the rendezvous server: for the job's ranks, or an
- * elastic job's workers (as many at once as --max-np allows). */
+/* The job's secret and the rendezvous server: for the job's ranks, or as
+ * many at once as an extension says, telling it through its hooks. */
 static int start_rendezvous(job *j) {
   const rdzv_addrs *a = j->addrs;
   const hvdrun_options *o = j->ctx.opt;
-  uint32_t size = (uint32_t)(o->elastic ? o->max_np : o->np);
-  if (o->elastic) job_elastic_rdzv_hooks(j, &j->rdzv_hooks);
+  uint32_t size = j->ext ? j->ext->rdzv_size : (uint32_t)o->np;
   hvd_rdzv_server_config cfg = {size, &j->key, a->list, a->n, "hvdrun", rdzv_log, &j->err,
-                                o->verbose, o->elastic ? &j->rdzv_hooks : NULL};
+                                o->verbose, j->ext ? &j->ext->rdzv_hooks : NULL};
   if (hvd__secret_generate(&j->key) < 0 ||
       hvd__secret_encode(&j->key, j->ctx.secret, sizeof j->ctx.secret) < 0 ||
       hvd__rdzv_server_start(&cfg, j->port, &j->rdzv) < 0) {
@@ -464,7 +472,7 @@ static int init_rank(job *j, launch_rank *r) {
   return rc;
 }
 
-/* Room in the poll set for n more descriptors.  An elastic driver adds
+/* Room in the poll set for n more descriptors.  An extension adds
  * hosts while the array poll() filled is being dispatched, and the
  * dispatchers hold pointers into it: that one is copied, not moved, and
  * freed once the dispatch is over. */
@@ -546,9 +554,10 @@ static int start_plan(job *j) {
   return 0;
 }
 
-static int job_init(job *j, const hvdrun_options *o, const host_plan *plan,
-                    const rdzv_addrs *addrs) {
+int job_begin(job *j, const hvdrun_options *o, const host_plan *plan, const rdzv_addrs *addrs,
+              job_ext *ext) {
   memset(j, 0, sizeof *j);
+  j->ext = ext;
   j->ctx.opt = o;
   j->ctx.places = plan->places;
   j->ctx.out = &j->out;
@@ -572,7 +581,7 @@ static int job_init(job *j, const hvdrun_options *o, const host_plan *plan,
     job_say(j, 1, "out of memory for the poll set");
     return -1;
   }
-  return o->elastic ? job_elastic_start(j) : start_plan(j);
+  return 0;
 }
 
 /* Writes what is left for as long as the reader takes it, as a pipe
@@ -603,8 +612,8 @@ static void drain_sinks(job *j) {
 static void unlink_segments(job *j) {
   char name[HVD_SHM_NAME_MAX];
   if (!j->rdzv) return; /* no secret, no segment */
-  if (j->el) {
-    job_elastic_unlink_segments(j);
+  if (j->ext) {
+    j->ext->ops->unlink_segments(j->ext->arg);
     return;
   }
   for (int h = 0; h < j->plan->n; h++) {
@@ -624,8 +633,8 @@ static int job_finish(job *j) {
     for (int i = 0; i < j->hosts[h]->spec->nranks; i++) {
       launch_rank *k = &j->hosts[h]->ranks[i];
       if (k->state == RANK_RUNNING)
-        job_say(j, 1, "%s %d%s (pid %ld) did not exit even after SIGKILL",
-                j->el ? "worker" : "rank", k->rank, on_host(j, k, on, sizeof on), k->pid);
+        job_say(j, 1, "%s %d%s (pid %ld) did not exit even after SIGKILL", rank_word(j),
+                k->rank, on_host(j, k, on, sizeof on), k->pid);
       output_stream_end(&k->out);
       output_stream_end(&k->err);
     }
@@ -639,16 +648,20 @@ static int job_finish(job *j) {
   for (int h = 0; h < j->nhosts; h++) free(j->hosts[h]);
   free(j->hosts);
   free(j->fds);
-  job_elastic_free(j);
   return j->exit_code < 0 ? 0 : j->exit_code;
+}
+
+int job_drive(job *j, int started) {
+  if (!started) {
+    j->exit_code = 1;
+    return job_finish(j);
+  }
+  while (!job_over(j)) turn(j);
+  return job_finish(j);
 }
 
 int job_run(const hvdrun_options *o, const host_plan *hosts, const rdzv_addrs *addrs) {
   job j;
-  if (job_init(&j, o, hosts, addrs) < 0) {
-    j.exit_code = 1;
-    return job_finish(&j);
-  }
-  while (!job_over(&j)) turn(&j);
-  return job_finish(&j);
+  int started = job_begin(&j, o, hosts, addrs, NULL) == 0 && start_plan(&j) == 0;
+  return job_drive(&j, started);
 }

@@ -14,17 +14,11 @@
 #include "addrs.h"
 #include "hosts.h"
 
-/* Runs the job; returns hvdrun's exit status: 0 when every rank exited
- * with 0, else the first failure's: the rank's code (128+signal if it was
+/* Runs a fixed job (an elastic one: job_elastic.h); returns hvdrun's exit
+ * status: 0 when every rank exited with 0, else the first failure's: the rank's code (128+signal if it was
  * killed, 127 if it could not be run), 255 (HVDRUN_EXIT_HOST) when a host
  * could not be reached or was lost, or 128+signal when hvdrun itself was
  * interrupted.  The rendezvous listens where addrs says. */
 int job_run(const hvdrun_options *o, const host_plan *hosts, const rdzv_addrs *addrs);
-
-/* An elastic job's first hosts, for addrs_plan() and the driver's first
- * listing: the discovery script's output (run once, now), or -H /
- * --hostfile's hosts (all of them, nothing placed; this machine with -np
- * slots without either).  0, or -1 after printing why. */
-int job_elastic_first_hosts(const hvdrun_options *o, host_plan *p);
 
 #endif /* HVDRUN_JOB_H */

@@ -1,8 +1,10 @@
 /*
- * job_elastic.c -- hvdrun as the elastic driver: elastic.c decides, this
- * file connects it to the job's loop (job.c): the discovery script, the
- * workers (each a host of one rank, so one can be stopped alone), the
- * rendezvous that places them in jobs, and the end of the job.
+ * job_elastic.c -- hvdrun as the elastic driver (job_elastic.h):
+ * elastic.c decides, this file connects it to the plain job (job.c) as
+ * that job's extension (job_int.h): the discovery script, the workers
+ * (each a host of one rank, so one can be stopped alone), the rendezvous
+ * that places them in jobs, and the end of the job.  It calls job.c;
+ * job.c calls it only through the hooks of `ops` below.
  *
  * Discovery: the script runs about once a second (DISCOVERY_EVERY_MS) and
  * at once after a worker fails, at most DISCOVERY_TIMEOUT_MS each time;
@@ -25,6 +27,7 @@
 #include "common.h"
 #include "elastic.h"
 #include "host_pool.h"
+#include "job_elastic.h"
 #include "job_int.h"
 #include "wire/iface.h"
 #include "wire/shm_name.h"
@@ -46,8 +49,9 @@ typedef struct {
   int overflow, runs;
 } discovery;
 
-struct job_elastic {
+typedef struct {
   job *j;
+  job_ext ext;               /* how the job calls this driver */
   elastic brain;
   host_pool pool;
   discovery disc;
@@ -60,7 +64,7 @@ struct job_elastic {
   char (*segments)[HVD_SHM_NAME_MAX]; /* the jobs' shared-memory segments, to unlink at the end */
   int nsegments, cap_segments;
   int ended;
-};
+} job_elastic;
 
 /* ---- the workers ---- */
 
@@ -193,16 +197,10 @@ static void on_left(void *arg, uint32_t worker) {
   elastic_left(&el->brain, worker, hvd__now_ms());
 }
 
-void job_elastic_rdzv_hooks(job *j, hvd_rdzv_elastic_hooks *out) {
-  /* The driver does not exist yet: the hooks find it through the job. */
-  (void)j;
-  out->arg = NULL; /* set by job_elastic_start() */
-  out->joined = on_joined;
-  out->left = on_left;
-}
+/* ---- what the job tells the driver (job_ext_ops) ---- */
 
-void job_elastic_exited(job *j, launch_rank *r) {
-  job_elastic *el = j->el;
+static void on_exited(void *arg, launch_rank *r) {
+  job_elastic *el = arg;
   int code = proc_exit_ok(r->exit) ? 0 : proc_exit_code(r->exit);
   if (r->exit.how == PROC_NO_EXEC || r->exit.how == PROC_NO_SETUP) {
     /* No other host or later try would run it either (as a fixed job). */
@@ -213,13 +211,14 @@ void job_elastic_exited(job *j, launch_rank *r) {
   elastic_exited(&el->brain, (uint32_t)r->rank, code, hvd__now_ms());
 }
 
-void job_elastic_interrupted(job *j, int sig) {
+static void on_interrupted(void *arg, int sig) {
+  job_elastic *el = arg;
   char why[96];
   snprintf(why, sizeof why, "hvdrun got signal %d (%s)", sig, strsignal(sig));
-  elastic_end(&j->el->brain, 128 + sig, why);
+  elastic_end(&el->brain, 128 + sig, why);
 }
 
-int job_elastic_ended(const job *j) { return j->el->ended; }
+static int ended(const void *arg) { return ((const job_elastic *)arg)->ended; }
 
 /* ---- discovery ---- */
 
@@ -295,38 +294,40 @@ static void disc_done(job_elastic *el) {
   elastic_hosts_changed(&el->brain, changed, now);
 }
 
-size_t job_elastic_poll_max(const job *j) { return j->el && j->ctx.opt->discovery ? 3 : 0; }
+/* The discovery script's pipes in the job's poll set. */
+static size_t poll_max(const job_elastic *el) { return el->j->ctx.opt->discovery ? 3 : 0; }
 
-size_t job_elastic_prepare(job *j, struct pollfd *fds) {
-  discovery *d = &j->el->disc;
+static size_t prepare(void *arg, struct pollfd *fds) {
+  discovery *d = &((job_elastic *)arg)->disc;
   return d->running ? proc_poll_add(&d->p, PROC_BOTH, fds) : 0;
 }
 
-void job_elastic_dispatch(job *j, const struct pollfd *fds, size_t n) {
-  discovery *d = &j->el->disc;
+static void dispatch(void *arg, const struct pollfd *fds, size_t n) {
+  discovery *d = &((job_elastic *)arg)->disc;
   if (d->running && n) proc_poll_dispatch(&d->p, fds, n, disc_output, d);
 }
 
-int job_elastic_reaped(job *j, pid_t pid, int status) {
-  job_elastic *el = j->el;
+static int reaped(void *arg, pid_t pid, int status) {
+  job_elastic *el = arg;
   if (!el->disc.running || pid != el->disc.p.pid) return 0;
   proc_reaped(&el->disc.p, status);
   disc_done(el);
   return 1;
 }
 
-uint64_t job_elastic_deadline(const job *j) {
-  const job_elastic *el = j->el;
+static uint64_t deadline(const void *arg) {
+  const job_elastic *el = arg;
   uint64_t next = elastic_deadline(&el->brain);
-  if (j->ctx.opt->discovery && !el->ended) {
+  if (el->j->ctx.opt->discovery && !el->ended) {
     uint64_t d = el->disc.running ? el->disc.deadline : el->disc.next;
     if (d < next) next = d;
   }
   return next;
 }
 
-void job_elastic_expire(job *j, uint64_t now) {
-  job_elastic *el = j->el;
+static void expire(void *arg, uint64_t now) {
+  job_elastic *el = arg;
+  job *j = el->j;
   discovery *d = &el->disc;
   if (j->ctx.opt->discovery && !el->ended) {
     if (d->running && now >= d->deadline) {
@@ -447,12 +448,20 @@ static int first_listing(job_elastic *el) {
   return changed < 0 ? -1 : 0;
 }
 
-int job_elastic_start(job *j) {
+static void unlink_segments(void *arg) {
+  job_elastic *el = arg;
+  for (int i = 0; i < el->nsegments; i++) shm_unlink(el->segments[i]);
+}
+
+static const job_ext_ops ops = {"worker", prepare, dispatch, deadline, expire, reaped,
+                                on_exited, on_interrupted, ended, unlink_segments};
+
+/* With the job begun (its rendezvous listening): the driver's tables,
+ * room in the poll set, the first listing and the first workers.  -1
+ * (said) on failure. */
+static int start(job_elastic *el) {
+  job *j = el->j;
   const hvdrun_options *o = j->ctx.opt;
-  job_elastic *el = calloc(1, sizeof *el);
-  if (!el) return -1;
-  j->el = el;
-  el->j = j;
   el->max_workers = HVDRUN_MAX_NP;
   el->specs = calloc((size_t)el->max_workers, sizeof *el->specs);
   el->worker_host = calloc((size_t)el->max_workers, sizeof *el->worker_host);
@@ -463,7 +472,6 @@ int job_elastic_start(job *j) {
   }
   j->ctx.places = el->places;
   j->ctx.name_hosts = 1;
-  j->rdzv_hooks.arg = el;
   host_pool_init(&el->pool, o->slots_per_host, o->cooldown_min, o->cooldown_max);
   elastic_config cfg = {o->np, o->min_np, o->max_np, el->max_workers,
                         (long)o->elastic_timeout * 1000, (long)o->start_timeout * 1000,
@@ -472,7 +480,7 @@ int job_elastic_start(job *j) {
   elastic_init(&el->brain, &cfg, &act, &el->pool);
   el->disc.runs = 1; /* hvdrun.c ran the first discovery */
   el->disc.next = hvd__now_ms() + DISCOVERY_EVERY_MS;
-  if (job_grow_fds(j, job_elastic_poll_max(j)) < 0) {
+  if (job_grow_fds(j, poll_max(el)) < 0) {
     job_say(j, 1, "out of memory for the poll set");
     return -1;
   }
@@ -484,13 +492,7 @@ int job_elastic_start(job *j) {
   return 0;
 }
 
-void job_elastic_unlink_segments(job *j) {
-  for (int i = 0; i < j->el->nsegments; i++) shm_unlink(j->el->segments[i]);
-}
-
-void job_elastic_free(job *j) {
-  job_elastic *el = j->el;
-  if (!el) return;
+static void driver_free(job_elastic *el) {
   if (el->disc.running) {
     proc_signal_group(&el->disc.p, SIGKILL);
     proc_close(&el->disc.p, disc_output, &el->disc);
@@ -503,5 +505,19 @@ void job_elastic_free(job *j) {
   free(el->local);
   free(el->segments);
   free(el);
-  j->el = NULL;
+}
+
+int job_elastic_run(const hvdrun_options *o, const host_plan *hosts, const rdzv_addrs *addrs) {
+  job j;
+  job_elastic *el = calloc(1, sizeof *el); /* its discovery's buffer is large */
+  if (!el) {
+    fprintf(stderr, "hvdrun: out of memory for the elastic driver\n");
+    return 1;
+  }
+  el->j = &j;
+  el->ext = (job_ext){&ops, el, (uint32_t)o->max_np, {el, on_joined, on_left}};
+  int started = job_begin(&j, o, hosts, addrs, &el->ext) == 0 && start(el) == 0;
+  int rc = job_drive(&j, started);
+  driver_free(el); /* after the job: its hooks are called until the end */
+  return rc;
 }

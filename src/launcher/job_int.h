@@ -1,6 +1,9 @@
 /*
- * job_int.h -- what job.c and job_elastic.c share: the job and its loop's
- * hooks.  Not for anyone else.
+ * job_int.h -- the plain job (job.c) as a layer to build on: the job, what
+ * it lets an extension do, and the hooks through which it calls one.
+ * The elastic driver (job_elastic.c) is such an extension, above job.c:
+ * it calls job.c's functions below, and job.c calls it only through its
+ * job_ext_ops, never by name.  Not for anyone else.
  *
  * A fixed job's hosts are the host plan's, each with its ranks.  An
  * elastic job starts each worker as a host of its own (launch.h: a
@@ -30,7 +33,36 @@ typedef enum {
 /* hvdrun's own poll slots, before the hosts'. */
 enum { SLOT_SIGNALS, SLOT_STDOUT, SLOT_STDERR, SLOT_FIXED };
 
-typedef struct job_elastic job_elastic;
+/* What an extension does inside the job's loop (arg: the extension's).
+ * With one, a rank's exit is the extension's to judge, never a failure
+ * of the job by itself, and the job runs until the extension ends it. */
+typedef struct {
+  const char *rank_word; /* what the job's messages call a rank: "worker" */
+  /* Its descriptors in the poll set, what poll() said of them. */
+  size_t (*prepare)(void *arg, struct pollfd *fds);
+  void (*dispatch)(void *arg, const struct pollfd *fds, size_t n);
+  /* When it wants the loop back (HVD__NEVER: not), and that time come. */
+  uint64_t (*deadline)(const void *arg);
+  void (*expire)(void *arg, uint64_t now);
+  /* A child exited: 1 if it was the extension's own. */
+  int (*reaped)(void *arg, pid_t pid, int status);
+  /* A rank's exit is known (after it was reported). */
+  void (*exited)(void *arg, launch_rank *r);
+  /* A signal stops the job: the extension ends it, saying so. */
+  void (*interrupted)(void *arg, int sig);
+  /* 1 once it ended the job. */
+  int (*ended)(const void *arg);
+  /* Unlinks the shared-memory segments of what it started (job.c does
+   * its own plan's). */
+  void (*unlink_segments)(void *arg);
+} job_ext_ops;
+
+typedef struct {
+  const job_ext_ops *ops;
+  void *arg;
+  uint32_t rdzv_size;                /* ranks the rendezvous serves at once */
+  hvd_rdzv_elastic_hooks rdzv_hooks; /* what the rendezvous tells the extension */
+} job_ext;
 
 typedef struct launch_job {
   launch_ctx ctx;
@@ -54,9 +86,17 @@ typedef struct launch_job {
   int fixed[SLOT_FIXED]; /* what fds[i] is, for i < nfixed */
   size_t nfixed;
   size_t rdzv_first, rdzv_count;
-  job_elastic *el; /* NULL: a fixed job */
-  hvd_rdzv_elastic_hooks rdzv_hooks; /* an elastic job's rendezvous tells its driver */
+  job_ext *ext; /* NULL: a fixed job */
 } job;
+
+/* The job's life, for an extension: job_begin() sets the job up (signals,
+ * the secret, the rendezvous, the poll set) with ext (NULL: none), then
+ * the extension starts its ranks; job_drive() runs the loop until the
+ * job is over (at once to the end when started is 0) and frees the job;
+ * its result is hvdrun's exit status (job.h). */
+int job_begin(job *j, const hvdrun_options *o, const host_plan *plan, const rdzv_addrs *addrs,
+              job_ext *ext);
+int job_drive(job *j, int started);
 
 /* Says "hvdrun: ..." on stderr: always, or only under --verbose. */
 void job_say(job *j, int always, const char *fmt, ...) HVD__PRINTF(3, 4);
@@ -73,31 +113,5 @@ int job_start_host(job *j, launch_host *h);
 void job_stop_host(job *j, launch_host *h);
 /* A failure decides the exit status and starts the countdown. */
 void job_fail(job *j, int code);
-
-/* ---- job_elastic.c ---- */
-
-/* Starts the driver: discovery, the first workers.  -1 (said) on failure. */
-int job_elastic_start(job *j);
-void job_elastic_free(job *j);
-/* What the loop hands the driver: its descriptors (the discovery
- * script's pipes), what poll() said of them, its deadline and time. */
-size_t job_elastic_poll_max(const job *j);
-size_t job_elastic_prepare(job *j, struct pollfd *fds);
-void job_elastic_dispatch(job *j, const struct pollfd *fds, size_t n);
-uint64_t job_elastic_deadline(const job *j);
-void job_elastic_expire(job *j, uint64_t now);
-/* A child exited: 1 if it was the discovery script. */
-int job_elastic_reaped(job *j, pid_t pid, int status);
-/* A worker's exit is known (after it was reported). */
-void job_elastic_exited(job *j, launch_rank *r);
-/* A signal stops the job: the driver ends it, saying so. */
-void job_elastic_interrupted(job *j, int sig);
-/* The rendezvous server's hooks (into out, for the job's server). */
-void job_elastic_rdzv_hooks(job *j, hvd_rdzv_elastic_hooks *out);
-/* 1 once the driver ended the job. */
-int job_elastic_ended(const job *j);
-/* Unlinks the shared-memory segments of the jobs it formed (job.c's
- * unlink_segments() for a fixed job). */
-void job_elastic_unlink_segments(job *j);
 
 #endif /* HVDRUN_JOB_INT_H */
