@@ -14,7 +14,9 @@
  * runs collectives on device tensors (the engine's staged and NCCL paths,
  * docs/gpu.md).  CUDA has no line in
  * horovodrun's layout: it gets a section of its own after horovodrun's, so
- * that readers of those lines find them unchanged.
+ * that readers of those lines find them unchanged; so does what the MPI
+ * line means for a job under plain mpirun (with MPI, the job forms
+ * through it; without, its ranks need a shared _HOROVOD_SECRET_KEY).
  */
 #include "check_build.h"
 
@@ -42,4 +44,9 @@ void check_build_print(FILE *out) {
   line(out, 1, "Gloo");
   fprintf(out, "\nAvailable Devices:\n");
   line(out, HVD_BUILT_CUDA, "CUDA");
+  fprintf(out, "\nUnder mpirun:\n");
+  line(out, HVD_BUILT_MPI,
+       HVD_BUILT_MPI ? "the job forms through MPI: no _HOROVOD_SECRET_KEY needed"
+                     : "the job forms through MPI (this build has no MPI: libopenmpi-dev was "
+                       "missing when it was built): pass a _HOROVOD_SECRET_KEY with mpirun -x");
 }

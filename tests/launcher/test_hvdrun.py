@@ -741,7 +741,8 @@ def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
     was built here, TensorFlow and Keras when hvd.tensorflow's op library
     was (Keras after horovodrun's three), MPI when the build has it, Gloo
     (hvd's own controller and operations) always, NCCL and CUDA when the
-    build has them (the engine's NCCL and staged paths: docs/gpu.md),
+    build has them (the engine's NCCL and staged paths: docs/gpu.md), and
+    whether a job under plain mpirun forms through MPI or needs a secret;
     nothing else; no job is started."""
     torch = any(n.startswith("_C") for n in os.listdir(os.path.join(build_dir, "python", "hvd"))) \
         if os.path.isdir(os.path.join(build_dir, "python", "hvd")) else False
@@ -765,7 +766,11 @@ def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
             "    %s NCCL" % mark(nccl), "    [ ] DDL", "    [ ] CCL", "    %s MPI" % mark(mpi),
             "    [X] Gloo", "",
             "Available Devices:",
-            "    %s CUDA" % mark(cuda)]
+            "    %s CUDA" % mark(cuda), "",
+            "Under mpirun:",
+            "    [X] the job forms through MPI: no _HOROVOD_SECRET_KEY needed" if mpi else
+            "    [ ] the job forms through MPI (this build has no MPI: libopenmpi-dev was "
+            "missing when it was built): pass a _HOROVOD_SECRET_KEY with mpirun -x"]
     p = run(hvdrun, [flag])
     assert p.returncode == 0 and p.stderr == "", p.stderr
     assert p.stdout.splitlines() == want, p.stdout

@@ -267,6 +267,17 @@ static void test_open_mpi(void **state) {
     assert_int_equal(job.meet.kind, HVD_MEET_RANK0);
     assert_string_equal(job.meet.addr, "127.0.0.1");
     assert_in_range(job.meet.port, 10000, 29999);
+    /* Without the secret: how to pass one, and that a build with MPI needs none. */
+    unsetenv("_HOROVOD_SECRET_KEY");
+    assert_int_equal(hvd__job_from_env(&job), HVD_E_ENV);
+    const char *want[] = {"_HOROVOD_SECRET_KEY is not set: this hvd was built without MPI",
+                          "mpirun -x _HOROVOD_SECRET_KEY",
+                          "a build with MPI (libopenmpi-dev present when hvd is built; hvdrun "
+                          "--check-build says) forms the job through MPI and needs no secret"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+      if (!strstr(hvd_last_error(), want[i]))
+        fail_msg("'%s' does not say '%s'", hvd_last_error(), want[i]);
+    setenv("_HOROVOD_SECRET_KEY", secret, 1);
   }
   assert_string_equal(job.source, "Open MPI");
   assert_int_equal(job.rank, 2);
