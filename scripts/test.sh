@@ -12,21 +12,22 @@
 # HVD_BUILD_TESTS=OFF), and a suite that finds no tests fails.
 #
 # HVD_TEST_ONLY=list: configure the release suite in build/, list its tests
-# (ctest -N) and stop; nothing is built or run.  tests/readme_order.sh uses it.
+# (ctest -N) and stop; nothing is built or run, and the venv is not made:
+# without it, the suites that need it are not listed (said on stderr).
+# tests/readme_order.sh uses it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh test
+jobs=$(nproc)
 # The PyPI packages (PyTorch 2.x, TensorFlow, JAX, ...) in the project's
 # venv (scripts/venv.sh); the suites that need them run its python.
-venv=$(scripts/venv.sh)
-
-jobs=$(nproc)
+venv_python=
 # configure_suite BUILD_DIR [CMAKE ARGS...]
 configure_suite() {
   local dir=$1
   shift
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DHVD_BUILD_TESTS=ON \
-    -DHVD_VENV_PYTHON="$venv/bin/python" "$@" >/dev/null
+    -DHVD_VENV_PYTHON="$venv_python" "$@" >/dev/null
 }
 # run_suite BUILD_DIR "CMAKE ARGS" [CTEST ARGS...]
 run_suite() {
@@ -42,6 +43,14 @@ case "${HVD_TEST_ONLY:-}" in
   "") ;;
   list)
     echo "== release build: the suite's tests (HVD_TEST_ONLY=list) =="
+    venv=$(scripts/venv.sh --path) # where it is; listing makes nothing
+    if [ -x "$venv/bin/python" ]; then
+      venv_python=$venv/bin/python
+    else
+      echo "test.sh: no venv at $venv (scripts/venv.sh makes it, and scripts/test.sh" \
+        "without HVD_TEST_ONLY): its suites (PyTorch 2.x, TensorFlow, JAX, Spark, Ray)" \
+        "are not listed" >&2
+    fi
     configure_suite build -DHVD_SANITIZE=
     listing=$(cd build && ctest -N)
     echo "$listing"
@@ -53,6 +62,7 @@ case "${HVD_TEST_ONLY:-}" in
     exit 0 ;;
   *) echo "test.sh: unknown HVD_TEST_ONLY='$HVD_TEST_ONLY' (known: list)" >&2; exit 2 ;;
 esac
+venv_python=$(scripts/venv.sh)/bin/python
 
 echo "== the README's two commands, in order, from a fresh clone of HEAD =="
 tests/readme_order.sh

@@ -8,9 +8,14 @@
 # packages are installed again.  pip's output goes to a log named on
 # stderr, printed in full only when pip fails.  Prints the venv's directory
 # on stdout (and nothing else), so:  venv=$(scripts/venv.sh)
+# With --path: prints where it is (or would be) and installs nothing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${HVD_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/hvd/venv}
+if [ "${1:-}" = --path ]; then
+  echo "$venv"
+  exit 0
+fi
 req=$root/scripts/requirements.txt
 want=$(sha256sum "$req" | cut -d' ' -f1)
 if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.hvd-requirements" 2>/dev/null)" = "$want" ]; then
