@@ -1,6 +1,7 @@
 """hvd.elastic.ElasticSampler against horovod.torch.elastic.ElasticSampler's
 behaviour: its public attributes, processed_num counted by record_batch,
-len() after a partial epoch, after restore and after sync, the processed
+len() after a partial epoch, after restore and after sync (also a sync of
+ranks that all hold the same commit), the processed
 samples never dealt again and the rest re-split over the workers;
 record_indices (Horovod's earlier API) and set_epoch.
 
@@ -86,6 +87,32 @@ def test_partial_epoch_restore_and_sync():
     s.set_epoch(1)
     assert (s.epoch, s.processed_num, len(s)) == (1, 0, math.ceil(N / n))
     assert list(s) == dealt(order(3, 1), n, me)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_sync_after_a_commit_resplits_the_epoch(shuffle):
+    """Issue 48, as Horovod's SamplerStateHandler.sync loads the synced
+    state (and so re-splits the epoch): 8 samples per worker, batch size
+    2, three batches recorded and committed, then a sync with every rank
+    on the same commit: len() is 2, and what is dealt is this worker's
+    share of the 2 * n samples not yet processed."""
+    n, me = hvd.size(), hvd.rank()
+    data = list(range(8 * n))
+    s = hvd.elastic.ElasticSampler(data, shuffle=shuffle, seed=5)
+    state = hvd.elastic.TorchState(sampler=s, epoch=0)
+    idx = list(range(8 * n))
+    if shuffle:
+        random.Random(5).shuffle(idx)
+    for b in range(3):
+        s.record_batch(b, 2)
+    state.commit()
+    state.sync()
+    assert len(s) == 2 == s.num_samples
+    assert s.remaining_indices == idx[6 * n:]
+    mine = list(s)
+    assert mine == dealt(idx[6 * n:], n, me)
+    assert not set(mine) & set(idx[:6 * n])
+    assert sorted(sum(everyone(mine, "resplit.%s" % shuffle), [])) == sorted(idx[6 * n:])
 
 
 def test_record_indices_are_excluded_on_every_worker_after_a_commit():

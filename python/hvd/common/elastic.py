@@ -79,11 +79,14 @@ class State:
         raise HostsUpdatedInterrupt(skip_sync=not added)
 
     def sync(self):
-        """Makes every rank's state rank 0's (and saves it).  Nothing is
-        sent when every rank holds the same commit."""
+        """Makes every rank's state rank 0's (and saves it).  When every
+        rank holds the same commit, nothing else is sent, but what a sync
+        derives from the state is derived again (_settle: an
+        ElasticSampler splits what is left of its epoch over the job)."""
         most, least = self._allreduce_max([self._commits, -self._commits],
                                           "hvd.elastic.commits")
         if most == -least and most > 0:
+            self._settle()
             return
         self._sync()
         self._commits = self._bcast_object(self._commits)
@@ -104,6 +107,10 @@ class State:
     def _sync(self):
         """Sends rank 0's state to every rank."""
         raise NotImplementedError()
+
+    def _settle(self):
+        """What a sync does beyond sending, when every rank holds the same
+        commit (called on every rank at once)."""
 
     def reset(self):
         """Called after a change of membership, before the reset callbacks."""

@@ -14,7 +14,11 @@ __all__ = ["TorchState"]
 
 
 class _Handler:
-    """How one kind of value is saved, restored and synced."""
+    """How one kind of value is saved, restored and synced.  always_sync:
+    its sync changes more than what rank 0 sends (so it runs even when
+    every rank holds the same commit and nothing else is sent)."""
+
+    always_sync = False
 
     def __init__(self, value):
         self.value = value
@@ -56,6 +60,20 @@ class _OptimizerHandler(_Handler):
 
 
 class _SamplerHandler(_Handler):
+    # Loading a state re-splits what is left of the epoch over the job's
+    # workers (Horovod's load_state_dict -> reset()): a sync must do it even
+    # when every rank holds the same commit, or a resumed epoch would deal
+    # the processed samples again.
+    always_sync = True
+
+    def sync(self):
+        # Rank 0's epoch and count, as Horovod's (broadcast_object); and the
+        # indices marked one by one (record_indices) on any worker.
+        states = allgather_object(self.value.state_dict(), name="hvd.elastic.sampler.sync")
+        state = dict(states[0])
+        state["processed_indices"] = set().union(*(s["processed_indices"] for s in states))
+        self.value.load_state_dict(state)
+
     def save(self):
         # The indices every worker has processed, so that a new job
         # re-shards only what is left of the epoch.
@@ -127,6 +145,11 @@ class TorchState(ObjectState):
         for handler in self._handlers.values():
             handler.sync()
         super()._sync()
+
+    def _settle(self):
+        for handler in self._handlers.values():
+            if handler.always_sync:
+                handler.sync()
 
     def reset(self):
         for handler in self._handlers.values():
