@@ -1,7 +1,8 @@
 """hvd.spark.run on a local Spark (local[4], started once for the file):
 ranks as the tasks of a barrier stage, values by rank, collectives exact,
 a rank that raises or a task killed (run() raises, naming the rank where
-it can; every rank's process is gone), and the job's secret nowhere in
+it can; every rank's process is gone), the tasks' Python (the driver's
+unless PYSPARK_PYTHON says), and the job's secret nowhere in
 Spark's event log (what its UI shows) or its log output; run_elastic on
 the local master (workers under hvdrun's elastic driver) and its min_np
 failure.  Runs under the
@@ -77,6 +78,26 @@ def test_run_collectives_by_rank(spark):
                                  os.environ["_HOROVOD_SECRET_KEY"]), num_proc=n)
     assert [v for v, _ in got] == [None] * n
     assert [k for _, k in got] == [ROUNDS[-1].secret] * n
+
+
+def test_tasks_run_the_drivers_python_unless_told(spark, tmp_path, monkeypatch):
+    """With no PYSPARK_PYTHON when the context was made (Spark then runs
+    the `python3` PATH finds, here pyenv's, without hvd), run()'s tasks run
+    this driver's interpreter, as Horovod's ranks do; a PYSPARK_PYTHON the
+    user set is kept.  The context's own setting is left as it was."""
+    sc = spark.sparkContext
+    made_with = sc.pythonExec
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.setattr(sc, "pythonExec", "python3")  # what Spark took without PYSPARK_PYTHON
+    assert hvd.spark.run(lambda: sys.executable, num_proc=2) == [sys.executable] * 2
+    assert sc.pythonExec == "python3"
+    wrapper = tmp_path / "python"
+    wrapper.write_text('#!/bin/sh\nHVD_TEST_VIA=wrapper exec %s "$@"\n' % sys.executable)
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PYSPARK_PYTHON", str(wrapper))
+    monkeypatch.setattr(sc, "pythonExec", str(wrapper))
+    assert hvd.spark.run(lambda: os.environ.get("HVD_TEST_VIA"), num_proc=2) == ["wrapper"] * 2
+    monkeypatch.setattr(sc, "pythonExec", made_with)
 
 
 def _fail_on(rank, how, pid_dir):

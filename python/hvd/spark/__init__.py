@@ -105,6 +105,25 @@ def _task_fn(fn, args, kwargs, job_env, port, key, addrs):
     return task
 
 
+@contextlib.contextmanager
+def _tasks_python(sc):
+    """While the job's stages are made: their tasks' Python is the user's
+    PYSPARK_PYTHON (or spark.pyspark.python) where set, else this driver's
+    interpreter.  Spark's own default is whatever `python3` the executor's
+    PATH finds, not the venv the driver runs from (where hvd, cloudpickle
+    and the user's framework are); Horovod starts its ranks with the
+    driver's sys.executable too."""
+    import sys
+
+    saved = sc.pythonExec
+    if not (os.environ.get("PYSPARK_PYTHON") or sc.getConf().get("spark.pyspark.python", None)):
+        sc.pythonExec = sys.executable
+    try:
+        yield
+    finally:
+        sc.pythonExec = saved
+
+
 def _job_env(rdzv, env, start_timeout, nics):
     e = {str(k): str(v) for k, v in (env or {}).items()}
     e.update(rdzv.env())
@@ -122,7 +141,9 @@ def run(fn, args=(), kwargs={}, num_proc=None, start_timeout=None, env=None, std
     Horovod) bounds both Spark's wait for slots and hvd.init()'s.  The
     ranks' output goes where Spark puts the tasks' (the executors' logs);
     stdout, stderr and prefix_output_with_timestamp are accepted for
-    Horovod's signature and change nothing."""
+    Horovod's signature and change nothing.  The tasks run this
+    interpreter (sys.executable) unless PYSPARK_PYTHON or
+    spark.pyspark.python says otherwise."""
     import cloudpickle
     from pyspark import SparkContext
 
@@ -153,13 +174,14 @@ def run(fn, args=(), kwargs={}, num_proc=None, start_timeout=None, env=None, std
             outcome["error"] = e
 
     worker = threading.Thread(target=collect, name=group, daemon=True)
-    worker.start()
     try:
-        while worker.is_alive():
-            worker.join(0.2)
-            if collector.errors:  # a rank raised: stop the rest at once
-                sc.cancelJobGroup(group)
-                worker.join()
+        with _tasks_python(sc):
+            worker.start()
+            while worker.is_alive():
+                worker.join(0.2)
+                if collector.errors:  # a rank raised: stop the rest at once
+                    sc.cancelJobGroup(group)
+                    worker.join()
     finally:
         rdzv.stop(0)
         server.close()
@@ -290,6 +312,7 @@ def run_elastic(fn, args=(), kwargs={}, num_proc=None, min_np=None, max_np=None,
                elastic_timeout=elastic_timeout, reset_limit=reset_limit, env=env,
                network_interfaces=nics, verbose=verbose >= 2)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_tasks_python(sc))
         stack.enter_context(contextlib.redirect_stdout(stdout or sys.stdout))
         stack.enter_context(contextlib.redirect_stderr(stderr or sys.stderr))
         if use_ssh:
