@@ -3,17 +3,20 @@
  *
  * One table lists every flag with its help line, so the parser and
  * --help cannot drift apart.  Most flags only set a HOROVOD_* variable for
- * the ranks (horovodrun's engine knobs): their row names the variable and
- * how to check the value, and one generic path records the value in
- * hvdrun_options for rank_env.c to export.  A --no- twin sets the same
- * variable to 0, so the last of the two wins.  Every flag of horovodrun
- * 0.28 has a row: those that mean nothing here (jsrun, NCCL) refuse in
- * one line that says why, rather than as unknown flags.  Options end at
- * the first argument that is not a flag (the program) or at "--".  Every
- * number is checked strictly: digits only, in range, nothing trailing.
+ * the ranks (horovodrun's engine knobs): their row names the variable's
+ * entry in env.h's table, whose kind and range say how to check the
+ * value, and one generic path records the value in hvdrun_options for
+ * rank_env.c to export.  A --no- twin sets the same variable to 0, so
+ * the last of the two wins.  Every flag of horovodrun 0.28 has a row:
+ * one that changes nothing here is accepted with a one-line warning, one
+ * that cannot be honoured (jsrun, NCCL streams) refuses in one line that
+ * says why, rather than as an unknown flag.  Options end at the first
+ * argument that is not a flag (the program) or at "--".  Every number is
+ * checked strictly: digits only, in range, nothing trailing.
  *
  * --config-file is read before the other flags, wherever it stands, so
- * the command line overrides the file (config_file.c).
+ * the command line overrides the file: config_file.c turns it into rows
+ * of flags, applied here as the command line's are.
  */
 #include "options.h"
 
