@@ -241,7 +241,12 @@ typedef struct {
   /* The tensor's shape, ndims (<= HVD_MAX_DIMS) sizes whose product is the
    * count: allreduce, reducescatter and broadcast negotiate it, and ranks
    * that pass different shapes fail with HVD_E_MISMATCH naming the tensor
-   * and the shapes.  NULL / 0: the shape is [count]. */
+   * and the shapes.  NULL / 0: the shape is [count].  Allgather and
+   * alltoall: the shape of what this rank sends (count, or the sum of
+   * sendcounts, elements); the ranks' first dimensions may differ, and
+   * ranks whose numbers of dimensions or dimensions after the first
+   * differ fail with HVD_E_MISMATCH.  NULL / 0: nothing is checked (the
+   * grouped calls take none). */
   const int64_t *shape;
   int ndims;
   /* Was the struct's tail padding: an older caller's struct_size covers

@@ -347,20 +347,35 @@ static int check_reduction(hvd_request *req, hvd_dtype dtype, hvd_op op) {
   return 0;
 }
 
-/* The shape the request negotiates: opts->shape, or [count]. */
-static int set_shape(hvd_request *req, const hvd_opts *o) {
+/* opts->shape, a shape of `count` elements, into the request. */
+static int copy_shape(hvd_request *req, const hvd_opts *o, size_t count) {
   char why[160];
-  if (!o->shape || o->ndims == 0) {
-    req->ndims = 1;
-    req->shape[0] = (int64_t)req->count;
-    return 0;
-  }
   if (o->ndims < 0 || o->ndims > HVD_MAX_DIMS)
     return hvd__err(HVD_E_INVALID, "opts->ndims is %d (0 to %d)", o->ndims, HVD_MAX_DIMS);
-  if (hvd__shape_check(o->shape, (uint32_t)o->ndims, req->count, why, sizeof why) < 0)
+  if (hvd__shape_check(o->shape, (uint32_t)o->ndims, count, why, sizeof why) < 0)
     return hvd__err(HVD_E_INVALID, "opts->shape: %s", why);
   req->ndims = (uint32_t)o->ndims;
   memcpy(req->shape, o->shape, (size_t)o->ndims * sizeof *o->shape);
+  return 0;
+}
+
+/* The shape the request negotiates: opts->shape, or [count]. */
+static int set_shape(hvd_request *req, const hvd_opts *o) {
+  if (o->shape && o->ndims != 0) return copy_shape(req, o, req->count);
+  req->ndims = 1;
+  req->shape[0] = (int64_t)req->count;
+  return 0;
+}
+
+/* Allgather, alltoall: the dimensions after the first, negotiated, from
+ * opts->shape, a shape of `sent` elements (what this rank sends); none
+ * when the caller gave none.  The first dimension is each rank's own: it
+ * is kept as 0 (request.h). */
+static int set_rows(hvd_request *req, const hvd_opts *o, size_t sent) {
+  req->ndims = 0;
+  if (!o->shape || o->ndims == 0) return 0;
+  HVD__CHECK(copy_shape(req, o, sent));
+  req->shape[0] = 0;
   return 0;
 }
 
@@ -393,6 +408,15 @@ static hvd_handle fail_call(const char *what, const hvd_request *req, int rc) {
   return hvd__err_prefix(rc, "%s on rank %d", what, ctx.job.rank);
 }
 
+/* The elements an allgather or alltoall sends (prep_alltoall checked
+ * that sendcounts' sum does not overflow). */
+static size_t sent_count(int type, const call_args *a, int size) {
+  if (type != HVD_REQ_ALLTOALL) return a->count;
+  size_t total = 0;
+  for (int i = 0; i < size; i++) total += a->sendcounts[i];
+  return total;
+}
+
 /* Describes, places and prepares one work (already zeroed). */
 static int prepare(hvd_work *w, int type, const char *name, const hvd_opts *o, prepare_fn prep,
                    const call_args *a) {
@@ -402,6 +426,7 @@ static int prepare(hvd_work *w, int type, const char *name, const hvd_opts *o, p
   w->stream = o->stream;
   HVD__CHECK(set_position(&w->req, &rank, &size));
   HVD__CHECK(prep(w, a, rank, size));
+  if (hvd__request_has_rows(type)) return set_rows(&w->req, o, sent_count(type, a, size));
   return hvd__request_has_shape(type) ? set_shape(&w->req, o) : 0;
 }
 

@@ -161,11 +161,12 @@ static int get_name(hvd_reader *r, char out[HVD_NAME_MAX], const char *what, uin
   return 0;
 }
 
-/* A shape of the count for the collectives that have one, none for the
- * others.  0, or -1 with why. */
+/* A shape of the count for the collectives that have one, of rows for
+ * allgather and alltoall, none for the others.  0, or -1 with why. */
 static int shape_check(const hvd_request *q, char *why, size_t cap) {
   if (hvd__request_has_shape(q->type))
     return hvd__shape_check(q->shape, q->ndims, q->count, why, cap);
+  if (hvd__request_has_rows(q->type)) return hvd__rows_check(q->shape, q->ndims, why, cap);
   if (q->ndims == 0) return 0;
   snprintf(why, cap, "%s request with %u dimensions", hvd__req_type_name(q->type),
            (unsigned)q->ndims);

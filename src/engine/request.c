@@ -54,6 +54,25 @@ int hvd__request_has_shape(int type) {
          type == HVD_REQ_BROADCAST;
 }
 
+int hvd__request_has_rows(int type) {
+  return type == HVD_REQ_ALLGATHER || type == HVD_REQ_ALLTOALL;
+}
+
+int hvd__rows_check(const int64_t *shape, uint32_t ndims, char *why, size_t cap) {
+  if (ndims == 0) return 0;
+  if (ndims > HVD_MAX_DIMS) {
+    snprintf(why, cap, "%u dimensions (0 to %d)", (unsigned)ndims, HVD_MAX_DIMS);
+    return -1;
+  }
+  for (uint32_t d = 0; d < ndims; d++) {
+    if (d == 0 ? shape[d] != 0 : shape[d] < 0) {
+      snprintf(why, cap, "dimension %u is %lld", (unsigned)d, (long long)shape[d]);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 int hvd__shape_check(const int64_t *shape, uint32_t ndims, uint64_t count, char *why,
                      size_t cap) {
   uint64_t product = 1;
@@ -110,7 +129,8 @@ void hvd__shape_print(const int64_t *shape, uint32_t ndims, char *out, size_t ca
 #define COUNTED (REDUCING | TYPE_BIT(HVD_REQ_BROADCAST))
 /* The collectives that move tensors (barrier and process set changes
  * move none, so their dtype, scales and grouping mean nothing). */
-#define TENSORS (COUNTED | TYPE_BIT(HVD_REQ_ALLGATHER) | TYPE_BIT(HVD_REQ_ALLTOALL))
+#define ROWS (TYPE_BIT(HVD_REQ_ALLGATHER) | TYPE_BIT(HVD_REQ_ALLTOALL))
+#define TENSORS (COUNTED | ROWS)
 
 #define VALUE_MAX 256 /* one printed value (a shape of many dimensions is cut) */
 
@@ -154,6 +174,15 @@ static void print_count(const hvd_request *r, char *out, size_t cap) {
 }
 static void print_shape(const hvd_request *r, char *out, size_t cap) {
   hvd__shape_print(r->shape, r->ndims, out, cap);
+}
+/* "[*, 10, 17]": the first dimension is each rank's own. */
+static void print_rows(const hvd_request *r, char *out, size_t cap) {
+  if (r->ndims == 0) {
+    snprintf(out, cap, "no shape");
+    return;
+  }
+  hvd__shape_print(r->shape, r->ndims, out, cap);
+  if (cap > 2 && out[1] == '0') out[1] = '*';
 }
 static void print_op(const hvd_request *r, char *out, size_t cap) {
   snprintf(out, cap, "%s", hvd_op_name((hvd_op)r->op));
@@ -210,6 +239,7 @@ static const field fields[] = {
     {"dtypes", TENSORS, same_dtype, print_dtype},
     {"counts", COUNTED, same_count, print_count},
     {"shapes", COUNTED, same_shape, print_shape},
+    {"dimensions after the first", ROWS, same_shape, print_rows},
     {"set sizes", TYPE_BIT(HVD_REQ_PSET_ADD), same_count, print_count},
     {"ops", REDUCING, same_op, print_op},
     {"root ranks", TYPE_BIT(HVD_REQ_BROADCAST), same_root, print_root},

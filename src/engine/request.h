@@ -6,7 +6,8 @@
  * scale factors, process set, grouping and whether its buffers are in
  * host or device memory.  Buffers stay local.  For allgather
  * and alltoall the count is not negotiated (each rank may send a
- * different amount) and is always 0 in a request.
+ * different amount) and is always 0 in a request; what is negotiated is
+ * the tensor's dimensions after the first, when the caller gave a shape.
  */
 #ifndef HVD_REQUEST_H
 #define HVD_REQUEST_H
@@ -38,7 +39,11 @@ typedef struct {
   int32_t root;  /* broadcast */
   uint64_t count;
   /* Allreduce, reducescatter, broadcast: the tensor's shape (the product
-   * of its ndims sizes is count); 0 dims for the other collectives. */
+   * of its ndims sizes is count).  Allgather, alltoall: the tensor's
+   * shape with shape[0] 0 (each rank's first dimension is its own, and an
+   * allgather whose first dimension changes from step to step still hits
+   * the response cache), or 0 dims when the caller gave none.  0 dims for
+   * the other collectives. */
   uint32_t ndims;
   int64_t shape[HVD_MAX_DIMS];
   double prescale, postscale;
@@ -66,6 +71,15 @@ int hvd__request_equal(const hvd_request *a, const hvd_request *b);
 /* 1 if the collective negotiates a shape (allreduce, reducescatter,
  * broadcast). */
 int hvd__request_has_shape(int type);
+
+/* 1 if the collective negotiates the dimensions after the first
+ * (allgather, alltoall), when the caller gives a shape. */
+int hvd__request_has_rows(int type);
+
+/* Checks that shape[0..ndims) is a shape of rows (allgather, alltoall):
+ * ndims 0, or 1..HVD_MAX_DIMS with shape[0] 0 and the other sizes >= 0.
+ * 0, or -1 with why (at most cap bytes). */
+int hvd__rows_check(const int64_t *shape, uint32_t ndims, char *why, size_t cap);
 
 /* 1 if the collective moves tensors (not barrier, not process sets). */
 int hvd__request_moves_tensors(int type);

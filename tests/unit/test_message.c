@@ -355,13 +355,28 @@ static void test_decode_bad_shapes(void **state) {
   assert_int_equal(hvd__msg_encode(&m, &buf, &len), 0); /* encoding trusts the caller */
   expect_bad(buf, len, CAPACITY, "the shape's size overflows");
   free(buf);
-  /* an allgather has no shape */
+  /* an allgather carries its dimensions after the first, the first 0 */
   hvd_request gather = make("ab", HVD_REQ_ALLGATHER, HVD_FLOAT32, 0);
-  gather.ndims = 1;
+  gather.ndims = 2;
   gather.shape[0] = 0;
+  gather.shape[1] = 17;
   m.reqs = &gather;
   encode(&m, &buf, &len);
-  expect_bad(buf, len, CAPACITY, "allgather request with 1 dimensions");
+  assert_int_equal(hvd__msg_decode(buf, len, CAPACITY, &out), 0);
+  assert_int_equal(out.reqs[0].ndims, 2);
+  assert_int_equal(out.reqs[0].shape[1], 17);
+  hvd__msg_free(&out);
+  free(buf);
+  gather.shape[0] = 3;
+  encode(&m, &buf, &len);
+  expect_bad(buf, len, CAPACITY, "request 0 ('ab'): dimension 0 is 3");
+  free(buf);
+  /* a barrier has no shape */
+  hvd_request barrier = make("ab", HVD_REQ_BARRIER, HVD_FLOAT32, 0);
+  barrier.ndims = 1;
+  m.reqs = &barrier;
+  encode(&m, &buf, &len);
+  expect_bad(buf, len, CAPACITY, "barrier request with 1 dimensions");
   free(buf);
 }
 

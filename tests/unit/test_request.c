@@ -298,6 +298,40 @@ static void test_mismatch_shapes(void **state) {
   assert_string_equal(why, "the shape's size overflows");
 }
 
+/* Allgather and alltoall negotiate the dimensions after the first: each
+ * rank's first is its own (kept as 0, so the cache still hits when it
+ * changes), and no shape at all agrees only with no shape. */
+static void test_mismatch_rows(void **state) {
+  (void)state;
+  hvd_request base = make("g", HVD_REQ_ALLGATHER);
+  base.ndims = 3;
+  base.shape[1] = 10, base.shape[2] = 17;
+  job j;
+  job_init(&j, &base, 3);
+  assert_int_equal(job_check(&j), 0);
+  j.req[2].shape[1] = 20;
+  EXPECT_MISMATCH(&j, "Mismatched allgather tensor dimensions after the first for 'g': "
+                      "ranks 0-1 sent [*, 10, 17], rank 2 sent [*, 20, 17]");
+  base.type = HVD_REQ_ALLTOALL;
+  job_init(&j, &base, 2);
+  j.req[1].ndims = 2;
+  EXPECT_MISMATCH(&j, "Mismatched alltoall tensor dimensions after the first for 'g': "
+                      "rank 0 sent [*, 10, 17], rank 1 sent [*, 10]");
+  j.req[1].ndims = 0;
+  EXPECT_MISMATCH(&j, "rank 1 sent no shape");
+  /* what a request may carry: 0 dims, or a first dimension of 0 */
+  char why[160];
+  assert_int_equal(hvd__rows_check(base.shape, 0, why, sizeof why), 0);
+  assert_int_equal(hvd__rows_check(base.shape, 3, why, sizeof why), 0);
+  assert_int_equal(hvd__rows_check(base.shape, HVD_MAX_DIMS + 1, why, sizeof why), -1);
+  base.shape[0] = 4;
+  assert_int_equal(hvd__rows_check(base.shape, 3, why, sizeof why), -1);
+  assert_string_equal(why, "dimension 0 is 4");
+  base.shape[0] = 0, base.shape[2] = -1;
+  assert_int_equal(hvd__rows_check(base.shape, 3, why, sizeof why), -1);
+  assert_string_equal(why, "dimension 2 is -1");
+}
+
 static void test_mismatch_process_set_changes(void **state) {
   (void)state;
   job j;
@@ -416,6 +450,7 @@ int main(void) {
       cmocka_unit_test(test_mismatch_count_exact),
       cmocka_unit_test(test_mismatch_each_field),
       cmocka_unit_test(test_mismatch_shapes),
+      cmocka_unit_test(test_mismatch_rows),
       cmocka_unit_test(test_mismatch_process_set_changes),
       cmocka_unit_test(test_mismatch_first_field_wins),
       cmocka_unit_test(test_mismatch_scales_never_print_alike),
