@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import hvd.jax as hvd
-from conftest import rank_float
+from rank_data import rank_float
 
 
 def inputs(shape, seed):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import hvd.jax as hvd
-from conftest import rank_input
+from rank_data import rank_input
 
 DTYPES = [np.float32, np.float64, np.int32, np.int64, np.uint8, np.float16]
 

@@ -7,7 +7,7 @@ import numpy as np
 import optax
 
 import hvd.jax as hvd
-from conftest import rank_input
+from rank_data import rank_input
 
 
 def tree(rank, seed):

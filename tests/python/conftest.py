@@ -6,12 +6,15 @@ every rank collects the same tests in the same order and makes the same
 collective calls; a test's body may depend on hvd.size() (the same on every
 rank) but never skips on only some ranks.  References are computed inside
 each test from inputs every rank can rebuild: rank r's input is a
-deterministic function of (r, seed).
+deterministic function of (r, seed) (tests/rank_data.py's, as tensors).
+tests/conftest.py starts and ends hvd.
 """
 import hashlib
 import os
 
+import numpy as np
 import pytest
+import rank_data
 import torch
 
 torch.set_num_threads(1)
@@ -22,20 +25,18 @@ os.environ.setdefault("HOROVOD_DYNAMIC_PROCESS_SETS", "1")
 import hvd.torch as hvd  # noqa: E402
 
 
-@pytest.fixture(scope="session", autouse=True)
-def hvd_session():
-    hvd.init()
-    yield hvd
-    hvd.shutdown()
+@pytest.fixture(scope="session")
+def hvd_binding():
+    return hvd
 
 
 def rank_input(shape, dtype, rank, seed, low=0, high=10):
-    """Rank `rank`'s input: small integers in [low, high), as `dtype`.
+    """Rank `rank`'s input: small integers in [low, high), as `dtype`
+    (tests/rank_data.py's, as a tensor).
 
     Any rank can rebuild any other rank's input, so a test computes the
     expected result of a collective locally."""
-    g = torch.Generator().manual_seed(1000003 * seed + 7919 * rank + 17)
-    t = torch.randint(low, high, tuple(shape), generator=g, dtype=torch.int64)
+    t = torch.from_numpy(rank_data.rank_input(shape, np.int64, rank, seed, low, high))
     if dtype == torch.bool:
         return t % 2 == 1
     return t.to(dtype)
@@ -43,8 +44,7 @@ def rank_input(shape, dtype, rank, seed, low=0, high=10):
 
 def rank_float(shape, rank, seed, dtype=torch.float32):
     """Rank `rank`'s random normal input (for tests with tolerances)."""
-    g = torch.Generator().manual_seed(1000003 * seed + 7919 * rank + 29)
-    return torch.randn(tuple(shape), generator=g, dtype=torch.float64).to(dtype)
+    return torch.from_numpy(rank_data.rank_float(shape, rank, seed, np.float64)).to(dtype)
 
 
 def digest(tensors):

@@ -4,8 +4,9 @@ venv: the venv's own pytest runs them).
 pytest runs in every rank of the job (ctest starts it alone, and under
 `hvdrun -np 2` and `-np 4`), as tests/python does for hvd.torch.  Every
 rank collects the same tests and makes the same collective calls; rank r's
-input is a deterministic function of (r, seed), so each rank computes the
-reference of a collective locally with numpy.
+input is a deterministic function of (r, seed) (tests/rank_data.py), so
+each rank computes the reference of a collective locally with numpy;
+tests/conftest.py starts and ends hvd.
 
 TensorFlow gets ONE inter-op thread for the whole session: hvd's
 collectives are asynchronous kernels, so no op waiting for other ranks
@@ -16,7 +17,6 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("HOROVOD_DYNAMIC_PROCESS_SETS", "1")
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -26,17 +26,6 @@ tf.config.threading.set_intra_op_parallelism_threads(1)
 import hvd.tensorflow as hvd  # noqa: E402
 
 
-@pytest.fixture(scope="session", autouse=True)
-def hvd_session():
-    hvd.init()
-    yield hvd
-    hvd.shutdown()
-
-
-def rank_input(shape, dtype, rank, seed, low=0, high=10):
-    """Rank `rank`'s input as a numpy array of small integers in [low, high)."""
-    rng = np.random.default_rng(1000003 * seed + 7919 * rank + 17)
-    a = rng.integers(low, high, size=shape)
-    if dtype == np.bool_:
-        return a % 2 == 1
-    return a.astype(dtype)
+@pytest.fixture(scope="session")
+def hvd_binding():
+    return hvd

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import hvd.tensorflow as hvd
-from conftest import rank_input
+from rank_data import rank_input
 
 DTYPES = [tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int64, tf.float16, tf.bfloat16,
           tf.float32, tf.float64]
