@@ -6,7 +6,9 @@
  * from hvdrun), stdout while frames wait to go, and every rank's pipes.
  * A rank's pipes are read only while little waits for hvdrun
  * (QUEUE_HIGH): a slow link holds the ranks back through their pipes
- * instead of growing the agent's memory.
+ * instead of growing the agent's memory.  The same holds for the
+ * sessions to other hosts that hvdrun asks this agent to start and relay
+ * (agent_relay.h: the launch tree).
  */
 #include "agent.h"
 
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "agent_proto.h"
+#include "agent_relay.h"
 #include "common.h"
 #include "procs.h"
 #include "rank_env.h"
@@ -50,6 +53,7 @@ struct agent {
   agent_job job;
   int have_job;
   agent_proc *procs; /* job.nranks */
+  relay relay;       /* the sessions it started for hvdrun */
   agent_reader rd;
   bytes q;
   int sig_fd;
@@ -59,7 +63,9 @@ struct agent {
   int exit_code;
   char host[256];
   struct pollfd *fds;
+  size_t fds_cap;
   size_t nfds, in_slot, out_slot; /* slot numbers; 0 when not polled */
+  size_t relay_first, relay_count;
 };
 
 static void queue(agent *a, agent_msg m);
@@ -77,6 +83,7 @@ static void stop_ranks(agent *a) {
   a->exit_code = 1;
   signal_all(a, SIGTERM);
   signal_all(a, SIGCONT);
+  relay_close_all(&a->relay); /* their agents stop their ranks in turn */
   a->kill_at = hvd__deadline_in(KILL_AFTER_MS);
   a->give_up_at = a->kill_at + GIVE_UP_MS;
 }
@@ -111,6 +118,9 @@ static void queue(agent *a, agent_msg m) {
   if (a->out_ok && agent_put_msg(&a->q, &m) < 0 && m.type != AGENT_ERROR)
     fail(a, "out of memory for the frames to hvdrun");
 }
+
+/* The relay's frames to hvdrun. */
+static void queue_up(void *arg, agent_msg m) { queue(arg, m); }
 
 /* ---- the ranks ---- */
 
@@ -161,9 +171,7 @@ static void on_job(agent *a, const uint8_t *payload, size_t len) {
     fail(a, "cannot change to directory '%s': %s", a->job.cwd, strerror(errno));
     return;
   }
-  struct pollfd *fds = realloc(a->fds, (3 + 3 * a->job.nranks) * sizeof *fds);
-  if (fds) a->fds = fds;
-  a->procs = fds ? calloc(a->job.nranks, sizeof *a->procs) : NULL;
+  a->procs = calloc(a->job.nranks, sizeof *a->procs);
   if (!a->procs) {
     fail(a, "out of memory for %zu ranks", a->job.nranks);
     return;
@@ -175,6 +183,7 @@ static void reap(agent *a) {
   int status;
   pid_t pid;
   while ((pid = procs_reap_one(&status)) > 0) {
+    if (relay_reaped(&a->relay, pid, status)) continue;
     for (size_t i = 0; a->procs && i < a->job.nranks; i++) {
       agent_proc *ap = &a->procs[i];
       if (ap->p.pid != pid || ap->p.reaped) continue;
@@ -198,10 +207,19 @@ static int ranks_finished(const agent *a) {
 
 /* ---- hvdrun's frames ---- */
 
+static int relayed_type(uint8_t type) {
+  return type == AGENT_SPAWN || type == AGENT_TO || type == AGENT_CLOSE || type == AGENT_KILL;
+}
+
 static void on_frame(agent *a) {
   agent_msg m;
   a->heard_at = hvd__now_ms();
   if (a->rd.type == AGENT_PING) return;
+  if (relayed_type(a->rd.type)) {
+    if (relay_on_frame(&a->relay, a->rd.type, a->rd.payload, a->rd.len) < 0)
+      fail(a, "protocol error from hvdrun: %s", hvd_last_error());
+    return;
+  }
   if (a->rd.type == AGENT_JOB && !a->have_job) {
     on_job(a, a->rd.payload, a->rd.len);
     return;
@@ -221,7 +239,7 @@ static void read_stdin(agent *a) {
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (n <= 0) {
     a->in_open = 0;
-    if (!a->have_job || !ranks_finished(a))
+    if (!a->have_job || !ranks_finished(a) || !relay_done(&a->relay))
       stop(a, "its input from hvdrun ended (hvdrun stopped, or is gone)");
     return;
   }
@@ -243,9 +261,28 @@ static void write_stdout(agent *a) {
 
 /* ---- the loop ---- */
 
+/* Room in fds for everything prepare() may add.  0, or -1. */
+static int fds_room(agent *a) {
+  size_t need = 3 + 3 * (a->procs ? a->job.nranks : 0) + relay_poll_max(&a->relay);
+  if (need <= a->fds_cap) return 0;
+  struct pollfd *fds = realloc(a->fds, need * sizeof *fds);
+  if (!fds) return -1;
+  a->fds = fds;
+  a->fds_cap = need;
+  return 0;
+}
+
 static void prepare(agent *a) {
-  int streams = bytes_pending(&a->q) < QUEUE_HIGH ? PROC_BOTH : 0;
+  int read = bytes_pending(&a->q) < QUEUE_HIGH;
+  int streams = read ? PROC_BOTH : 0;
   size_t n = 0;
+  if (fds_room(a) < 0) { /* nothing can be watched: go, leaving nothing behind */
+    fprintf(stderr, "hvdrun --agent on %s: out of memory for the poll set\n", a->host);
+    a->exit_code = 1;
+    a->give_up_at = hvd__now_ms();
+    a->nfds = a->relay_count = 0;
+    return;
+  }
   a->fds[n++] = (struct pollfd){a->sig_fd, POLLIN, 0};
   a->in_slot = a->in_open ? n : 0; /* 0: not polled (slot 0 is the signals') */
   if (a->in_open) a->fds[n++] = (struct pollfd){0, POLLIN, 0};
@@ -255,7 +292,9 @@ static void prepare(agent *a) {
     a->procs[i].polled = proc_poll_add(&a->procs[i].p, streams, a->fds + n);
     n += a->procs[i].polled;
   }
-  a->nfds = n;
+  a->relay_first = n;
+  a->relay_count = relay_prepare(&a->relay, read, a->fds + n);
+  a->nfds = n + a->relay_count;
 }
 
 static void dispatch(agent *a) {
@@ -267,7 +306,8 @@ static void dispatch(agent *a) {
     proc_poll_dispatch(&a->procs[i].p, fds + at, a->procs[i].polled, on_rank_output, &a->procs[i]);
     at += a->procs[i].polled;
   }
-  /* Last: the JOB may start the ranks and grow fds. */
+  relay_dispatch(&a->relay, fds + a->relay_first, a->relay_count);
+  /* Last: the JOB may start the ranks, SPAWN a session. */
   int stdin_ready = a->in_slot && fds[a->in_slot].revents, signals = fds[0].revents != 0;
   if (signals) signals_drain(a->sig_fd, &seen);
   if (seen.child) reap(a);
@@ -300,7 +340,7 @@ static void on_time(agent *a, uint64_t now) {
 static int over(const agent *a) {
   if (a->give_up_at && hvd__now_ms() >= a->give_up_at) return 1;
   int flushed = !a->out_ok || bytes_pending(&a->q) == 0;
-  return (a->have_job || a->stopping) && ranks_finished(a) && flushed;
+  return (a->have_job || a->stopping) && ranks_finished(a) && relay_done(&a->relay) && flushed;
 }
 
 static void turn(agent *a) {
@@ -316,10 +356,12 @@ static void turn(agent *a) {
 static int agent_init(agent *a) {
   memset(a, 0, sizeof *a);
   a->in_open = a->out_ok = 1;
+  relay_init(&a->relay, queue_up, a);
   if (gethostname(a->host, sizeof a->host - 1) != 0) strcpy(a->host, "?");
   agent_reader_init(&a->rd, AGENT_FROM_HVDRUN);
   procs_raise_fd_limit();
   a->fds = calloc(3, sizeof *a->fds); /* the ranks' slots come with the JOB */
+  a->fds_cap = 3;
   a->sig_fd = signals_install(); /* also ignores SIGPIPE: a dead ssh is EPIPE */
   int fl0 = fcntl(0, F_GETFL), fl1 = fcntl(1, F_GETFL);
   if (!a->fds || a->sig_fd < 0 || fl0 < 0 || fl1 < 0 || fcntl(0, F_SETFL, fl0 | O_NONBLOCK) < 0 ||
@@ -364,6 +406,7 @@ static void agent_free(agent *a) {
     proc_close(&ap->p, ignore_output, ap);
   }
   if (a->have_job) unlink_segment(a);
+  relay_free(&a->relay);
   free(a->procs);
   free(a->fds);
   agent_job_free(&a->job);

@@ -21,11 +21,14 @@
 #define STR_MAX 65535 /* a u16 length */
 #define VARS_PER_RANK_MAX 64
 #define ERRNO_MAX 4095
+#define SPAWN_MAX (64 * 1024) /* an ssh command line */
 
 _Static_assert(AGENT_TYPE_END - 32 <= 32, "the accept masks are 32 bits");
 
-static const char *const type_names[] = {"JOB",     "SIGNAL", "PING",   "HELLO", "STARTED",
-                                         "OUTPUT",  "CLOSED", "EXITED", "ERROR"};
+static const char *const type_names[] = {"JOB",   "SIGNAL", "PING",  "HELLO", "STARTED",
+                                         "OUTPUT", "CLOSED", "EXITED", "ERROR", "SPAWN",
+                                         "TO",    "CLOSE",  "KILL",  "FROM",  "ENDED"};
+_Static_assert(HVD__ARRAY_LEN(type_names) == AGENT_TYPE_END - 32, "a name for every type");
 
 static const char *type_name(unsigned type) {
   return type >= 32 && type < AGENT_TYPE_END ? type_names[type - 32] : "?";
@@ -42,6 +45,12 @@ static size_t payload_max(unsigned type) {
     case AGENT_CLOSED: return 5;
     case AGENT_EXITED: return 9;
     case AGENT_ERROR: return 2 + AGENT_TEXT_MAX - 1;
+    case AGENT_SPAWN: return SPAWN_MAX;
+    case AGENT_TO: return 4 + AGENT_OUTPUT_MAX;
+    case AGENT_CLOSE: return 4;
+    case AGENT_KILL: return 8;
+    case AGENT_FROM: return 5 + AGENT_OUTPUT_MAX;
+    case AGENT_ENDED: return 9;
     default: return 0; /* PING */
   }
 }
@@ -65,22 +74,27 @@ static int bad(const agent_msg *m, const char *what) {
 static int msg_valid(const agent_msg *m) {
   int has_rank = m->type == AGENT_STARTED || m->type == AGENT_OUTPUT ||
                  m->type == AGENT_CLOSED || m->type == AGENT_EXITED;
-  int has_stream = m->type == AGENT_OUTPUT || m->type == AGENT_CLOSED;
+  int has_stream = m->type == AGENT_OUTPUT || m->type == AGENT_CLOSED || m->type == AGENT_FROM;
   if (has_rank && m->rank >= HVDRUN_MAX_NP) return bad(m, "a rank out of range");
   if (has_stream && m->stream != PROC_STDOUT && m->stream != PROC_STDERR)
     return bad(m, "a stream other than 1 (stdout) or 2 (stderr)");
   switch (m->type) {
     case AGENT_SIGNAL:
+    case AGENT_KILL:
       return m->num >= 1 && m->num < NSIG ? 0 : bad(m, "a signal out of range");
     case AGENT_STARTED:
       return m->num >= 1 && m->num <= INT32_MAX ? 0 : bad(m, "a pid out of range");
     case AGENT_OUTPUT:
+    case AGENT_TO:
+    case AGENT_FROM:
       return m->len >= 1 && m->len <= AGENT_OUTPUT_MAX ? 0 : bad(m, "no bytes, or too many");
-    case AGENT_EXITED: return exit_valid(m->exit) ? 0 : bad(m, "an exit out of range");
+    case AGENT_EXITED:
+    case AGENT_ENDED: return exit_valid(m->exit) ? 0 : bad(m, "an exit out of range");
     case AGENT_HELLO:
     case AGENT_ERROR: return m->text[0] ? 0 : bad(m, "an empty text");
     case AGENT_PING:
-    case AGENT_CLOSED: return 0;
+    case AGENT_CLOSED:
+    case AGENT_CLOSE: return 0;
     default: return hvd__err(HVD_E_PROTOCOL, "no message of type %u", m->type);
   }
 }
@@ -117,11 +131,27 @@ int agent_msg_decode(uint8_t type, const uint8_t *payload, size_t len, agent_msg
       m->data = m->len ? hvd__get_bytes(&r, m->len) : NULL;
       break;
     case AGENT_EXITED:
-      m->rank = hvd__get_u32(&r);
+    case AGENT_ENDED:
+      if (type == AGENT_EXITED)
+        m->rank = hvd__get_u32(&r);
+      else
+        m->id = hvd__get_u32(&r);
       m->exit.how = (proc_end)hvd__get_u8(&r);
       m->exit.value = (int)hvd__get_u32(&r);
       break;
-    default: break; /* PING; msg_valid() refuses the rest */
+    case AGENT_TO:
+    case AGENT_FROM:
+      m->id = hvd__get_u32(&r);
+      if (type == AGENT_FROM) m->stream = hvd__get_u8(&r);
+      m->len = !r.failed ? len - r.pos : 0;
+      m->data = m->len ? hvd__get_bytes(&r, m->len) : NULL;
+      break;
+    case AGENT_CLOSE:
+    case AGENT_KILL:
+      m->id = hvd__get_u32(&r);
+      if (type == AGENT_KILL) m->num = hvd__get_u32(&r);
+      break;
+    default: break; /* PING; msg_valid() refuses the rest (JOB and SPAWN too) */
   }
   if (!hvd__reader_done(&r))
     return hvd__err(HVD_E_PROTOCOL, "%s message of %zu bytes: truncated, a string too long, "
@@ -231,6 +261,27 @@ void agent_job_free(agent_job *j) {
   memset(j, 0, sizeof *j);
 }
 
+int agent_spawn_decode(const uint8_t *payload, size_t len, agent_spawn *s) {
+  hvd_reader r = {payload, len, 0, 0};
+  memset(s, 0, sizeof *s);
+  s->id = hvd__get_u32(&r);
+  s->argv = take_strs(&r, &s->argc);
+  int rc = 0;
+  if (!hvd__reader_done(&r))
+    rc = hvd__err(HVD_E_PROTOCOL, "SPAWN message of %zu bytes: truncated, a count too large, "
+                  "or bytes left over", len);
+  else if (s->argc == 0 || s->argc > AGENT_SPAWN_ARGS_MAX || !s->argv[0][0])
+    rc = hvd__err(HVD_E_PROTOCOL, "SPAWN with %zu arguments (1..%d, the first not empty)",
+                  s->argc, AGENT_SPAWN_ARGS_MAX);
+  if (rc < 0) agent_spawn_free(s);
+  return rc;
+}
+
+void agent_spawn_free(agent_spawn *s) {
+  free_strs(s->argv);
+  memset(s, 0, sizeof *s);
+}
+
 /* ---- the stream of frames ---- */
 
 void agent_reader_init(agent_reader *r, unsigned accept) {
@@ -338,7 +389,8 @@ static int frame_end(bytes *q, uint8_t type, const hvd_writer *w) {
 
 int agent_put_msg(bytes *q, const agent_msg *m) {
   hvd_writer w;
-  if (m->type == AGENT_JOB || msg_valid(m) < 0 || frame_begin(q, payload_max(m->type), &w) < 0)
+  if (m->type == AGENT_JOB || m->type == AGENT_SPAWN || msg_valid(m) < 0 ||
+      frame_begin(q, payload_max(m->type), &w) < 0)
     return -1;
   switch (m->type) {
     case AGENT_SIGNAL: hvd__put_u32(&w, m->num); break;
@@ -358,9 +410,21 @@ int agent_put_msg(bytes *q, const agent_msg *m) {
       if (m->type == AGENT_OUTPUT) hvd__put_bytes(&w, m->data, m->len);
       break;
     case AGENT_EXITED:
-      hvd__put_u32(&w, m->rank);
+    case AGENT_ENDED:
+      hvd__put_u32(&w, m->type == AGENT_EXITED ? m->rank : m->id);
       hvd__put_u8(&w, (uint8_t)m->exit.how);
       hvd__put_u32(&w, (uint32_t)m->exit.value);
+      break;
+    case AGENT_TO:
+    case AGENT_FROM:
+      hvd__put_u32(&w, m->id);
+      if (m->type == AGENT_FROM) hvd__put_u8(&w, m->stream);
+      hvd__put_bytes(&w, m->data, m->len);
+      break;
+    case AGENT_CLOSE:
+    case AGENT_KILL:
+      hvd__put_u32(&w, m->id);
+      if (m->type == AGENT_KILL) hvd__put_u32(&w, m->num);
       break;
     default: break; /* PING */
   }
@@ -398,4 +462,15 @@ int agent_put_job(bytes *q, const agent_job *j) {
     put_strs(&w, j->ranks[i].vars, j->ranks[i].nvars);
   }
   return frame_end(q, AGENT_JOB, &w);
+}
+
+int agent_put_spawn(bytes *q, const agent_spawn *s) {
+  size_t size = 4 + strs_size(s->argv, s->argc);
+  hvd_writer w;
+  if (s->argc == 0 || s->argc > AGENT_SPAWN_ARGS_MAX || !s->argv[0][0] || size > SPAWN_MAX ||
+      frame_begin(q, size, &w) < 0)
+    return -1;
+  hvd__put_u32(&w, s->id);
+  put_strs(&w, s->argv, s->argc);
+  return frame_end(q, AGENT_SPAWN, &w);
 }

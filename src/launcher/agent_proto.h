@@ -17,6 +17,14 @@
  *     SIGNAL   u32 signal: for every rank's process group
  *     PING     (empty) every second; closing the agent's stdin means
  *              that hvdrun is gone
+ *     SPAWN    u32 id, u32 argc, argc x str: start a session (ssh) to
+ *              another host with this command line, its stdin a pipe:
+ *              the launch tree (launch_tree.h), where an agent starts
+ *              further agents; id names the session in what follows
+ *     TO       u32 id, then 1..AGENT_OUTPUT_MAX bytes for that session's
+ *              stdin (a piece of the frames hvdrun writes to that agent)
+ *     CLOSE    u32 id: close the session's stdin once its bytes are written
+ *     KILL     u32 id, u32 signal: for the session's process group
  *   agent -> hvdrun
  *     HELLO    u32 version, str host name: at once
  *     STARTED  u32 rank, u32 pid
@@ -26,10 +34,22 @@
  *              setup), u32 value (code, signal or errno)
  *     ERROR    str message: the agent cannot go on
  *     PING     (empty) every second
+ *     FROM     u32 id, u8 stream (1 stdout, 2 stderr), then 1..AGENT_OUTPUT_MAX
+ *              bytes the session's process wrote (its agent's frames, or
+ *              what ssh said)
+ *     ENDED    u32 id, u8 how, u32 value: the session's process ended (as
+ *              EXITED), after the last of its bytes
+ *
+ * A session started by SPAWN speaks this same protocol with hvdrun
+ * through the agent that started it, which only relays bytes: hvdrun
+ * wraps what it writes to that agent in TO frames, one level for each
+ * agent on the way, and unwraps FROM frames as it reads.
  *
  * Everything is validated as it is decoded: the header's fields, each
  * type's largest payload, ranks below HVDRUN_MAX_NP, streams 1 or 2, exit
  * values in range, strings bounded and without NUL, no trailing bytes.
+ * Session ids are any u32; whether one names a session is the receiver's
+ * to check.
  * What depends on the conversation (the version, whether a rank belongs
  * to the host, the order of messages) the receiver checks.
  */
@@ -42,7 +62,7 @@
 #include "bytes.h"
 #include "procs.h"
 
-#define AGENT_PROTO_VERSION 1
+#define AGENT_PROTO_VERSION 2
 #define AGENT_OUTPUT_MAX (64 * 1024)
 #define AGENT_TEXT_MAX 1024 /* HELLO's host name, ERROR's message, with the NUL */
 
@@ -56,23 +76,35 @@ enum {
   AGENT_CLOSED,
   AGENT_EXITED,
   AGENT_ERROR,
+  AGENT_SPAWN,
+  AGENT_TO,
+  AGENT_CLOSE,
+  AGENT_KILL,
+  AGENT_FROM,
+  AGENT_ENDED,
   AGENT_TYPE_END
 };
 
 /* Which types a side accepts (for agent_reader_init). */
-#define AGENT_FROM_HVDRUN ((1u << (AGENT_JOB - 32)) | (1u << (AGENT_SIGNAL - 32)) | \
-                           (1u << (AGENT_PING - 32)))
-#define AGENT_FROM_AGENT (((1u << (AGENT_TYPE_END - 32)) - 1) & ~(1u << (AGENT_JOB - 32)) & \
-                          ~(1u << (AGENT_SIGNAL - 32)))
+#define AGENT_BIT(type) (1u << ((type) - 32))
+#define AGENT_FROM_HVDRUN                                                                  \
+  (AGENT_BIT(AGENT_JOB) | AGENT_BIT(AGENT_SIGNAL) | AGENT_BIT(AGENT_PING) |                 \
+   AGENT_BIT(AGENT_SPAWN) | AGENT_BIT(AGENT_TO) | AGENT_BIT(AGENT_CLOSE) |                  \
+   AGENT_BIT(AGENT_KILL))
+#define AGENT_FROM_AGENT                                                                   \
+  (((AGENT_BIT(AGENT_TYPE_END) - 1) & ~AGENT_FROM_HVDRUN) | AGENT_BIT(AGENT_PING))
+/* A SPAWN's command line: at most this many arguments. */
+#define AGENT_SPAWN_ARGS_MAX 256
 
-/* Any message but JOB. */
+/* Any message but JOB and SPAWN. */
 typedef struct {
   uint8_t type;
   uint32_t rank;   /* STARTED, OUTPUT, CLOSED, EXITED */
-  uint32_t num;    /* HELLO: version; STARTED: pid; SIGNAL: signal */
-  uint8_t stream;  /* OUTPUT, CLOSED: PROC_STDOUT or PROC_STDERR */
-  proc_exit exit;  /* EXITED */
-  const uint8_t *data; /* OUTPUT: the bytes, inside the decoded payload */
+  uint32_t id;     /* TO, CLOSE, KILL, FROM, ENDED: the session */
+  uint32_t num;    /* HELLO: version; STARTED: pid; SIGNAL, KILL: signal */
+  uint8_t stream;  /* OUTPUT, CLOSED, FROM: PROC_STDOUT or PROC_STDERR */
+  proc_exit exit;  /* EXITED, ENDED */
+  const uint8_t *data; /* OUTPUT, TO, FROM: the bytes, inside the decoded payload */
   size_t len;
   char text[AGENT_TEXT_MAX]; /* HELLO, ERROR: control characters made '?' */
 } agent_msg;
@@ -94,9 +126,15 @@ typedef struct {
   size_t nranks;
 } agent_job;
 
+typedef struct {
+  uint32_t id;
+  char **argv; /* argc entries and a NULL */
+  size_t argc;
+} agent_spawn;
+
 /* ---- decoding ---- */
 
-/* Decodes a payload of any type but JOB into *m (m->data points into
+/* Decodes a payload of any type but JOB and SPAWN into *m (m->data points into
  * payload).  0, or HVD_E_PROTOCOL with hvd_last_error() naming the bad
  * field. */
 int agent_msg_decode(uint8_t type, const uint8_t *payload, size_t len, agent_msg *m);
@@ -104,6 +142,10 @@ int agent_msg_decode(uint8_t type, const uint8_t *payload, size_t len, agent_msg
  * 0, HVD_E_PROTOCOL or HVD_E_NOMEM. */
 int agent_job_decode(const uint8_t *payload, size_t len, agent_job *j);
 void agent_job_free(agent_job *j);
+/* Decodes a SPAWN payload into *s, which then owns copies
+ * (agent_spawn_free).  0, HVD_E_PROTOCOL or HVD_E_NOMEM. */
+int agent_spawn_decode(const uint8_t *payload, size_t len, agent_spawn *s);
+void agent_spawn_free(agent_spawn *s);
 
 /* Frames from a byte stream: feed it what the pipe gave, take the frames. */
 typedef struct {
@@ -132,5 +174,8 @@ int agent_put_msg(bytes *q, const agent_msg *m);
 /* Appends a JOB frame.  0, or -1: out of memory, or larger than
  * HVD_FRAME_CONTROL_MAX (nothing appended). */
 int agent_put_job(bytes *q, const agent_job *j);
+/* Appends a SPAWN frame.  0, or -1: out of memory, no program, more than
+ * AGENT_SPAWN_ARGS_MAX arguments, or an argument longer than a str. */
+int agent_put_spawn(bytes *q, const agent_spawn *s);
 
 #endif /* HVDRUN_AGENT_PROTO_H */

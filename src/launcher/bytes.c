@@ -39,6 +39,11 @@ int bytes_write(bytes *b, int fd) {
   return 0;
 }
 
+void bytes_consume(bytes *b, size_t n) {
+  b->off += n;
+  if (b->off == b->len) b->off = b->len = 0;
+}
+
 void bytes_free(bytes *b) {
   free(b->buf);
   memset(b, 0, sizeof *b);

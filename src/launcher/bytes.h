@@ -20,6 +20,9 @@ size_t bytes_pending(const bytes *b);
 /* Writes what fd takes now without blocking (O_NONBLOCK): 0, or -1 with
  * errno (EPIPE: the reader is gone). */
 int bytes_write(bytes *b, int fd);
+/* Drops the first n waiting bytes (n <= bytes_pending()): taken by
+ * another way than bytes_write(). */
+void bytes_consume(bytes *b, size_t n);
 void bytes_free(bytes *b);
 
 #endif /* HVDRUN_BYTES_H */

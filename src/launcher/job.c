@@ -45,6 +45,7 @@
 
 #include "common.h"
 #include "job_int.h"
+#include "launch_tree.h"
 #include "wire/shm_name.h"
 
 /* job_say(): it queues behind the forwarded lines, so the order is kept
@@ -540,8 +541,32 @@ void job_stop_host(job *j, launch_host *h) {
   (void)j;
 }
 
+/* The launch tree (launch_tree.h) over the hosts reached by ssh: which
+ * of them starts which.  0, or -1 when out of memory. */
+static int plan_tree(job *j) {
+  launch_host **ssh = malloc((size_t)j->nhosts * sizeof *ssh);
+  int *parent = malloc((size_t)j->nhosts * sizeof *parent), n = 0;
+  if (!ssh || !parent) {
+    free(ssh);
+    free(parent);
+    job_say(j, 1, "out of memory for the launch tree of %d hosts", j->nhosts);
+    return -1;
+  }
+  for (int h = 0; h < j->nhosts; h++)
+    if (j->hosts[h]->backend == &launch_ssh) ssh[n++] = j->hosts[h];
+  launch_tree(n, j->ctx.opt->launch_fanout, parent);
+  for (int i = 0; i < n; i++) ssh[i]->via = parent[i] < 0 ? NULL : ssh[parent[i]];
+  if (n > 0 && parent[n - 1] != -1)
+    job_say(j, 0, "starting %d hosts over ssh in a tree of %d levels, at most %d sessions each",
+            n, launch_tree_depth(n, parent), j->ctx.opt->launch_fanout);
+  free(ssh);
+  free(parent);
+  return 0;
+}
+
 /* A fixed job: every host of the plan with its ranks, all started at
- * once (local ranks fork, ssh sessions begin). */
+ * once (local ranks fork, ssh sessions begin: beyond --launch-fanout
+ * hosts in a tree, parents first). */
 static int start_plan(job *j) {
   const host_plan *p = j->plan;
   j->ctx.name_hosts = p->n > 1 || !p->hosts[0].local;
@@ -549,6 +574,7 @@ static int start_plan(job *j) {
     int a = j->addrs->of_host[h];
     if (!job_add_host(j, &p->hosts[h], j->addrs->addr[a], j->port[a])) return -1;
   }
+  if (plan_tree(j) < 0) return -1;
   for (int h = 0; h < j->nhosts; h++)
     if (job_start_host(j, j->hosts[h]) < 0) return -1;
   return 0;

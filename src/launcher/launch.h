@@ -80,6 +80,8 @@ struct launch_host {
   struct launch_job *job; /* job.c's */
   const host_spec *spec;  /* its name and ranks */
   launch_rank *ranks;     /* spec->nranks, ranks spec->first.. */
+  struct launch_host *via; /* the host whose agent starts this one's session (the
+                              launch tree, launch_tree.h); NULL: hvdrun itself */
   const char *rdzv_addr;  /* where its ranks reach the rendezvous */
   int rdzv_port;
   int told_exec;          /* job.c: "cannot run" was said for this host */

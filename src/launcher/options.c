@@ -33,6 +33,7 @@
 #include "common.h"
 #include "config_file.h"
 #include "env.h"
+#include "launch_tree.h"
 #include "wire/auth.h"
 
 #define DIGITS "0123456789"
@@ -40,7 +41,7 @@
 /* F_ENV: the flag sets the variable its row names; the rest are hvdrun's own. */
 typedef enum {
   F_ENV, F_NP, F_HOSTS, F_HOSTFILE, F_SSH_PORT, F_SSH_IDENTITY, F_SSH_COMMAND, F_SSH_THIS_HOST,
-  F_OUTPUT,
+  F_LAUNCH_FANOUT, F_OUTPUT,
   F_MIN_NP, F_MAX_NP, F_DISCOVERY, F_SLOTS_PER_HOST, F_ELASTIC_TIMEOUT, F_RESET_LIMIT,
   F_COOLDOWN, F_LAUNCHER, F_MPI, F_MPI_ARGS, F_GLOO, F_MAKE_SECRET, F_VERBOSE, F_CHECK_BUILD,
   F_VERSION, F_HELP, F_CONFIG_FILE, F_BINDING_ARGS, F_PREFIX_TIMESTAMP,
@@ -91,6 +92,10 @@ static const flag flags[] = {
      "ssh and its options, split at blanks (no quoting); default ssh"},
     {F_SSH_THIS_HOST, NULL, "--ssh-this-host", NULL, OWN,
      "start this machine's ranks through the ssh command too, not as hvdrun's children"},
+    {F_LAUNCH_FANOUT, NULL, "--launch-fanout", "N", OWN,
+     "beyond N hosts, hvdrun's agents start the other hosts' ssh sessions, N each, in a tree "
+     "(every host must reach the others with the ssh command); 0: hvdrun starts them all; "
+     "default 8"},
     {F_OUTPUT, NULL, "--output-filename", "DIR", OWN,
      "also write rank N's output to DIR/rank.N/stdout and stderr"},
     {F_CONFIG_FILE, NULL, "--config-file", "FILE", OWN,
@@ -573,6 +578,16 @@ static options_result set_nonempty(const flag *f, const char *value, const char 
   return OPTIONS_RUN;
 }
 
+/* --launch-fanout: 0, or 2 and more (one session each would make a chain). */
+static options_result set_fanout(hvdrun_options *o, const char *value) {
+  long n;
+  if (options_parse_int(value, 0, HVDRUN_MAX_NP, &n) < 0 || n == 1)
+    return usage_error("--launch-fanout needs 0 (hvdrun starts every session) or a number of "
+                       "sessions in 2..%d, not '%s'", HVDRUN_MAX_NP, value);
+  o->launch_fanout = (int)n;
+  return OPTIONS_RUN;
+}
+
 /* A flag of horovodrun's that means nothing here: one line, no usage. */
 static options_result refuse(const flag *f) {
   fprintf(stderr, "hvdrun: %s%s%s has no meaning here: %s\n", error_where ? error_where : "",
@@ -598,6 +613,7 @@ static options_result apply(hvdrun_options *o, const flag *f, const char *value)
     case F_SSH_IDENTITY: return set_nonempty(f, value, &o->ssh_identity);
     case F_SSH_COMMAND: return set_nonempty(f, value, &o->ssh_command);
     case F_SSH_THIS_HOST: o->ssh_this_host = 1; return OPTIONS_RUN;
+    case F_LAUNCH_FANOUT: return set_fanout(o, value);
     case F_OUTPUT: return set_nonempty(f, value, &o->output_dir);
     case F_MIN_NP: o->elastic = 1; return set_count(f, value, 1, HVDRUN_MAX_NP, &o->min_np);
     case F_MAX_NP: o->elastic = 1; return set_count(f, value, 1, HVDRUN_MAX_NP, &o->max_np);
@@ -741,6 +757,7 @@ void options_free(hvdrun_options *o) {
 options_result options_parse(int argc, char **argv, hvdrun_options *o) {
   memset(o, 0, sizeof *o);
   o->elastic_timeout = o->reset_limit = -1;
+  o->launch_fanout = LAUNCH_FANOUT_DEFAULT;
   const char *config = find_config(argc, argv);
   if (config && apply_config(o, config) != OPTIONS_RUN) return OPTIONS_USAGE;
   cursor c = {argc, 1, argv, 0};

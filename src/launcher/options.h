@@ -44,6 +44,8 @@ typedef struct {
   const char *ssh_identity; /* -i, or NULL */
   const char *ssh_command;  /* --ssh-command: words split on blanks, "ssh" by default */
   int ssh_this_host;        /* --ssh-this-host: this machine's ranks through it too */
+  int launch_fanout;        /* --launch-fanout: sessions one process starts (launch_tree.h);
+                               0: hvdrun starts every host's */
   const char *output_dir;   /* --output-filename, or NULL */
   const char *nics;         /* --network-interface(s), every one given, or NULL */
   int start_timeout;        /* seconds: --start-timeout, HOROVOD_START_TIMEOUT or 30 */

@@ -3,6 +3,8 @@
  * hosts (launcher/agent_proto.h), read from an ssh session's pipe, in
  * both directions.
  *
+ * (SPAWN, TO, CLOSE, KILL, FROM and ENDED: the launch tree's relay.)
+ *
  * Input: a byte choosing the side (bit 0: the agent reading hvdrun's
  * frames, else hvdrun reading an agent's) and the size of the pieces the
  * pipe delivers (1..256 bytes), then the stream.  Properties:
@@ -53,6 +55,23 @@ static void check_job(const uint8_t *payload, size_t len) {
   bytes_free(&q);
 }
 
+static void check_spawn(const uint8_t *payload, size_t len) {
+  agent_spawn s, t;
+  int rc = agent_spawn_decode(payload, len, &s);
+  if (rc < 0) {
+    FUZZ_CHECK_ERROR(rc);
+    return;
+  }
+  bytes q = {0};
+  FUZZ_CHECK(agent_put_spawn(&q, &s) == 0);
+  FUZZ_CHECK(agent_spawn_decode((uint8_t *)q.buf + q.off + HVD_FRAME_HDR_LEN,
+                                q.len - q.off - HVD_FRAME_HDR_LEN, &t) == 0);
+  FUZZ_CHECK(s.id == t.id && s.argc == t.argc && same_strs(s.argv, t.argv, s.argc));
+  agent_spawn_free(&s);
+  agent_spawn_free(&t);
+  bytes_free(&q);
+}
+
 static void check_msg(uint8_t type, const uint8_t *payload, size_t len) {
   agent_msg m, n;
   int rc = agent_msg_decode(type, payload, len, &m);
@@ -66,7 +85,7 @@ static void check_msg(uint8_t type, const uint8_t *payload, size_t len) {
   FUZZ_CHECK(q.len - q.off >= HVD_FRAME_HDR_LEN && p[5] == type);
   FUZZ_CHECK(agent_msg_decode(type, p + HVD_FRAME_HDR_LEN, q.len - q.off - HVD_FRAME_HDR_LEN,
                               &n) == 0);
-  FUZZ_CHECK(m.rank == n.rank && m.num == n.num && m.stream == n.stream);
+  FUZZ_CHECK(m.rank == n.rank && m.id == n.id && m.num == n.num && m.stream == n.stream);
   FUZZ_CHECK(m.exit.how == n.exit.how && m.exit.value == n.exit.value);
   FUZZ_CHECK(m.len == n.len && (!m.len || memcmp(m.data, n.data, m.len) == 0));
   FUZZ_CHECK(strcmp(m.text, n.text) == 0);
@@ -94,6 +113,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       FUZZ_CHECK(r.type >= 32 && ((accept >> (r.type - 32)) & 1));
       if (r.type == AGENT_JOB)
         check_job(r.payload, r.len);
+      else if (r.type == AGENT_SPAWN)
+        check_spawn(r.payload, r.len);
       else
         check_msg(r.type, r.payload, r.len);
     } else {

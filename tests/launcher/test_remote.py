@@ -11,10 +11,11 @@ ssh between network namespaces.
 Covered: the ranks' variables and a real job across hosts; output (and
 --output-filename) of remote ranks; the environment they get and their
 working directory; the secret on no command line; ssh's options; one
-session per host, all at once; failures (a rank's exit or death, an
-unreachable, hanging or silent host, a dropped session, a program or
-hvdrun missing there, a bad protocol) and hvdrun stopped by a signal, each
-leaving nothing running.
+session per host, all at once, and beyond --launch-fanout hosts the
+launch tree (agents starting further agents); failures (a rank's exit or
+death, an unreachable, hanging or silent host, a dropped session, a
+program or hvdrun missing there, a lost agent in the tree, a bad
+protocol) and hvdrun stopped by a signal, each leaving nothing running.
 """
 import contextlib
 import json
@@ -77,10 +78,10 @@ def fields(text):
 
 
 @contextlib.contextmanager
-def running(hvdrun, fake_ssh, log, np, hosts, script):
+def running(hvdrun, fake_ssh, log, np, hosts, script, flags=()):
     """A job of np ranks that each announce "pid N": yields (hvdrun, pids,
     its output so far) once all did, and leaves nothing behind."""
-    p = start(hvdrun, fake_ssh, log, np, hosts, script)
+    p = start(hvdrun, fake_ssh, log, np, hosts, script, flags)
     pids, text, end = [], "", time.monotonic() + 10
     try:
         while len(pids_in(text)) < np:
@@ -441,6 +442,92 @@ def test_silent_agent_is_lost(hvdrun, fake_ssh, log):
                 "rank 1 did not report an exit\n") in err.decode()
         assert 3.5 < time.monotonic() - t0 < 10
         assert_all_gone(pids + [agent], within=5)
+
+
+# ---- the launch tree: agents start further agents ----
+
+TREE_HOSTS = ["127.0.0.%d" % i for i in range(2, 9)]  # 7 hosts; with --launch-fanout 2:
+# hvdrun starts .2 and .6; .2 starts .3 and .5, .3 starts .4; .6 starts .7 and .8
+TREE_BY = {"127.0.0.2": "hvdrun", "127.0.0.6": "hvdrun"}
+
+
+def tree_hosts(ranks_each=1):
+    return ",".join("%s:%d" % (h, ranks_each) for h in TREE_HOSTS)
+
+
+def test_launch_tree_starts_hosts_through_agents(remote, log, test_program):
+    """Beyond --launch-fanout hosts, hvdrun starts sessions to that many
+    and their agents start the rest (3 levels here): every host runs its
+    ranks, which meet and reduce exactly, and the job ends cleanly."""
+    env = dict(os.environ, HOROVOD_START_TIMEOUT="20", HOROVOD_GLOO_TIMEOUT_SECONDS="10")
+    p = remote(7, tree_hosts(), [test_program("test_fast_rider")],
+               flags=["--launch-fanout", "2", "--verbose"], env=env)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    assert len(re.findall(r"test_fast_rider rank \d of 7: \d+ checks, 0 failed", p.stdout)) == 7
+    assert "starting 7 hosts over ssh in a tree of 3 levels, at most 2 sessions each" in p.stderr
+    assert "host 127.0.0.4: ssh on 127.0.0.3, through hvdrun's agent there, starts" in p.stderr
+    calls = log()
+    assert sorted(c["host"] for c in calls) == TREE_HOSTS
+    assert {c["host"]: c["by"] for c in calls} == {h: TREE_BY.get(h, "agent") for h in TREE_HOSTS}
+    assert_all_gone([c["pid"] for c in calls], within=5)
+
+
+def test_launch_fanout_zero_starts_every_session_from_hvdrun(remote, log):
+    p = remote(7, tree_hosts(), ["true"], flags=["--launch-fanout", "0"])
+    assert p.returncode == 0, p.stderr
+    assert [c["by"] for c in log()] == ["hvdrun"] * 7
+
+
+def test_host_unreachable_from_its_starter(remote):
+    """A host that the agent starting its session cannot reach is named,
+    with where its ssh ran and how to start every session from hvdrun."""
+    p = remote(7, tree_hosts(), ["sh", "-c", SLEEPER], flags=["--launch-fanout", "2"],
+               FAKE_SSH_FAIL="127.0.0.4")
+    assert p.returncode == 255, p.stderr
+    assert ("hvdrun: host '127.0.0.4': cannot start its ranks: ssh exited with code 255: "
+            "ssh: connect to host 127.0.0.4 port 22: No route to host (its session started "
+            "on 127.0.0.3, through hvdrun's agent there: beyond --launch-fanout hosts, the "
+            "hosts start each other's sessions; --launch-fanout 0 starts every session from "
+            "here)\n") in p.stderr, p.stderr
+    assert_all_gone(pids_in(p.stdout), within=5)
+
+
+def test_hanging_session_in_the_tree_fails_at_the_start_timeout(remote, log):
+    p = remote(7, tree_hosts(), ["sh", "-c", SLEEPER],
+               flags=["--launch-fanout", "2", "--start-timeout", "3"], FAKE_SSH_HANG="127.0.0.8")
+    assert p.returncode == 255, p.stderr
+    assert "hvdrun: host '127.0.0.8': cannot start its ranks: no answer within 3 s\n" in p.stderr
+    assert_all_gone(pids_in(p.stdout) + [c["pid"] for c in log()], within=5)
+
+
+def test_lost_agent_takes_the_hosts_it_started(hvdrun, fake_ssh, log):
+    """The agent on 127.0.0.3 relays 127.0.0.4's session: killing it
+    loses both hosts, each named, and nothing is left on any."""
+    with running(hvdrun, fake_ssh, log, 7, tree_hosts(), SLEEPER,
+                 flags=["--launch-fanout", "2"]) as (p, pids, text):
+        rank1 = pids[[int(r) for r in re.findall(r"\[(\d)\]<stdout>:pid", text)].index(1)]
+        agent = parent(rank1)
+        assert b"--agent" in cmdline(agent)
+        os.kill(agent, signal.SIGKILL)
+        out, err = p.communicate(timeout=LIMIT)
+        err = err.decode()
+        assert p.returncode == 255, err
+        assert re.search(r"hvdrun: host 127\.0\.0\.3: lost contact with hvdrun's agent \(the "
+                         r"ssh session ended: .*\); rank 1 did not report an exit\n", err), err
+        assert ("hvdrun: host 127.0.0.4: lost contact with hvdrun's agent (its session ran "
+                "through the agent on 127.0.0.3, which is gone); rank 2 did not report an "
+                "exit\n") in err
+        assert_all_gone(pids + [c["pid"] for c in log()], within=5)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_signal_to_hvdrun_stops_the_whole_tree(hvdrun, fake_ssh, log, sig):
+    with running(hvdrun, fake_ssh, log, 7, tree_hosts(), "trap '' TERM; " + SLEEPER,
+                 flags=["--launch-fanout", "2"]) as (p, pids, _):
+        p.send_signal(sig)
+        rc = p.wait(timeout=LIMIT)
+        assert rc == (-9 if sig == signal.SIGKILL else 128 + sig)
+        assert_all_gone(pids + [c["pid"] for c in log()], within=10)
 
 
 # ---- the agent by itself ----

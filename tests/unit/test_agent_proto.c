@@ -46,11 +46,12 @@ static void round_trip(const agent_msg *m, agent_msg *out) {
   assert_int_equal(agent_put_msg(&q, m), 0);
   assert_memory_equal(q.buf, "HVDF", 4);
   assert_int_equal(q.buf[5], m->type);
-  read_one(&q, m->type == AGENT_SIGNAL ? AGENT_FROM_HVDRUN : AGENT_FROM_AGENT, &r);
+  read_one(&q, AGENT_FROM_HVDRUN & AGENT_BIT(m->type) ? AGENT_FROM_HVDRUN : AGENT_FROM_AGENT, &r);
   assert_int_equal(r.type, m->type);
   assert_int_equal(agent_msg_decode(r.type, r.payload, r.len, out), 0);
   assert_int_equal(out->type, m->type);
   assert_int_equal(out->rank, m->rank);
+  assert_int_equal(out->id, m->id);
   assert_int_equal(out->num, m->num);
   assert_int_equal(out->stream, m->stream);
   assert_int_equal(out->exit.how, m->exit.how);
@@ -92,11 +93,22 @@ static agent_msg samples(int i) {
       memset(m.text, 'e', sizeof m.text - 1); /* the longest */
       break;
     case 10: m = (agent_msg){.type = AGENT_PING}; break;
+    case 11:
+      m = (agent_msg){.type = AGENT_FROM, .id = 7, .stream = 1, .data = big, .len = sizeof big};
+      break;
+    case 12: m = (agent_msg){.type = AGENT_FROM, .id = 0, .stream = 2, .data = x, .len = 1}; break;
+    case 13: m = (agent_msg){.type = AGENT_ENDED, .id = UINT32_MAX, .exit = {PROC_EXITED, 255}}; break;
+    case 14: m = (agent_msg){.type = AGENT_ENDED, .id = 3, .exit = {PROC_NO_SETUP, EMFILE}}; break;
+    /* from here on hvdrun's: test_stream_in_pieces reads the ones before */
+    case 15: m = (agent_msg){.type = AGENT_TO, .id = 4095, .data = big, .len = sizeof big}; break;
+    case 16: m = (agent_msg){.type = AGENT_CLOSE, .id = 12}; break;
+    case 17: m = (agent_msg){.type = AGENT_KILL, .id = 12, .num = SIGKILL}; break;
     default: m = (agent_msg){.type = AGENT_SIGNAL, .num = SIGTERM}; break;
   }
   return m;
 }
-#define NSAMPLES 12
+#define NSAMPLES 19
+#define NSAMPLES_UP 15 /* samples 0..14 are the agent's */
 
 static void test_messages_round_trip(void **state) {
   (void)state;
@@ -251,7 +263,11 @@ static void test_every_truncation(void **state) {
     agent_msg m = samples(i < NSAMPLES ? i : 0), out;
     assert_int_equal(i < NSAMPLES ? agent_put_msg(&q, &m) : agent_put_job(&q, &job), 0);
     size_t total = bytes_pending(&q), plen = total - HVD_FRAME_HDR_LEN;
-    size_t step = plen > 512 ? 97 : 1, short_of = i < NSAMPLES && m.type == AGENT_OUTPUT ? 6 : plen;
+    /* OUTPUT's, FROM's and TO's bytes run to the end of the frame: only a
+     * cut into the fields before them fails */
+    size_t step = plen > 512 ? 97 : 1, short_of = plen;
+    if (i < NSAMPLES && (m.type == AGENT_OUTPUT || m.type == AGENT_FROM)) short_of = 6;
+    if (i < NSAMPLES && m.type == AGENT_TO) short_of = 5;
     const uint8_t *payload = (const uint8_t *)q.buf + HVD_FRAME_HDR_LEN;
     for (size_t len = 0; len < short_of; len += step) {
       int rc = i < NSAMPLES ? agent_msg_decode(m.type, payload, len, &out)
@@ -276,7 +292,8 @@ static void test_trailing_bytes(void **state) {
   for (int i = 0; i < NSAMPLES; i++) {
     bytes q = {0};
     agent_msg m = samples(i), out;
-    if (m.type == AGENT_OUTPUT) continue; /* its bytes run to the end */
+    if (m.type == AGENT_OUTPUT || m.type == AGENT_FROM || m.type == AGENT_TO)
+      continue; /* its bytes run to the end */
     assert_int_equal(agent_put_msg(&q, &m), 0);
     size_t plen = bytes_pending(&q) - HVD_FRAME_HDR_LEN;
     memcpy(buf, q.buf + HVD_FRAME_HDR_LEN, plen);
@@ -395,6 +412,75 @@ static void test_fields_out_of_range(void **state) {
   assert_int_equal(agent_msg_decode(AGENT_OUTPUT, five, sizeof five, &out), HVD_E_PROTOCOL);
 }
 
+/* The relay's frames (the launch tree): what each side must refuse. */
+static void test_relay_fields_out_of_range(void **state) {
+  (void)state;
+  agent_msg bad[] = {
+      {.type = AGENT_FROM, .id = 1, .stream = 0, .data = (const uint8_t *)"x", .len = 1},
+      {.type = AGENT_FROM, .id = 1, .stream = 1, .data = (const uint8_t *)"", .len = 0},
+      {.type = AGENT_TO, .id = 1, .data = (const uint8_t *)"", .len = 0},
+      {.type = AGENT_ENDED, .id = 1, .exit = {PROC_LOST, 0}},
+      {.type = AGENT_ENDED, .id = 1, .exit = {PROC_KILLED, NSIG}},
+      {.type = AGENT_KILL, .id = 1, .num = 0},
+      {.type = AGENT_KILL, .id = 1, .num = NSIG},
+  };
+  for (size_t i = 0; i < HVD__ARRAY_LEN(bad); i++) {
+    bytes q = {0};
+    print_message("bad %zu\n", i);
+    assert_int_equal(agent_put_msg(&q, &bad[i]), -1);
+    assert_int_equal(bytes_pending(&q), 0);
+    bytes_free(&q);
+  }
+  uint8_t kill0[8] = {0, 0, 0, 1, 0, 0, 0, 0}, from[5] = {0, 0, 0, 1, 3}, ended[9] = {0};
+  agent_msg out;
+  ended[4] = PROC_LOST;
+  assert_int_equal(agent_msg_decode(AGENT_KILL, kill0, sizeof kill0, &out), HVD_E_PROTOCOL);
+  assert_int_equal(agent_msg_decode(AGENT_FROM, from, sizeof from, &out), HVD_E_PROTOCOL);
+  assert_int_equal(agent_msg_decode(AGENT_ENDED, ended, sizeof ended, &out), HVD_E_PROTOCOL);
+  assert_int_equal(agent_msg_decode(AGENT_TO, from, 4, &out), HVD_E_PROTOCOL); /* no bytes */
+  /* JOB and SPAWN have decoders of their own. */
+  assert_int_equal(agent_msg_decode(AGENT_SPAWN, from, sizeof from, &out), HVD_E_PROTOCOL);
+}
+
+static void test_spawn(void **state) {
+  (void)state;
+  char *argv[] = {"ssh", "-F", "/run/cfg", "h9", "exec '/usr/bin/hvdrun' --agent", NULL};
+  agent_spawn in = {77, argv, 5}, out;
+  bytes q = {0};
+  agent_reader r;
+  assert_int_equal(agent_put_spawn(&q, &in), 0);
+  read_one(&q, AGENT_FROM_HVDRUN, &r);
+  assert_int_equal(r.type, AGENT_SPAWN);
+  assert_int_equal(agent_spawn_decode(r.payload, r.len, &out), 0);
+  assert_int_equal(out.id, 77);
+  assert_int_equal(out.argc, 5);
+  assert_strs(out.argv, argv, 5);
+  assert_null(out.argv[5]);
+  agent_spawn_free(&out);
+  for (size_t len = 0; len < r.len; len++) /* every truncation */
+    assert_int_equal(agent_spawn_decode(r.payload, len, &out), HVD_E_PROTOCOL);
+  agent_reader_free(&r);
+  bytes_free(&q);
+  /* Refused both ways: no program, an empty one, too many arguments. */
+  agent_spawn none = {1, argv, 0}, empty = {1, (char *[]){"", NULL}, 1};
+  assert_int_equal(agent_put_spawn(&q, &none), -1);
+  assert_int_equal(agent_put_spawn(&q, &empty), -1);
+  uint8_t buf[64];
+  hvd_writer w = {buf, sizeof buf, 0, 0};
+  hvd__put_u32(&w, 1);
+  hvd__put_u32(&w, 1);
+  hvd__put_str(&w, "");
+  assert_int_equal(agent_spawn_decode(buf, w.len, &out), HVD_E_PROTOCOL);
+  assert_non_null(strstr(hvd_last_error(), "the first not empty"));
+  char **many = calloc(AGENT_SPAWN_ARGS_MAX + 2, sizeof *many);
+  for (int i = 0; i <= AGENT_SPAWN_ARGS_MAX; i++) many[i] = "a";
+  agent_spawn lots = {1, many, AGENT_SPAWN_ARGS_MAX + 1};
+  assert_int_equal(agent_put_spawn(&q, &lots), -1);
+  assert_int_equal(bytes_pending(&q), 0);
+  free(many);
+  bytes_free(&q);
+}
+
 static void test_text_made_printable(void **state) {
   (void)state;
   agent_msg m = {.type = AGENT_ERROR}, out;
@@ -414,9 +500,9 @@ static void test_stream_in_pieces(void **state) {
   (void)state;
   bytes q = {0};
   for (int k = 0; k < 3; k++)
-    for (int i = 0; i < NSAMPLES; i++) {
+    for (int i = 0; i < NSAMPLES_UP; i++) {
       agent_msg m = samples(i);
-      if (m.type != AGENT_SIGNAL) assert_int_equal(agent_put_msg(&q, &m), 0);
+      assert_int_equal(agent_put_msg(&q, &m), 0);
     }
   agent_reader r;
   agent_reader_init(&r, AGENT_FROM_AGENT);
@@ -429,7 +515,7 @@ static void test_stream_in_pieces(void **state) {
     assert_true(rc >= 0 && used <= n);
     at += used;
     if (rc == 1) {
-      agent_msg want = samples(seen % (NSAMPLES - 1)), got;
+      agent_msg want = samples(seen % NSAMPLES_UP), got;
       assert_int_equal(r.type, want.type);
       assert_int_equal(agent_msg_decode(r.type, r.payload, r.len, &got), 0);
       seen++;
@@ -437,7 +523,7 @@ static void test_stream_in_pieces(void **state) {
       assert_int_equal(used, n);
     }
   }
-  assert_int_equal(seen, 3 * (NSAMPLES - 1));
+  assert_int_equal(seen, 3 * NSAMPLES_UP);
   agent_reader_free(&r);
   bytes_free(&q);
 }
@@ -452,15 +538,18 @@ static void test_fuzz(void **state) {
     size_t n = rng() % sizeof junk, at = 0, used;
     for (size_t i = 0; i < n; i++) junk[i] = (uint8_t)rng();
     if (round % 2) memcpy(junk, "HVDF\x01", n >= 5 ? 5 : n); /* get past the magic */
-    if (round % 4 == 1 && n >= 6) junk[5] = (uint8_t)(32 + rng() % 10);
+    if (round % 4 == 1 && n >= 6) junk[5] = (uint8_t)(32 + rng() % (AGENT_TYPE_END - 32));
     agent_reader_init(&r, round % 3 ? AGENT_FROM_AGENT : AGENT_FROM_HVDRUN);
     int rc;
     while ((rc = agent_reader_feed(&r, junk + at, n - at, &used)) == 1) {
       agent_msg m;
       agent_job j;
       at += used;
-      if (r.type == AGENT_JOB ? agent_job_decode(r.payload, r.len, &j) == 0
-                              : agent_msg_decode(r.type, r.payload, r.len, &m) == 0)
+      agent_spawn sp;
+      if (r.type == AGENT_SPAWN && agent_spawn_decode(r.payload, r.len, &sp) == 0)
+        agent_spawn_free(&sp);
+      else if (r.type == AGENT_JOB ? agent_job_decode(r.payload, r.len, &j) == 0
+                                   : agent_msg_decode(r.type, r.payload, r.len, &m) == 0)
         if (r.type == AGENT_JOB) agent_job_free(&j);
     }
     agent_reader_free(&r);
@@ -528,6 +617,8 @@ int main(void) {
       cmocka_unit_test(test_trailing_bytes),
       cmocka_unit_test(test_headers),
       cmocka_unit_test(test_fields_out_of_range),
+      cmocka_unit_test(test_relay_fields_out_of_range),
+      cmocka_unit_test(test_spawn),
       cmocka_unit_test(test_text_made_printable),
       cmocka_unit_test(test_stream_in_pieces),
       cmocka_unit_test(test_fuzz),

@@ -88,6 +88,9 @@ static const flag_row rows[] = {
     {{"--no-mpi-threads-disable"}, "accepted", NULL},
     {{"--mpi-args", "--mca x y", "--mpi"}, "mpi_args", "--mca x y"},
     {{"--tcp"}, "HOROVOD_SHM_DISABLE", "1"},
+    {{"--launch-fanout", "0"}, "launch_fanout", "0"}, /* hvd's own from here */
+    {{"--launch-fanout", "64"}, "launch_fanout", "64"},
+    {{"-np", "2"}, "launch_fanout", "8"},
     {{"--binding-args", "--bind-to core", "--mpi"}, "binding_args", "--bind-to core"},
     {{"--num-nccl-streams", "2"}, "refused", NULL},
     {{"--thread-affinity", "1"}, "HOROVOD_THREAD_AFFINITY", "1"},
@@ -132,6 +135,7 @@ static void option(const hvdrun_options *o, const char *name, char *buf, size_t 
       {"max_np", NULL, o->max_np},      {"slots_per_host", NULL, o->slots_per_host},
       {"elastic_timeout", NULL, o->elastic_timeout}, {"reset_limit", NULL, o->reset_limit},
       {"mpi", NULL, o->mpi},            {"prefix_timestamp", NULL, o->prefix_timestamp},
+      {"launch_fanout", NULL, o->launch_fanout},
   };
   if (strcmp(name, "cooldown") == 0) {
     snprintf(buf, cap, "%d %d", o->cooldown_min, o->cooldown_max);
@@ -416,6 +420,8 @@ static void test_bad_values_of_table_flags(void **state) {
                                "1..86400, not '0'\n"},
       {"--cycle-time-ms", "10001", "hvdrun: --cycle-time-ms needs a number like 2.5 in "
                                    "0..10000, not '10001'\n"},
+      {"--launch-fanout", "1", "hvdrun: --launch-fanout needs 0 (hvdrun starts every session) "
+                               "or a number of sessions in 2..4096, not '1'\n"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     hvdrun_options o;
