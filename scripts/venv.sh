@@ -4,6 +4,8 @@
 # scripts/requirements.txt (PyTorch 2.x, TensorFlow, Keras, JAX, optax,
 # pyspark, ray).  It lives under the user's cache, shared by every clone:
 #   ${HVD_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/hvd/venv}
+# HVD_VENV_REQUIREMENTS names another pins file (scripts/venv-mxnet.sh's
+# second venv).
 # A stamp file holds the hash of requirements.txt; when the pins change the
 # packages are installed again.  pip's output goes to a log named on
 # stderr, printed in full only when pip fails.  Prints the venv's directory
@@ -16,14 +18,14 @@ if [ "${1:-}" = --path ]; then
   echo "$venv"
   exit 0
 fi
-req=$root/scripts/requirements.txt
+req=${HVD_VENV_REQUIREMENTS:-$root/scripts/requirements.txt}
 want=$(sha256sum "$req" | cut -d' ' -f1)
 if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.hvd-requirements" 2>/dev/null)" = "$want" ]; then
   echo "$venv"
   exit 0
 fi
 log=$(mktemp "${TMPDIR:-/tmp}/hvd-venv.XXXXXX.log")
-echo "venv: installing scripts/requirements.txt into $venv (pip output in $log)" >&2
+echo "venv: installing ${req#"$root"/} into $venv (pip output in $log)" >&2
 rc=0
 {
   [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"

@@ -4,13 +4,13 @@
  * horovodrun --check-build lists the frameworks, controllers and tensor
  * operations a Horovod build has, each "[X]" or "[ ]"; scripts and people
  * read that layout, so hvdrun prints the same lines in the same order.
- * Where hvd has no counterpart the answer is a plain no: MXNet, DDL and
- * CCL.  Keras (hvd.keras over Keras 3), which horovodrun does not list,
- * follows the frameworks it has.  Gloo is marked: hvd's own controller (the
+ * Where hvd has no counterpart the answer is a plain no: DDL and CCL.
+ * Keras (hvd.keras over Keras 3), which horovodrun does not list, follows
+ * the frameworks it has.  Gloo is marked: hvd's own controller (the
  * rendezvous and the coordinator-free negotiation) and its TCP and
  * shared-memory collectives stand where Gloo stands, configured by the
- * same HOROVOD_GLOO_* variables.  TensorFlow, PyTorch, Keras, MPI, NCCL and
- * CUDA come from the build's generated hvd_build_config.h: such a build
+ * same HOROVOD_GLOO_* variables.  TensorFlow, PyTorch, MXNet, Keras, MPI,
+ * NCCL and CUDA come from the build's generated hvd_build_config.h: such a build
  * runs collectives on device tensors (the engine's staged and NCCL paths,
  * docs/gpu.md).  CUDA has no line in
  * horovodrun's layout: it gets a section of its own after horovodrun's, so
@@ -31,7 +31,7 @@ void check_build_print(FILE *out) {
   fprintf(out, "hvd v%s:\n\nAvailable Frameworks:\n", HVD_VERSION_STRING);
   line(out, HVD_BUILT_TENSORFLOW, "TensorFlow");
   line(out, HVD_BUILT_TORCH, "PyTorch");
-  line(out, 0, "MXNet");
+  line(out, HVD_BUILT_MXNET, "MXNet");
   line(out, HVD_BUILT_KERAS, "Keras");
   fprintf(out, "\nAvailable Controllers:\n");
   line(out, HVD_BUILT_MPI, "MPI");

@@ -739,7 +739,7 @@ def built_config(build_dir, name):
 def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
     """horovodrun --check-build's lines, in its order: PyTorch when hvd._C
     was built here, TensorFlow and Keras when hvd.tensorflow's op library
-    was (Keras after horovodrun's three), MPI when the build has it, Gloo
+    was (Keras after horovodrun's three), MXNet when hvd.mxnet's library was, MPI when the build has it, Gloo
     (hvd's own controller and operations) always, NCCL and CUDA when the
     build has them (the engine's NCCL and staged paths: docs/gpu.md), and
     whether a job under plain mpirun forms through MPI or needs a secret;
@@ -752,13 +752,16 @@ def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
     tf = os.path.isdir(os.path.join(build_dir, "python", "hvd", "tensorflow")) and any(
         n.startswith("_hvd_tf_ops") for n in os.listdir(os.path.join(build_dir, "python", "hvd",
                                                                    "tensorflow")))
+    mx_dir = os.path.join(build_dir, "python", "hvd", "mxnet")
+    mx = os.path.isdir(mx_dir) and any(n.startswith("_hvd_mx") for n in os.listdir(mx_dir))
+    assert mx == bool(built_config(build_dir, "HVD_BUILT_MXNET"))
 
     def mark(have):
         return "[X]" if have else "[ ]"
 
     want = ["hvd v%s:" % version(hvdrun), "",
             "Available Frameworks:",
-            "    %s TensorFlow" % mark(tf), "    %s PyTorch" % mark(torch), "    [ ] MXNet",
+            "    %s TensorFlow" % mark(tf), "    %s PyTorch" % mark(torch), "    %s MXNet" % mark(mx),
             "    %s Keras" % mark(tf and built_config(build_dir, "HVD_BUILT_KERAS")), "",
             "Available Controllers:",
             "    %s MPI" % mark(mpi), "    [X] Gloo", "",
