@@ -30,6 +30,7 @@ if(HVD_MXNET_PYTHON AND TARGET hvd_python AND NOT HVD_SANITIZE)
       CXX_STANDARD 17 BUILD_RPATH ${HVD_MX_LIBDIR}
       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python/hvd/mxnet)
     add_dependencies(hvd_mx hvd_python_files)
+    install(TARGETS hvd_mx LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/python3/dist-packages/hvd/mxnet)
     set(HVD_BUILT_MXNET 1)
   else()
     message(STATUS "${HVD_MXNET_PYTHON} cannot import mxnet: hvd.mxnet is not built")

@@ -21,13 +21,16 @@ scripts/deps.sh test
 jobs=$(nproc)
 # The PyPI packages (PyTorch 2.x, TensorFlow, JAX, ...) in the project's
 # venv (scripts/venv.sh); the suites that need them run its python.
+# MXNet 1.9.1 needs an older NumPy: a second venv (scripts/venv-mxnet.sh)
+# for hvd.mxnet and its suites.
 venv_python=
+mxnet_python=
 # configure_suite BUILD_DIR [CMAKE ARGS...]
 configure_suite() {
   local dir=$1
   shift
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DHVD_BUILD_TESTS=ON \
-    -DHVD_VENV_PYTHON="$venv_python" "$@" >/dev/null
+    -DHVD_VENV_PYTHON="$venv_python" -DHVD_MXNET_PYTHON="$mxnet_python" "$@" >/dev/null
 }
 # run_suite BUILD_DIR "CMAKE ARGS" [CTEST ARGS...]
 run_suite() {
@@ -51,6 +54,13 @@ case "${HVD_TEST_ONLY:-}" in
         "without HVD_TEST_ONLY): its suites (PyTorch 2.x, TensorFlow, JAX, Spark, Ray)" \
         "are not listed" >&2
     fi
+    venv=$(scripts/venv-mxnet.sh --path)
+    if [ -x "$venv/bin/python" ]; then
+      mxnet_python=$venv/bin/python
+    else
+      echo "test.sh: no MXNet venv at $venv (scripts/venv-mxnet.sh makes it): hvd.mxnet's" \
+        "suites are not listed" >&2
+    fi
     configure_suite build -DHVD_SANITIZE=
     listing=$(cd build && ctest -N)
     echo "$listing"
@@ -63,6 +73,7 @@ case "${HVD_TEST_ONLY:-}" in
   *) echo "test.sh: unknown HVD_TEST_ONLY='$HVD_TEST_ONLY' (known: list)" >&2; exit 2 ;;
 esac
 venv_python=$(scripts/venv.sh)/bin/python
+mxnet_python=$(scripts/venv-mxnet.sh)/bin/python
 
 echo "== the README's two commands, in order, from a fresh clone of HEAD =="
 tests/readme_order.sh

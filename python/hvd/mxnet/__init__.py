@@ -33,7 +33,8 @@ def _split(items, n):
 
 
 class DistributedOptimizer(mx.optimizer.Optimizer):
-    """Wraps an mx.optimizer.Optimizer: each update first averages the
+    """Wraps an mx.optimizer.Optimizer (for mx.mod.Module or a
+    gluon.Trainer with kvstore=None): each update first averages the
     gradient over the process set in place.  gradient_predivide_factor f
     divides by f before the sum and multiplies by f / size after it;
     num_groups > 0 reduces the gradients of a multi-index update in that
@@ -48,6 +49,15 @@ class DistributedOptimizer(mx.optimizer.Optimizer):
 
     def __getattr__(self, item):
         return getattr(self._optimizer, item)
+
+    def __setattr__(self, name, value):
+        # What a gluon.Trainer sets (rescale_grad at every step,
+        # param_dict) belongs to the wrapped optimizer, which does the
+        # update; Horovod's wrapper keeps it and the update misses it.
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._optimizer, name, value)
 
     def create_state(self, index, weight):
         return self._optimizer.create_state(index, weight)
@@ -181,12 +191,12 @@ def broadcast_parameters(params, root_rank=0, prefix=None):
     the first forward) is broadcast when it is initialised, as Horovod
     does.  prefix names this call's tensors (two calls in one program need
     different prefixes)."""
+    if not isinstance(params, (dict, mx.gluon.ParameterDict)):
+        raise ValueError("invalid params of type: %s" % type(params))
     if size() == 1:
         return
     assert prefix is None or isinstance(prefix, str)
     prefix = prefix or ""
-    if not isinstance(params, (dict, mx.gluon.ParameterDict)):
-        raise ValueError("invalid params of type: %s" % type(params))
     tensors, names = [], []
     for name, p in sorted(params.items()):
         if not isinstance(p, mx.gluon.Parameter):

@@ -111,12 +111,14 @@ def _check(rc):
 
 
 def _name(kind, name, process_set):
-    """The tensor's name: the caller's, or one numbered in call order per
-    process set (made here, at the call: MXNet may run the operations of
-    different ranks in different orders)."""
+    """The tensor's name, after its kind as Horovod's ("allreduce.<name>",
+    so that a broadcast and an allgather of one name may be in flight
+    together); unnamed calls numbered in call order per process set (here,
+    at the call: MXNet may run the operations of different ranks in
+    different orders)."""
     if name is None:
-        return process_set._auto_name("mx." + kind).encode()
-    return str(name).encode()
+        return process_set._auto_name(kind).encode()
+    return ("%s.%s" % (kind, name)).encode()
 
 
 def _resolve_op(op, average):
