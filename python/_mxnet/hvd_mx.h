@@ -122,6 +122,11 @@ void mx_op_free(void *op);
 /* Pushes op to MXNet's engine: run() enqueues it on hvd when MXNet runs
  * it.  0, or -1 after mx_refuse() (op freed). */
 int mx_op_push(mx_op *op, void (*run)(mx_op *), int priority);
+/* mx_op_new() and mx_op_push() of a reduction (allreduce, reducescatter)
+ * with its op and scale factors. */
+int mx_push_reduction(mx_kind kind, void (*run)(mx_op *), NDArrayHandle *in,
+                      NDArrayHandle *out, int n, const char *name, int reduce_op,
+                      double prescale, double postscale, int process_set, int priority);
 /* Completes the MXNet operation: status 0 or an HVD_E_* code with msg.
  * op must not be touched afterwards. */
 void mx_op_end(mx_op *op, int status, const char *msg);

@@ -88,6 +88,27 @@ static int check_array(NDArrayHandle a, hvd_dtype *dtype) {
   return 0;
 }
 
+/* Frees op and its NDArrays' shallow copies: MXNet's deleter of the
+ * operation's parameter, called once the operation is done (and the
+ * cleanup of a half-made op: every array may be NULL). */
+void mx_op_free(void *param) {
+  mx_op *op = param;
+  for (int i = 0; op->in && op->out && i < op->n; i++) {
+    if (op->in[i]) MXNDArrayFree(op->in[i]);
+    if (op->out[i] && op->out[i] != op->in[i]) MXNDArrayFree(op->out[i]);
+  }
+  for (int i = 0; op->scratch && i < 2 * op->n; i++) free(op->scratch[i]);
+  if (op->splits) MXNDArrayFree(op->splits);
+  if (op->holder) MXNDArrayFree(op->holder);
+  free(op->in);
+  free(op->out);
+  free(op->ins);
+  free(op->outs);
+  free(op->counts);
+  free(op->scratch);
+  free(op);
+}
+
 static mx_op *op_alloc(mx_kind kind, int n) {
   mx_op *op = calloc(1, sizeof *op);
   if (!op) return NULL;
@@ -102,34 +123,8 @@ static mx_op *op_alloc(mx_kind kind, int n) {
   hvd_opts init = HVD_OPTS_INIT;
   op->opts = init;
   if (op->in && op->out && op->ins && op->outs && op->counts && op->scratch) return op;
-  free(op->in);
-  free(op->out);
-  free(op->ins);
-  free(op->outs);
-  free(op->counts);
-  free(op->scratch);
-  free(op);
+  mx_op_free(op);
   return NULL;
-}
-
-/* Frees op and its NDArrays' shallow copies: MXNet's deleter of the
- * operation's parameter, called once the operation is done. */
-void mx_op_free(void *param) {
-  mx_op *op = param;
-  for (int i = 0; i < op->n; i++) {
-    if (op->in[i]) MXNDArrayFree(op->in[i]);
-    if (op->out[i] && op->out[i] != op->in[i]) MXNDArrayFree(op->out[i]);
-  }
-  for (int i = 0; i < 2 * op->n; i++) free(op->scratch[i]);
-  if (op->splits) MXNDArrayFree(op->splits);
-  if (op->holder) MXNDArrayFree(op->holder);
-  free(op->in);
-  free(op->out);
-  free(op->ins);
-  free(op->outs);
-  free(op->counts);
-  free(op->scratch);
-  free(op);
 }
 
 /* Holds tensor i's NDArrays (shallow copies: the caller may drop its own
@@ -217,6 +212,17 @@ static void engine_run(void *rctx, void *on_complete, void *param) {
     }
   }
   op->run(op);
+}
+
+int mx_push_reduction(mx_kind kind, void (*run)(mx_op *), NDArrayHandle *in,
+                      NDArrayHandle *out, int n, const char *name, int reduce_op,
+                      double prescale, double postscale, int process_set, int priority) {
+  mx_op *op = mx_op_new(kind, in, out, n, name, process_set);
+  if (!op) return -1;
+  op->reduce_op = reduce_op;
+  op->opts.prescale_factor = prescale;
+  op->opts.postscale_factor = postscale;
+  return mx_op_push(op, run, priority);
 }
 
 int mx_op_push(mx_op *op, void (*run)(mx_op *), int priority) {

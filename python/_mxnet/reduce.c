@@ -14,12 +14,8 @@
 HVD_MX_EXPORT int hvd_mx_allreduce(NDArrayHandle *in, NDArrayHandle *out, int n,
                                    const char *name, int reduce_op, double prescale,
                                    double postscale, int process_set, int priority) {
-  mx_op *op = mx_op_new(MX_ALLREDUCE, in, out, n, name, process_set);
-  if (!op) return -1;
-  op->reduce_op = reduce_op;
-  op->opts.prescale_factor = prescale;
-  op->opts.postscale_factor = postscale;
-  return mx_op_push(op, mx_run_allreduce, priority);
+  return mx_push_reduction(MX_ALLREDUCE, mx_run_allreduce, in, out, n, name, reduce_op,
+                           prescale, postscale, process_set, priority);
 }
 
 void mx_run_allreduce(mx_op *op) {

@@ -30,12 +30,8 @@ HVD_MX_EXPORT int hvd_mx_reducescatter(NDArrayHandle *in, NDArrayHandle *out, in
                                        double postscale, int process_set, int priority) {
   for (int i = 0; i < n && in && out; i++)
     if (out[i] == in[i]) return mx_refuse("reducescatter cannot run in place");
-  mx_op *op = mx_op_new(MX_REDUCESCATTER, in, out, n, name, process_set);
-  if (!op) return -1;
-  op->reduce_op = reduce_op;
-  op->opts.prescale_factor = prescale;
-  op->opts.postscale_factor = postscale;
-  return mx_op_push(op, mx_run_reducescatter, priority);
+  return mx_push_reduction(MX_REDUCESCATTER, mx_run_reducescatter, in, out, n, name,
+                           reduce_op, prescale, postscale, process_set, priority);
 }
 
 static void on_scattered(hvd_handle h, int status, void *arg) {

@@ -1,5 +1,6 @@
-"""Joining and leaving the job, and process-set arithmetic, shared by the
-framework bindings (hvd.torch, hvd.tensorflow, hvd.jax).
+"""Joining and leaving the job, the job's shape, the timeline, and
+process-set arithmetic, shared by the framework bindings (hvd.torch,
+hvd.tensorflow, hvd.jax, hvd.mxnet).
 
 init() and shutdown() are horovod.common's (HorovodBasics): init joins the
 job its launcher started (hvdrun, mpirun, srun; alone without one) and
@@ -9,12 +10,15 @@ helpers turn a ProcessSet into what the native layer takes, with
 Horovod's errors.
 """
 import atexit
+import ctypes
+import os
 
 from hvd import _C
 from hvd.common import process_sets as _process_sets
 
 __all__ = ["init", "shutdown", "on_init", "on_shutdown", "after_shutdown", "set_id",
-           "set_size", "set_rank", "set_rank_of"]
+           "set_size", "set_rank", "set_rank_of", "is_homogeneous", "start_timeline",
+           "stop_timeline", "capi_address"]
 
 _atexit_registered = False
 _after_init = []
@@ -77,6 +81,29 @@ def shutdown():
     for fn in _after_shutdown:
         fn()
     _process_sets._teardown()
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks."""
+    return _C.size() == _C.local_size() * _C.cross_size()
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts recording hvd's timeline to file_path (see HOROVOD_TIMELINE)."""
+    _C.start_timeline(os.fspath(file_path), bool(mark_cycles))
+
+
+def stop_timeline():
+    _C.stop_timeline()
+
+
+def capi_address():
+    """The address of hvd._C's table of libhvd's API (python/_C/hvd_capi.h),
+    which a binding's own library takes to drive this process's engine."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return get(_C._capi, b"hvd._C._capi")
 
 
 # The process-set helpers live with the sets (process_sets.py); the

@@ -41,11 +41,8 @@ def _load():
         raise ImportError("hvd.mxnet: %s is missing: build hvd with HVD_MXNET_PYTHON pointing "
                           "at a Python that has mxnet (scripts/venv-mxnet.sh)" % _LIB_PATH)
     lib = ctypes.CDLL(_LIB_PATH)
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype = ctypes.c_void_p
-    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
     lib.hvd_mx_set_capi.argtypes = [ctypes.c_void_p]
-    if lib.hvd_mx_set_capi(get(_C._capi, b"hvd._C._capi")) != 0:
+    if lib.hvd_mx_set_capi(_lifecycle.capi_address()) != 0:
         raise ImportError("hvd.mxnet's library does not match this hvd._C (rebuild both from "
                           "one tree)")
     lib.hvd_mx_last_error.restype = ctypes.c_char_p
@@ -87,20 +84,9 @@ local_size = _C.local_size
 local_rank = _C.local_rank
 cross_size = _C.cross_size
 cross_rank = _C.cross_rank
-
-
-def is_homogeneous():
-    """True when every host runs the same number of ranks."""
-    return size() == local_size() * cross_size()
-
-
-def start_timeline(file_path, mark_cycles=False):
-    """Starts recording hvd's timeline to file_path (see HOROVOD_TIMELINE)."""
-    _C.start_timeline(os.fspath(file_path), bool(mark_cycles))
-
-
-def stop_timeline():
-    _C.stop_timeline()
+is_homogeneous = _lifecycle.is_homogeneous
+start_timeline = _lifecycle.start_timeline
+stop_timeline = _lifecycle.stop_timeline
 
 
 # ---- the calls into the library ----
