@@ -27,7 +27,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = ["hvdrun", "hvd-bench", "hvd-report"]
 # CMake target: (package directory under hvd/, library file).
 FRAMEWORK_LIBS = {"hvd_tf_ops": ("tensorflow", "_hvd_tf_ops.so"),
-                  "hvd_jax": ("jax", "_hvd_jax.so")}
+                  "hvd_jax": ("jax", "_hvd_jax.so"),
+                  "hvd_mx": ("mxnet", "_hvd_mx.so")}
 
 
 def version():
@@ -46,9 +47,11 @@ class CMakeBuild(build_ext):
             subprocess.run(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
                             "-DHVD_BUILD_TESTS=OFF", "-DHVD_SANITIZE=",
                             "-DPython3_EXECUTABLE=" + sys.executable,
-                            "-DHVD_VENV_PYTHON=" + sys.executable], check=True)
-        # The TensorFlow op library and JAX's FFI library are built when
-        # this Python has TensorFlow / JAX (CMake asks HVD_VENV_PYTHON).
+                            "-DHVD_VENV_PYTHON=" + sys.executable,
+                            "-DHVD_MXNET_PYTHON=" + sys.executable], check=True)
+        # The TensorFlow op library, JAX's FFI library and hvd.mxnet's are
+        # built when this Python has TensorFlow / JAX / MXNet (CMake asks
+        # HVD_VENV_PYTHON and HVD_MXNET_PYTHON).
         libs = [t for t in FRAMEWORK_LIBS if t in cmake_targets(build)]
         subprocess.run(["cmake", "--build", build, "-j", str(os.cpu_count() or 1), "--target",
                         "hvd_python"] + libs + PROGRAMS, check=True)
@@ -84,7 +87,8 @@ setup(
     python_requires=">=3.9",
     package_dir={"": "python"},
     packages=["hvd", "hvd.common", "hvd.torch", "hvd.torch.elastic", "hvd.runner", "hvd.ray",
-              "hvd.spark", "hvd.tensorflow", "hvd.tensorflow.keras", "hvd.keras", "hvd.jax"],
+              "hvd.spark", "hvd.tensorflow", "hvd.tensorflow.keras", "hvd.keras", "hvd.jax",
+              "hvd.mxnet"],
     # hvd.run, hvd.ray and hvd.spark move functions and results with cloudpickle.
     extras_require={"run": ["cloudpickle"], "ray": ["cloudpickle", "ray"],
                     "spark": ["cloudpickle", "pyspark"]},

@@ -268,9 +268,9 @@ static int alltoall_prepare(mx_op *op, size_t *counts) {
   const int *dims = NULL;
   char msg[300] = "out of memory";
   int64_t *rows = calloc((size_t)op->set_size, sizeof *rows);
-  if (!rows || MXNDArrayGetData(op->splits, &s) != 0 ||
+  if (!rows || mx_data_of(op, op->splits, &s) != 0 ||
       MXNDArrayGetShapeEx(op->splits, &nd, &dims) != 0) {
-    mx_op_end(op, HVD_E_NOMEM, rows ? MXGetLastError() : msg);
+    mx_op_end(op, HVD_E_NOMEM, rows ? hvd_mx_last_error() : msg);
     goto free_rows;
   }
   size_t ns = nd == 1 && s ? (size_t)dims[0] : 0;

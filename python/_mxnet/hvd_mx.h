@@ -136,6 +136,9 @@ void mx_on_done(hvd_handle h, int status, void *arg);
 void mx_end_refused(mx_op *op, hvd_handle h);
 /* Elements in a row (dimensions after the first) of tensor i. */
 size_t mx_row_size(NDArrayHandle a);
+/* The buffer of NDArray a, on MXNet's thread that runs op; -1 after
+ * mx_refuse() (an array in MKL-DNN's layout among the reasons). */
+int mx_data_of(const mx_op *op, NDArrayHandle a, void **out);
 /* Holds a shallow copy of a (the op's holder or splits) in *slot. */
 int mx_op_hold(NDArrayHandle a, NDArrayHandle *slot);
 

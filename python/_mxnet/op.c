@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dlpack/dlpack.h>
+
 #include "hvd_mx.h"
 
 const hvd_capi *mx_capi;
@@ -192,9 +194,23 @@ mx_op *mx_op_new(mx_kind kind, NDArrayHandle *in, NDArrayHandle *out, int n,
  * argument, so such tensors point here (nothing is read or written). */
 static char no_data[8];
 
-static int data_of(NDArrayHandle a, void **out) {
-  void *p = NULL;
-  if (MXNDArrayGetData(a, &p) != 0) return -1;
+/* a's buffer, on MXNet's thread that runs the op.  Through DLPack, not
+ * MXNDArrayGetData: that one turns an array in MKL-DNN's internal layout
+ * into the default layout by pushing an operation and waiting for it,
+ * which here waits for this very op.  DLPack refuses such an array
+ * instead: the op fails saying what to do (broadcast_parameters hands
+ * over parameters in the default layout). */
+int mx_data_of(const mx_op *op, NDArrayHandle a, void **out) {
+  DLManagedTensorHandle dl = NULL;
+  if (MXNDArrayToDLPack(a, &dl) != 0) {
+    if (!strstr(MXGetLastError(), "MKLDNN")) return mx_refuse("%s", MXGetLastError());
+    return mx_refuse("'%s': the NDArray is in MKL-DNN's internal layout (an output or a "
+                     "weight of an MKL-DNN operator): pass a copy (x.copy()), which has the "
+                     "default layout", op->name);
+  }
+  const DLTensor *t = &((const DLManagedTensor *)dl)->dl_tensor;
+  char *p = t->data ? (char *)t->data + t->byte_offset : NULL;
+  MXNDArrayCallDLPackDeleter(dl); /* op's shallow copy keeps the buffer */
   *out = p ? p : no_data;
   return 0;
 }
@@ -205,9 +221,9 @@ static void engine_run(void *rctx, void *on_complete, void *param) {
   mx_op *op = param;
   op->done = *(const hvd_mx_on_complete *)on_complete;
   for (int i = 0; i < op->n; i++) {
-    if (data_of(op->in[i], &op->ins[i]) != 0 ||
-        (op->out[i] && data_of(op->out[i], &op->outs[i]) != 0)) {
-      mx_op_end(op, HVD_E_INVALID, MXGetLastError());
+    if (mx_data_of(op, op->in[i], &op->ins[i]) != 0 ||
+        (op->out[i] && mx_data_of(op, op->out[i], &op->outs[i]) != 0)) {
+      mx_op_end(op, HVD_E_INVALID, hvd_mx_last_error());
       return;
     }
   }

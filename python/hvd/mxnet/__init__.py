@@ -6,11 +6,13 @@ See mpi_ops (the collectives as operations of MXNet's engine), functions
 DistributedOptimizer (an mx.optimizer wrapper), DistributedTrainer (a
 gluon.Trainer) and broadcast_parameters.
 """
+import ctypes
 import types
 import warnings
 from collections import OrderedDict, defaultdict
 
 import mxnet as mx
+from mxnet.base import _LIB, check_call
 
 from hvd.common.exceptions import HorovodInternalError  # noqa: F401
 from hvd.mxnet.compression import Compression
@@ -209,5 +211,17 @@ def broadcast_parameters(params, root_rank=0, prefix=None):
         except mx.gluon.parameter.DeferredInitializationError:
             p._init_impl = types.MethodType(_broadcast_after_init(p, root_rank, prefix + str(name)),
                                             p)
+    _default_layout(tensors)
     for tensor, name in zip(tensors, names):
         broadcast_(tensor, root_rank, name=name)
+
+
+def _default_layout(tensors):
+    """Puts parameters that are in MKL-DNN's internal layout (a convolution's
+    weight after an inference forward) back in the default layout, which
+    the collectives read.  MKL-DNN's operators reorder a weight from MXNet's
+    engine, after they ran, so first every pushed operation must be done
+    (waitall); then MXNDArrayGetData reorders what needs it."""
+    mx.nd.waitall()
+    for tensor in tensors:
+        check_call(_LIB.MXNDArrayGetData(tensor.handle, ctypes.byref(ctypes.c_void_p())))
