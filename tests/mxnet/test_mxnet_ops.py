@@ -9,13 +9,21 @@ import time
 import mxnet as mx
 import numpy as np
 import pytest
-from conftest import DTYPES, every_rank, rank_input
 from mxnet.base import MXNetError
+from rank_data import rank_input
 
 import hvd.mxnet as hvd
 
+# The dtypes MXNet and Horovod share.
+DTYPES = [np.float16, np.float32, np.float64, np.int32, np.int64, np.uint8, np.int8]
+
 OPS = {"sum": hvd.Sum, "average": hvd.Average, "min": hvd.Min, "max": hvd.Max,
        "product": hvd.Product}
+
+
+def every_rank(shape, dtype, seed, **kw):
+    """Every rank's input, in rank order."""
+    return [rank_input(shape, dtype, r, seed, **kw) for r in range(hvd.size())]
 
 
 def reference(inputs, op, dtype):

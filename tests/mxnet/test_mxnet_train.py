@@ -7,8 +7,8 @@ parameters whose initialisation is deferred to the first forward."""
 import mxnet as mx
 import numpy as np
 import pytest
-from conftest import rank_input
 from mxnet import autograd, gluon
+from rank_data import rank_input
 
 import hvd.mxnet as hvd
 
