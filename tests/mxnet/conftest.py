@@ -8,18 +8,17 @@ calls.  Rank r's input is a deterministic function of (r, seed)
 every rank's input; tests/conftest.py starts and ends hvd.
 """
 import os
+import warnings
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 
-import hvd.mxnet as hvd  # noqa: E402
-
-
-def pytest_configure(config):
-    # MXNet 1.9's own modules use distutils' LooseVersion and NumPy's old
-    # aliases: warnings about MXNet, not about hvd.
-    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:mxnet.*")
+# MXNet 1.9's modules use distutils' LooseVersion and NumPy's old aliases
+# as they load: warnings about MXNet, not about hvd.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import hvd.mxnet as hvd  # noqa: E402
 
 
 @pytest.fixture(scope="session")
