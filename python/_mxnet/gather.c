@@ -8,10 +8,12 @@
  * and copies them in (hvd_mx_result_*).  MXNet's C API cannot resize an
  * NDArray inside an operation, which is how Horovod's C++ does it.
  *
- * hvd's engine checks the ranks' dtypes but not their dimensions after
- * the first, so every rank's data travels behind a header with its shape
- * (one before each rank's part in an alltoall): every rank then reads
- * every rank's shape, and ranks that disagree fail on every rank alike.
+ * Ranks must agree on the dimensions after the first.  A single tensor's
+ * shape goes to hvd's engine (hvd_opts.shape), which fails every rank
+ * when they differ.  A grouped allgather takes no shape there, so each
+ * rank's part of each tensor travels behind a header with its shape:
+ * every rank reads every rank's header, and ranks that disagree fail on
+ * every rank alike.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +30,8 @@
 typedef struct mx_result {
   int n, set_size;
   size_t esize;
-  void **bufs;     /* hvd's malloc()ed results, per tensor: headers and rows */
+  void **bufs;     /* hvd's malloc()ed results, per tensor: rows (behind headers) */
+  size_t hdr;      /* elements of the header before each part: 0 or HEADER_BYTES' */
   size_t *counts;  /* elements from each rank: [tensor * set_size + rank] */
   size_t *rows;    /* per tensor: the rows every rank sent in all */
   size_t *row;     /* per tensor: elements in a row */
@@ -77,8 +80,6 @@ static mx_op *gather_op(mx_kind kind, NDArrayHandle *in, int n, NDArrayHandle ho
 
 /* ---- the shape headers ---- */
 
-static size_t header_elements(const mx_op *op) { return HEADER_BYTES / op->result->esize; }
-
 /* Writes tensor a's header at dst (a scalar is one row of one element). */
 static void header_write(NDArrayHandle a, char *dst) {
   int64_t h[HEADER_DIMS] = {0};
@@ -91,15 +92,13 @@ static void header_write(NDArrayHandle a, char *dst) {
   memcpy(dst, h, sizeof h);
 }
 
-/* The shape of a part of `elements` elements behind header src, printed
- * (its first dimension from its own row size). */
-static void header_print(const char *src, size_t elements, char *out, size_t cap) {
+/* The shape in header src, printed as hvd's engine prints the shapes it
+ * negotiates for a single tensor ("[*, 3, 4]"). */
+static void header_print(const char *src, char *out, size_t cap) {
   int64_t h[HEADER_DIMS];
   memcpy(h, src, sizeof h);
   int nd = h[0] >= 1 && h[0] <= HVD_MAX_DIMS ? (int)h[0] : 1;
-  size_t row = 1;
-  for (int d = 1; d < nd; d++) row *= h[1 + d] > 0 ? (size_t)h[1 + d] : 0;
-  size_t len = (size_t)snprintf(out, cap, "[%zu", row ? elements / row : 0);
+  size_t len = (size_t)snprintf(out, cap, "[*");
   for (int d = 1; d < nd && len < cap; d++)
     len += (size_t)snprintf(out + len, cap - len, ", %lld", (long long)h[1 + d]);
   if (len < cap) snprintf(out + len, cap - len, "]");
@@ -112,23 +111,24 @@ static void header_print(const char *src, size_t elements, char *out, size_t cap
 static int check_parts(mx_op *op, int i, const char *kind, char *msg, size_t cap) {
   mx_result *res = op->result;
   const size_t *counts = res->counts + (size_t)i * res->set_size;
-  size_t hdr = header_elements(op), row = res->row[i], rows = 0;
+  size_t hdr = res->hdr, row = res->row[i], rows = 0;
   const char *first = res->bufs[i], *part = first;
   int bad = 0;
   for (int r = 0; r < res->set_size; part += counts[r++] * res->esize) {
     size_t got = counts[r] >= hdr ? counts[r] - hdr : 0;
-    if (counts[r] < hdr || memcmp(part, first, HEADER_BYTES) != 0 || (row ? got % row : got))
+    if (counts[r] < hdr || (hdr && memcmp(part, first, HEADER_BYTES) != 0) ||
+        (row ? got % row : got))
       bad = 1;
     rows += row ? got / row : 0;
   }
   res->rows[i] = rows;
   if (!bad) return 0;
-  size_t len = (size_t)snprintf(msg, cap, "Mismatched %s tensor shapes for '%s': ", kind, op->name);
+  size_t len = (size_t)snprintf(msg, cap, "Mismatched %s tensor dimensions after the first "
+                                "for '%s.%d': ", kind, op->name, i);
   part = first;
   for (int r = 0; r < res->set_size && len < cap; part += counts[r++] * res->esize) {
-    size_t got = counts[r] >= hdr ? counts[r] - hdr : 0;
-    char shape[200] = "(nothing)";
-    if (counts[r] >= hdr) header_print(part, got, shape, sizeof shape);
+    char shape[200] = "(no shape)";
+    if (hdr && counts[r] >= hdr) header_print(part, shape, sizeof shape);
     len += (size_t)snprintf(msg + len, cap - len, "%srank %d sent %s", r ? ", " : "", r, shape);
   }
   return -1;
@@ -172,28 +172,42 @@ static int with_header(mx_op *op, int i) {
   if (!buf) return -1;
   header_write(op->in[i], buf);
   if (op->counts[i]) memcpy(buf + HEADER_BYTES, op->ins[i], op->counts[i] * esize);
-  op->counts[i] += header_elements(op);
+  op->counts[i] += op->result->hdr;
   return 0;
+}
+
+/* The shape hvd's engine negotiates for a single tensor (a scalar is one
+ * row of one element). */
+static void engine_shape(mx_op *op) {
+  if (op->ndims == 0) {
+    op->shape[0] = 1;
+    op->ndims = 1;
+  }
+  op->opts.shape = op->shape;
+  op->opts.ndims = op->ndims;
 }
 
 void mx_run_allgather(mx_op *op) {
   mx_result *res = op->result;
+  op->opts.callback = on_gathered;
+  op->opts.callback_arg = op;
+  hvd_handle h;
+  if (op->n == 1) {
+    engine_shape(op);
+    h = mx_capi->allgather_async(op->ins[0], op->counts[0], op->dtype, &res->bufs[0],
+                                 res->counts, op->name, &op->opts);
+    if (h < 0) mx_end_refused(op, h);
+    return;
+  }
+  res->hdr = HEADER_BYTES / res->esize;
   for (int i = 0; i < op->n; i++) {
     if (with_header(op, i) < 0) {
       mx_op_end(op, HVD_E_NOMEM, "out of memory");
       return;
     }
   }
-  op->opts.callback = on_gathered;
-  op->opts.callback_arg = op;
-  hvd_handle h;
-  if (op->n == 1)
-    h = mx_capi->allgather_async(op->scratch[0], op->counts[0], op->dtype, &res->bufs[0],
-                                 res->counts, op->name, &op->opts);
-  else
-    h = mx_capi->grouped_allgather_async((const void *const *)op->scratch, op->counts, op->n,
-                                         op->dtype, res->bufs, res->counts, op->name,
-                                         &op->opts);
+  h = mx_capi->grouped_allgather_async((const void *const *)op->scratch, op->counts, op->n,
+                                       op->dtype, res->bufs, res->counts, op->name, &op->opts);
   if (h < 0) mx_end_refused(op, h);
 }
 
@@ -243,25 +257,12 @@ static int send_rows(mx_op *op, const int32_t *s, size_t ns, int64_t *out, char 
   return -1;
 }
 
-/* The send buffer: rank r's rows behind a header, for every r; its
- * element counts per rank in counts.  -1 without memory. */
-static int alltoall_buffer(mx_op *op, const int64_t *rows, size_t *counts) {
-  size_t esize = op->result->esize, row = op->result->row[0], hdr = header_elements(op);
-  char *buf = op->scratch[0] = malloc(op->set_size * HEADER_BYTES + op->counts[0] * esize);
-  if (!buf) return -1;
-  const char *from = op->ins[0];
-  for (int r = 0; r < op->set_size; r++) {
-    size_t bytes = (size_t)rows[r] * row * esize;
-    header_write(op->in[0], buf);
-    if (bytes) memcpy(buf + HEADER_BYTES, from, bytes);
-    buf += HEADER_BYTES + bytes;
-    from += bytes;
-    counts[r] = hdr + (size_t)rows[r] * row;
-  }
-  return 0;
+/* Rank r's element count, for every r, from its rows. */
+static void alltoall_counts(const mx_op *op, const int64_t *rows, size_t *counts) {
+  for (int r = 0; r < op->set_size; r++) counts[r] = (size_t)rows[r] * op->result->row[0];
 }
 
-/* The splits' rows per rank and the send buffer; -1 when the op ended. */
+/* The splits' element counts per rank; -1 when the op ended. */
 static int alltoall_prepare(mx_op *op, size_t *counts) {
   void *s = NULL;
   int nd = 0, rc = -1;
@@ -278,8 +279,8 @@ static int alltoall_prepare(mx_op *op, size_t *counts) {
     mx_op_end(op, HVD_E_INVALID, msg);
     goto free_rows;
   }
-  rc = alltoall_buffer(op, rows, counts);
-  if (rc < 0) mx_op_end(op, HVD_E_NOMEM, "out of memory");
+  alltoall_counts(op, rows, counts);
+  rc = 0;
 free_rows:
   free(rows);
   return rc;
@@ -298,7 +299,8 @@ void mx_run_alltoall(mx_op *op) {
   }
   op->opts.callback = on_gathered;
   op->opts.callback_arg = op;
-  hvd_handle h = mx_capi->alltoall_async(op->scratch[0], counts, op->dtype, &res->bufs[0],
+  engine_shape(op);
+  hvd_handle h = mx_capi->alltoall_async(op->ins[0], counts, op->dtype, &res->bufs[0],
                                          res->counts, op->name, &op->opts);
   free(counts);
   if (h < 0) mx_end_refused(op, h);
@@ -311,15 +313,15 @@ HVD_MX_EXPORT int64_t hvd_mx_result_rows(const mx_result *res, int i) {
   return i >= 0 && i < res->n ? (int64_t)res->rows[i] : -1;
 }
 
-/* Copies tensor i's rows, without the headers, into out (allocated with
+/* Copies tensor i's rows (without their headers) into out (allocated with
  * hvd_mx_result_rows() rows of the input's other dimensions). */
 HVD_MX_EXPORT int hvd_mx_result_copy(mx_result *res, int i, NDArrayHandle out) {
   if (i < 0 || i >= res->n) return mx_refuse("no tensor %d in this result", i);
-  size_t elements = res->rows[i] * res->row[i], hdr = HEADER_BYTES / res->esize;
+  size_t elements = res->rows[i] * res->row[i], hdr = res->hdr;
   if (elements == 0) return 0;
   char *to = res->bufs[i];
   const char *from = res->bufs[i];
-  for (int r = 0; r < res->set_size; r++) { /* the rows together, in place */
+  for (int r = 0; hdr && r < res->set_size; r++) { /* the rows together, in place */
     size_t c = res->counts[(size_t)i * res->set_size + r];
     memmove(to, from + HEADER_BYTES, (c - hdr) * res->esize);
     to += (c - hdr) * res->esize;
@@ -333,7 +335,6 @@ HVD_MX_EXPORT int hvd_mx_result_copy(mx_result *res, int i, NDArrayHandle out) {
 /* alltoall: the rows received from each rank of the set, into out
  * (set-size entries). */
 HVD_MX_EXPORT void hvd_mx_result_splits(const mx_result *res, int32_t *out) {
-  size_t hdr = HEADER_BYTES / res->esize;
   for (int r = 0; r < res->set_size; r++)
-    out[r] = res->row[0] ? (int32_t)((res->counts[r] - hdr) / res->row[0]) : 0;
+    out[r] = res->row[0] ? (int32_t)(res->counts[r] / res->row[0]) : 0;
 }

@@ -268,13 +268,22 @@ def test_broadcast_root_mismatch():
         hvd.broadcast(mx.nd.ones((3,)), root_rank=hvd.rank(), name="err.root").wait_to_read()
 
 
-def test_allgather_shape_mismatch_on_every_rank():
+def test_gather_dimension_mismatch_on_every_rank():
+    """Ranks whose tensors differ after the first dimension fail alike: a
+    single tensor's shape negotiated by hvd's engine, a grouped
+    allgather's through the shapes every rank's rows carry."""
     need_two()
     r = hvd.rank()
-    want = r"Mismatched allgather tensor shapes for 'allgather.err.gather': rank 0 sent \[2, 2\], " \
-           r"rank 1 sent \[2, 3\]"
-    with pytest.raises(MXNetError, match=want):
+    sent = r"rank 0 sent \[\*, 2\], rank 1 sent \[\*, 3\]"
+    with pytest.raises(MXNetError, match="Mismatched allgather tensor dimensions after the "
+                                         "first for 'allgather.err.gather': " + sent):
         hvd.allgather(mx.nd.ones((2, 2 + r)), name="err.gather")
+    with pytest.raises(MXNetError, match="Mismatched alltoall tensor dimensions after the "
+                                         "first for 'alltoall.err.a2a': " + sent):
+        hvd.alltoall(mx.nd.ones((hvd.size(), 2 + r)), name="err.a2a")
+    with pytest.raises(MXNetError, match="Mismatched allgather tensor dimensions after the "
+                                         "first for 'allgather.err.group.1': " + sent):
+        hvd.grouped_allgather([mx.nd.ones((1,)), mx.nd.ones((2, 2 + r))], name="err.group")
 
 
 def test_alltoall_bad_splits():
