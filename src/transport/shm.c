@@ -11,6 +11,13 @@
  * no system call.  Sleeps are short (WAIT_SLICE_MS): between them the
  * rank checks the no-progress deadline and whether its peers still live.
  *
+ * When the host's ranks outnumber its cores (512 ranks on 2 cores), a
+ * waiting rank gives its core up at once: the rank it waits for needs it.
+ * A sync then counts arrivals on one word of the segment and only the
+ * last rank to arrive wakes the others, once each; with a core per rank
+ * every rank announces its arrival in its own line and nobody sleeps for
+ * long (a woken rank there costs more than a polled line).
+ *
  * Failures.  There is no connection to see close, so a dead peer is
  * found by its pid (kill(pid, 0)) when a sleep ends without progress.  An
  * abort writes this rank's record in the segment (the rank it gave up on
@@ -61,6 +68,12 @@
 #define SPIN_PAUSES_PER_YIELD 32
 #define SPIN_YIELDS_OWN_CORE 16
 #define SPIN_YIELDS_SHARED 1000
+/* Beyond this many ranks per core no yields either: a yield hands the
+ * core to another waiting rank that yields in turn more often than to the
+ * one with work, and hundreds of ranks yielding to each other starve it
+ * (a cached 1 KiB allreduce took 11 s at 512 ranks on 2 cores).  A rank
+ * that sleeps leaves the run queue to the ranks with work. */
+#define YIELDING_RANKS_PER_CORE 2
 #define WAIT_SLICE_MS 50    /* longest sleep between liveness checks */
 #define STALE_MS 500        /* a waiting rank silent this long has stopped running */
 #define WHY_MAX 512
@@ -78,6 +91,7 @@ typedef struct {
   int timeout_ms;
   uint32_t reports_seen;
   uint64_t syncs;      /* syncs this rank has reached */
+  int counted;         /* syncs count arrivals (seg_hdr.shared_cores) */
   int spin_pauses;     /* before yielding (see SPIN_PAUSES_*) */
   int spin_yields;     /* then before sleeping */
   int broken;
@@ -99,6 +113,8 @@ typedef struct {
  * and on which ranks it waits. */
 typedef struct waiter waiter;
 struct waiter {
+  /* The futex word to sleep on: NULL for this rank's own (seg_rank.wake). */
+  _Atomic uint32_t *word;
   int (*ready)(const shm_transport *t, const waiter *w);
   /* The i-th rank still waited on (i from 0), -1 past the last. */
   int (*peer)(const shm_transport *t, const waiter *w, int i);
@@ -190,10 +206,12 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t val, int ms) {
   (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-static void wake_rank(seg_rank *r) {
-  atomic_fetch_add_explicit(&r->wake, 1, memory_order_seq_cst);
-  (void)syscall(SYS_futex, (uint32_t *)&r->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+static void wake_all(_Atomic uint32_t *word) {
+  atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
+  (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
+
+static void wake_rank(seg_rank *r) { wake_all(&r->wake); }
 
 /* We moved bytes `peer` may wait for: wake it if it sleeps.  The fence
  * pairs with the one in sleep(): either it sees our bytes before it
@@ -263,6 +281,10 @@ static int gate_peer(const shm_transport *t, const waiter *w, int i) {
 }
 
 static int gate_ready(const shm_transport *t, const waiter *w) {
+  const gate *g = (const gate *)w;
+  if (t->counted) /* acquire: every record written before its rank's arrival is seen */
+    return atomic_load_explicit(&t->seg->arrived, memory_order_acquire) >=
+           g->k * (uint64_t)t->base.size;
   return gate_peer(t, w, 0) < 0;
 }
 
@@ -273,6 +295,11 @@ static int news(const shm_transport *t) {
 /* Sleeps until woken or `ms` pass, unless there is something to do. */
 static void sleep_on(shm_transport *t, const waiter *w, int ms) {
   seg_rank *me = &t->ranks[t->base.rank];
+  if (w->word) { /* a counted sync: its last rank wakes every sleeper with one call */
+    uint32_t seq = atomic_load_explicit(w->word, memory_order_seq_cst);
+    if (!w->ready(t, w) && !news(t)) futex_wait(w->word, seq, ms);
+    return;
+  }
   atomic_store_explicit(&me->sleeping, 1, memory_order_seq_cst);
   FULL_FENCE();
   uint32_t seq = atomic_load_explicit(&me->wake, memory_order_seq_cst);
@@ -316,6 +343,7 @@ static void announce(shm_transport *t, int lost_rank, const char *why) {
   atomic_fetch_add_explicit(&t->seg->reports, 1, memory_order_seq_cst);
   for (int r = 0; r < t->base.size; r++)
     if (r != t->base.rank) wake_rank(&t->ranks[r]);
+  if (t->counted) wake_all(&t->seg->sync_wake);
 }
 
 /* Whether rank x has not run in the transport for STALE_MS: a waiting
@@ -541,7 +569,8 @@ static int usable(shm_transport *t) {
 static int shm_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t slen, int from,
                         void *rbuf, size_t rlen, uint32_t tag) {
   shm_transport *t = (shm_transport *)base;
-  exchange x = {.w = {exchange_ready, exchange_peer}, .s = {.peer = to}, .r = {.peer = from}};
+  exchange x = {.w = {NULL, exchange_ready, exchange_peer}, .s = {.peer = to},
+                .r = {.peer = from}};
   half *s = &x.s, *r = &x.r;
   HVD__CHECK(usable(t));
   HVD__CHECK(hvd__check_peer(base, to, sbuf, slen, "destination"));
@@ -598,6 +627,20 @@ static int compare_stamps(shm_transport *t, uint64_t k, const hvd_sync_stamp *mi
   return 0;
 }
 
+/* Our record for sync k is written: whoever sleeps learns it.  Counted,
+ * only the last to arrive wakes the others, all with one call (each rank
+ * waking every sleeper as it arrived made n^2 wake-ups a sync, and one
+ * call per sleeper hands the core to each woken rank in turn). */
+static void arrive(shm_transport *t, uint64_t k) {
+  if (t->counted) {
+    uint64_t n = atomic_fetch_add_explicit(&t->seg->arrived, 1, memory_order_seq_cst) + 1;
+    if (n == k * (uint64_t)t->base.size) wake_all(&t->seg->sync_wake);
+    return;
+  }
+  for (int r = 0; r < t->base.size; r++)
+    if (r != t->base.rank) notify(t, r);
+}
+
 /* Publishes our arrival at the next sync (with n bytes of small), wakes
  * whoever sleeps, and waits for everyone else's. */
 static int shm_sync_small(hvd_transport *base, const hvd_sync_stamp *mine, const void *small,
@@ -606,13 +649,13 @@ static int shm_sync_small(hvd_transport *base, const hvd_sync_stamp *mine, const
   HVD__CHECK(usable(t));
   if (n > HVD_SYNC_SMALL)
     return hvd__err(HVD_E_INVALID, "%zu bytes for a sync, at most %d", n, HVD_SYNC_SMALL);
-  gate g = {.w = {gate_ready, gate_peer}, .k = ++t->syncs};
+  gate g = {.w = {t->counted ? &t->seg->sync_wake : NULL, gate_ready, gate_peer},
+            .k = ++t->syncs};
   seg_sync *rec = &t->ranks[base->rank].sync[g.k % 2];
   rec->stamp = *mine;
   if (n) memcpy(rec->small, small, n);
   atomic_store_explicit(&rec->reached, g.k, memory_order_release);
-  for (int r = 0; r < base->size; r++)
-    if (r != base->rank) notify(t, r);
+  arrive(t, g.k);
 
   uint64_t deadline = 0; /* set by idle() */
   int spins = 0;
@@ -711,9 +754,11 @@ int hvd__shm_transport_new(seg_hdr *seg, int size, size_t cap, int rank, int tim
     t->pids[p] = atomic_load_explicit(&t->ranks[p].pid, memory_order_acquire);
   }
   t->reports_seen = atomic_load_explicit(&seg->reports, memory_order_acquire);
-  int own_core = hvd__core_each(size); /* the segment's ranks share this host */
-  t->spin_pauses = own_core ? SPIN_PAUSES_OWN_CORE : 0;
-  t->spin_yields = own_core ? SPIN_YIELDS_OWN_CORE : SPIN_YIELDS_SHARED;
+  t->counted = seg->shared_cores != 0;
+  t->spin_pauses = t->counted ? 0 : SPIN_PAUSES_OWN_CORE;
+  t->spin_yields = !t->counted                                   ? SPIN_YIELDS_OWN_CORE
+                   : size <= YIELDING_RANKS_PER_CORE * hvd__cpus() ? SPIN_YIELDS_SHARED
+                                                                   : 0;
   *out = &t->base;
   return 0;
 }

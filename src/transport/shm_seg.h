@@ -2,7 +2,7 @@
  * shm_seg.h -- the layout of the shared-memory segment (private to
  * shm.c and shm_setup.c).
  *
- *   seg_hdr                 one cache line
+ *   seg_hdr                 three cache lines
  *   seg_rank[size]          each rank's futex word, pid and abort record
  *   ring[size][size]        ring i -> j at index i * size + j (i == j unused)
  *   window[size][HVD_WINDOWS]  each rank's windows for the shm allreduce
@@ -21,7 +21,7 @@
 #include "shm_ring.h"
 #include "transport.h"
 
-#define SEG_MAGIC 0x6876642d73686d31ull /* "hvd-shm1" */
+#define SEG_MAGIC 0x6876642d73686d32ull /* "hvd-shm2" */
 #define SEG_WHY_MAX 512
 
 typedef struct {
@@ -30,6 +30,16 @@ typedef struct {
   uint32_t ring_cap; /* data bytes of each ring, a power of two */
   uint64_t bytes;    /* of the whole segment */
   _Atomic uint32_t reports; /* abort records published so far */
+  /* 1 when the ranks outnumber the cores (the creator's count, so that
+   * every rank waits the same way): waits block rather than spin, and a
+   * sync counts arrivals in `arrived` (shm.c). */
+  uint32_t shared_cores;
+  /* Ranks that reached a sync, over all syncs: sync k is complete at
+   * k * size.  Its own line: every rank adds to it once per sync. */
+  _Alignas(HVD_RING_LINE) _Atomic uint64_t arrived;
+  /* Futex word of the ranks asleep in a counted sync: bumped by the last
+   * to arrive (and by an abort), which wakes them all with one call. */
+  _Alignas(HVD_RING_LINE) _Atomic uint32_t sync_wake;
 } seg_hdr;
 
 /* What a rank says at sync k, in record k % 2 (a rank is never more than
@@ -133,7 +143,10 @@ int hvd__shm_peer_read(struct hvd_transport *t, int rank, const struct iovec *lo
 int hvd__shm_single_copy_probe(struct hvd_transport *t, int wanted, uint64_t min, char *why,
                                size_t cap);
 
-/* Lays out a fresh segment of seg_bytes(size, cap) bytes (shm_setup.c). */
+/* Lays out a fresh segment of seg_bytes(size, cap) bytes, which must be
+ * zeros (what ftruncate gives): its rings are then empty without being
+ * touched, so a ring costs memory only once its pair of ranks talks; of
+ * the n^2 rings of 512 ranks, the few each rank uses (shm_setup.c). */
 void hvd__shm_seg_init(seg_hdr *h, int size, size_t cap);
 
 /* Maps the segment open at fd, for `size` ranks, and checks what its

@@ -54,6 +54,9 @@ void hvd__shm_seg_init(seg_hdr *h, int size, size_t cap) {
   h->ring_cap = (uint32_t)cap;
   h->bytes = seg_bytes((size_t)size, cap);
   atomic_init(&h->reports, 0);
+  h->shared_cores = !hvd__core_each(size);
+  atomic_init(&h->arrived, 0);
+  atomic_init(&h->sync_wake, 0);
   seg_rank *ranks = seg_ranks(h);
   for (int r = 0; r < size; r++) {
     atomic_init(&ranks[r].wake, 0);
@@ -66,9 +69,7 @@ void hvd__shm_seg_init(seg_hdr *h, int size, size_t cap) {
     atomic_init(&ranks[r].sync[1].reached, 0);
     ranks[r].lost = -1;
   }
-  for (int i = 0; i < size; i++)
-    for (int j = 0; j < size; j++)
-      if (i != j) hvd__ring_init(seg_ring(h, (size_t)size, cap, i, j));
+  /* The rings are zeros: empty (hvd__ring_init would write what is there). */
 }
 
 /* Rank 0: creates, sizes and maps the segment. */
@@ -97,7 +98,8 @@ static int seg_create(const char *name, int size, seg_hdr **out, size_t *cap_out
 static int seg_check(const seg_hdr *h, size_t mapped, int size, size_t *cap) {
   size_t c = h->ring_cap;
   if (h->magic != SEG_MAGIC || h->size != (uint32_t)size || c < 4096 || c > (1u << 26) ||
-      (c & (c - 1)) != 0 || h->bytes != mapped || seg_bytes((size_t)size, c) != mapped)
+      (c & (c - 1)) != 0 || h->bytes != mapped || seg_bytes((size_t)size, c) != mapped ||
+      h->shared_cores > 1)
     return hvd__err(HVD_E_PROTOCOL, "the shared-memory segment has an unexpected layout");
   *cap = c;
   return 0;
