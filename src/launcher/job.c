@@ -556,9 +556,10 @@ static int plan_tree(job *j) {
     if (j->hosts[h]->backend == &launch_ssh) ssh[n++] = j->hosts[h];
   launch_tree(n, j->ctx.opt->launch_fanout, parent);
   for (int i = 0; i < n; i++) ssh[i]->via = parent[i] < 0 ? NULL : ssh[parent[i]];
-  if (n > 0 && parent[n - 1] != -1)
+  int depth = launch_tree_depth(n, parent);
+  if (depth > 1)
     job_say(j, 0, "starting %d hosts over ssh in a tree of %d levels, at most %d sessions each",
-            n, launch_tree_depth(n, parent), j->ctx.opt->launch_fanout);
+            n, depth, j->ctx.opt->launch_fanout);
   free(ssh);
   free(parent);
   return 0;

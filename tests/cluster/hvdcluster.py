@@ -330,17 +330,23 @@ def slurm(cluster):
     yield from cluster.service('slurm')
 
 
-@pytest.fixture(scope='session')
-def cluster():
+def cluster_session(nhosts=NHOSTS):
+    """A session fixture's body: a cluster of nhosts up for the session,
+    down after (and before, for whatever a crashed run left behind)."""
     why = preflight()
     if why:
         pytest.fail('cannot run the cluster tests: ' + why, pytrace=False)
-    c = Cluster()
-    c.down()                    # whatever a crashed run left behind
+    c = Cluster(nhosts=nhosts)
+    c.down()
     try:
-        c.up()
+        c.up(nhosts=nhosts)
         yield c
     finally:
         r = c.down()
         if r.returncode != 0:
             print('cluster.sh down failed:', r.stderr)
+
+
+@pytest.fixture(scope='session')
+def cluster():
+    yield from cluster_session()
