@@ -319,3 +319,20 @@ def test_capability_queries_and_topology():
     assert not hvd.nccl_built() and not hvd.cuda_built() and not hvd.rocm_built()
     assert not hvd.ddl_built() and not hvd.ccl_built()
     assert hvd.mpi_built() in (True, False)
+
+
+def test_a_collective_before_init_raises_at_the_call():
+    """Horovod's words, at the call (rank 0 alone checks: a new process)."""
+    if hvd.rank() != 0:
+        return
+    import subprocess
+    import sys
+    code = ("import mxnet as mx, hvd.mxnet as hvd\n"
+            "try:\n"
+            "    hvd.allreduce(mx.nd.ones((2,)))\n"
+            "except mx.base.MXNetError as e:\n"
+            "    print('raised:', e)\n")
+    p = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
+                       text=True, timeout=120)
+    assert "raised: Horovod has not been initialized; use hvd.init()." in p.stdout, \
+        p.stdout + p.stderr
