@@ -206,6 +206,11 @@ void hvd__pieces_scatter(hvd_pieces ps, hvd_cursor *cu, size_t off, size_t len,
 int hvd__allreduce_pieces(hvd_comm *c, hvd_ar_algo algo, const hvd_pieces *segs,
                           hvd_dtype dtype, hvd_op op);
 
+/* n tensors (bufs[i], counts[i] elements) reduced in place, each with the
+ * bits it gets alone: one collective per algorithm among them (tensors.c). */
+int hvd__allreduce_tensors(hvd_comm *c, void *const *bufs, const size_t *counts, int n,
+                           hvd_dtype dtype, hvd_op op);
+
 /* ---- over shared-memory windows (shm_windows.c) ---- */
 
 /* Whether c can use the transport's windows: the global communicator

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../coll/coll.h"
+#include "../coll/dispatch.h"
 #include "../env.h"
 #include "../reduce.h"
 #include "device.h"
@@ -144,29 +144,13 @@ void hvd__device_ready_free(void *ready) {
 #endif
 }
 
-int hvd__device_agree(hvd_comm *c, int rc, const char *what, int *fatal) {
-  char why[512];
-  snprintf(why, sizeof why, "%s", rc < 0 ? hvd_last_error() : "");
-  int32_t failed = rc < 0 ? (int32_t)c->rank + 1 : 0; /* the highest failing rank, plus 1 */
-  void *at = &failed;
-  size_t one = 1;
-  *fatal = 1;
-  HVD__CHECK(c->coll ? c->coll->allreduce(c, &at, &one, 1, HVD_INT32, HVD_MAX)
-                     : hvd__allreduce_small(c, &failed, 1, HVD_INT32, HVD_MAX));
-  *fatal = 0;
-  if (failed == 0) return 0;
-  if (rc < 0) return hvd__err(rc, "rank %d %s: %s", c->rank, what, why);
-  return hvd__err(HVD_E_UNSUPPORTED, "rank %d %s (its own error says why)", (int)failed - 1,
-                  what);
-}
-
 /* Every rank of c has a copier?  The failing rank says why, the others
  * name it; *fatal is 0 then (every rank knows, nothing was sent), 1 when
  * the agreement itself failed. */
 static int agree_on_copier(hvd_engine *e, hvd_comm *c, const response *r, int *fatal) {
   const entry *mine = r->items[0]->mine;
   int rc = open_copier(e, mine ? mine->w.device : 0);
-  return hvd__device_agree(c, rc, "has no copier for device memory", fatal);
+  return hvd__coll_agree(c, rc, "has no copier for device memory", fatal);
 }
 
 /* ---- running ---- */
@@ -194,8 +178,7 @@ static int allreduce_chunk(void *arg, void *host, size_t offset, size_t bytes) {
   size_t n = bytes / j->esize;
   HVD__UNUSED(offset);
   hvd__reduce_scale(host, n, dtype, j->req->prescale);
-  int rc = j->c->coll ? j->c->coll->allreduce(j->c, &host, &n, 1, dtype, rop)
-                      : hvd__allreduce(j->c, host, host, n, dtype, rop);
+  int rc = hvd__coll_allreduce(j->c, host, n, dtype, rop);
   if (rc == 0) hvd__reduce_scale(host, n, dtype, j->req->postscale);
   return rc;
 }
@@ -203,8 +186,7 @@ static int allreduce_chunk(void *arg, void *host, size_t offset, size_t bytes) {
 static int broadcast_chunk(void *arg, void *host, size_t offset, size_t bytes) {
   const chunk_job *j = arg;
   HVD__UNUSED(offset);
-  return j->c->coll ? j->c->coll->broadcast(j->c, host, bytes, j->req->root)
-                    : hvd__broadcast(j->c, host, bytes, j->req->root);
+  return hvd__coll_broadcast(j->c, host, bytes, j->req->root);
 }
 
 static int run_item(hvd_engine *e, hvd_comm *c, const pending *p) {

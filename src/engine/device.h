@@ -46,16 +46,6 @@ int hvd__device_execute(struct hvd_engine *e, struct response *r, struct hvd_com
 int hvd__device_ready_new(int device, void *stream, void **ready);
 void hvd__device_ready_free(void *ready);
 
-/* Every rank of c says whether it is ready for a device response (rc:
- * this rank's 0 or HVD_E_*, hvd_last_error() saying why), in one small
- * allreduce, so that one rank's failure fails the response on every rank
- * instead of leaving the others in a collective it never joins.  0 when
- * all are; else "rank R <what>: <why>" on the failing rank (its code),
- * "rank R <what> (its own error says why)" on the others, *fatal 0;
- * *fatal 1 only when the agreement itself failed.  (device.c's copier
- * agreement is the same exchange.) */
-int hvd__device_agree(struct hvd_comm *c, int rc, const char *what, int *fatal);
-
 /* Frees the engine's pipeline and copier. */
 void hvd__device_close(struct hvd_engine *e);
 

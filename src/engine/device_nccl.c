@@ -28,7 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../coll/coll.h"
+#include "../coll/dispatch.h"
 #include "../reduce.h"
 #include "device.h"
 #include "engine_int.h"
@@ -46,7 +46,7 @@
 int hvd__nccl_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
   HVD__UNUSED(e), HVD__UNUSED(r);
   int rc = hvd__err(HVD_E_UNSUPPORTED, "this libhvd was built without NCCL (HVD_WITH_NCCL)");
-  HVD__CHECK(hvd__device_agree(c, rc, NO_PATH, fatal));
+  HVD__CHECK(hvd__coll_agree(c, rc, NO_PATH, fatal));
   return hvd__err(HVD_E_PROTOCOL, "the ranks agreed on NCCL that no rank has");
 }
 
@@ -303,17 +303,16 @@ static int agree_on_comm(hvd_engine *e, hvd_comm *c, const response *r, int key,
   memset(&id, 0, sizeof id);
   if (rc == 0 && !k && c->rank == 0)
     rc = settle(np, NULL, np->nc->GetUniqueId(&id), "ncclGetUniqueId", hvd__now_ms() + 1000);
-  HVD__CHECK(hvd__device_agree(c, rc, NO_PATH, fatal));
+  HVD__CHECK(hvd__coll_agree(c, rc, NO_PATH, fatal));
   if (k) return *out = k->comm, 0;
   /* Every rank is here: none has the set's communicator yet. */
   *fatal = 1;
-  HVD__CHECK(c->coll ? c->coll->broadcast(c, &id, sizeof id, 0)
-                     : hvd__broadcast(c, &id, sizeof id, 0));
+  HVD__CHECK(hvd__coll_broadcast(c, &id, sizeof id, 0));
   ncclComm_t comm = NULL;
   rc = init_comm(np, &id, c, &comm);
   k = rc == 0 ? calloc(1, sizeof *k) : NULL;
   if (rc == 0 && !k) rc = hvd__err(HVD_E_NOMEM, "out of memory for an NCCL communicator");
-  int ok = hvd__device_agree(c, rc, "could not make its NCCL communicator", fatal);
+  int ok = hvd__coll_agree(c, rc, "could not make its NCCL communicator", fatal);
   if (ok < 0) {
     if (comm) np->nc->CommAbort(comm);
     free(k);
@@ -509,8 +508,7 @@ static int cross_allreduce(path *np, ncclComm_t local, hvd_comm *cross, const hv
     HVD__CHECK(CUDA(np, np->rt->MemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, np->stream),
                     "cudaMemcpyAsync (device to host)"));
   HVD__CHECK(wait_done(np, local, deadline));
-  HVD__CHECK(cross->coll ? cross->coll->allreduce(cross, &host, &count, 1, dtype, rop)
-                         : hvd__allreduce(cross, host, host, count, dtype, rop));
+  HVD__CHECK(hvd__coll_allreduce(cross, host, count, dtype, rop));
   if (!bytes) return 0;
   return CUDA(np, np->rt->MemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, np->stream),
               "cudaMemcpyAsync (host to device)");
@@ -707,7 +705,7 @@ static int agree(hvd_engine *e, hvd_comm *c, const response *r, int hier, ncclCo
     rc = agree_on_comm(e, c->local, r, HOST_KEY, comm, fatal);
     if (rc < 0 && *fatal) return rc;
   }
-  return hvd__device_agree(c, rc, "has no NCCL path within its host", fatal);
+  return hvd__coll_agree(c, rc, "has no NCCL path within its host", fatal);
 }
 
 int hvd__nccl_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {

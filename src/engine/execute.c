@@ -8,32 +8,28 @@
  * rank has joined).  A grouped response of another kind than allreduce
  * runs its tensors one after the other, in index order.
  *
- * Allreduces of several tensors are reduced as one collective over a
- * layout that goes segment by segment (segment s of the fused collective
- * holds segment s of each tensor, see coll/allreduce.c), so every element
- * is reduced exactly as it would be alone: fused and unfused results are
- * bitwise equal.  For the same reason each tensor's algorithm (ring or
- * recursive doubling) follows from its own size: a fused response runs
- * one collective per algorithm among its tensors.  The hierarchical
- * allreduce, when on, takes every tensor of the global communicator and
- * the same segments.  The tensors stay where
- * they are; the engine's buffer only holds a joined rank's zeros and
- * scratch for the other kinds.
+ * Allreduces of several tensors are reduced where they lie, each with
+ * the bits it gets alone, as one collective per algorithm among them
+ * (coll/tensors.c): fused and unfused results are bitwise equal.  The
+ * engine's buffer only holds a joined rank's zeros and scratch for the
+ * other kinds.
  *
- * A communicator with other collectives (c->coll: MPI's, under
- * HOROVOD_CPU_OPERATIONS=mpi) runs every kind through them instead --
- * fused allreduces as one call over each tensor, reduced alone -- except
- * Adasum, which is hvd's own algorithm.
+ * Every collective runs through the process set's collectives
+ * (coll/dispatch.h: MPI's under HOROVOD_CPU_OPERATIONS=mpi, else hvd's),
+ * except Adasum, which is hvd's own algorithm.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../coll/coll.h"
+#include "../coll/dispatch.h"
 #include "../reduce.h"
 #include "device.h"
 #include "engine_int.h"
+
+/* Tensors of a fused allreduce whose places are kept on the stack. */
+#define FEW 8
 
 /* The engine's scratch, grown to at least `bytes`; NULL if that fails. */
 static void *scratch(hvd_engine *e, size_t bytes) {
@@ -101,71 +97,33 @@ static char *stage_item(const job *j, const pending *p, char *zeros) {
   return en->w.recvbuf;
 }
 
-/* Where the items lie and how they are laid out: one allocation for the
- * response.  algo[i] is the algorithm item i is reduced with, chosen by
- * its own size so that fusing it with others changes none of its bits
- * (HVD_AR_AUTO: none, rider.c reduced it already). */
-typedef struct {
-  char **at;
-  unsigned char *algo;
-  hvd_piece *pieces; /* [n * k] */
-  hvd_pieces *segs;  /* [n] */
-} layout;
-
-static void *layout_new(const job *j, layout *l) {
-  size_t n = (size_t)j->c->size, k = (size_t)j->r->n;
-  char *m = calloc(1, k * sizeof *l->at + n * k * sizeof *l->pieces + n * sizeof *l->segs + k);
-  if (!m) return NULL;
-  l->at = (char **)m;
-  l->pieces = (hvd_piece *)(m + k * sizeof *l->at);
-  l->segs = (hvd_pieces *)(m + k * sizeof *l->at + n * k * sizeof *l->pieces);
-  l->algo = (unsigned char *)(l->segs + n);
-  if (j->c->coll || j->r->items[0]->req.op == HVD_ADASUM) return m; /* not hvd's algorithms */
-  for (size_t i = 0; i < k; i++) {
-    const pending *p = j->r->items[i];
-    l->algo[i] = p->mine && p->mine->prereduced
-                     ? HVD_AR_AUTO : hvd__allreduce_algo(j->c, p->req.count * j->esize);
+/* The tensors not reduced yet (rider.c reduced a prereduced one on the
+ * fast path's exchange), each by itself, through the set's collectives;
+ * Adasum, hvd's own algorithm, per tensor (a group's members one by one). */
+static int reduce_items(const job *j, char **at, size_t *counts) {
+  const hvd_request *req = &j->r->items[0]->req;
+  int k = j->r->n, m = 0;
+  if (req->op == HVD_ADASUM) {
+    for (int i = 0; i < k; i++)
+      HVD__CHECK(hvd__adasum(j->c, at[i], j->r->items[i]->req.count, j->dtype));
+    return 0;
   }
-  return m;
-}
-
-/* Segment s of the fused buffer is segment s of every item reduced with
- * `algo`, in order: the layout that keeps each element's reduction order
- * what it is alone.  Returns how many items that is. */
-static int lay_out(const job *j, const layout *l, hvd_ar_algo algo) {
-  int n = j->c->size, k = j->r->n, used = 0;
-  char **at = l->at;
-  hvd_piece *pieces = l->pieces;
-  hvd_pieces *segs = l->segs;
   for (int i = 0; i < k; i++) {
-    if (l->algo[i] != algo) continue;
-    size_t count = j->r->items[i]->req.count;
-    for (int s = 0; s < n; s++) {
-      pieces[s * k + used].ptr = at[i] + hvd__split_offset(count, n, s) * j->esize;
-      pieces[s * k + used].len = hvd__split_count(count, n, s) * j->esize;
-    }
-    used++;
+    const entry *en = j->r->items[i]->mine;
+    if (en && en->prereduced) continue;
+    at[m] = at[i], counts[m++] = j->r->items[i]->req.count;
   }
-  for (int s = 0; s < n; s++) segs[s] = (hvd_pieces){&pieces[s * k], used};
-  return used;
+  if (m == 0) return 0;
+  return hvd__coll_allreduce_tensors(j->c, (void *const *)at, counts, m, j->dtype, (hvd_op)req->op);
 }
 
-/* One collective for the items reduced with `algo`, if there are any. */
-static int reduce_group(const job *j, const layout *l, hvd_ar_algo algo) {
-  if (lay_out(j, l, algo) == 0) return 0;
-  return hvd__allreduce_pieces(j->c, algo, l->segs, j->dtype, (hvd_op)j->r->items[0]->req.op);
-}
-
-/* The tensors through c->coll, each reduced by itself. */
-static int other_allreduce(const job *j, char **at) {
-  int k = j->r->n;
-  size_t *counts = calloc((size_t)k, sizeof *counts);
-  if (!counts) return hvd__err(HVD_E_NOMEM, "allocating %d counts", k);
-  for (int i = 0; i < k; i++) counts[i] = j->r->items[i]->req.count;
-  int rc = j->c->coll->allreduce(j->c, (void *const *)at, counts, k, j->dtype,
-                                 (hvd_op)j->r->items[0]->req.op);
-  free(counts);
-  return rc;
+/* The timeline's args of a fused allreduce, and the same for a tensor
+ * that rode the fast path's exchange (one key more). */
+static void trace_args(const job *j, size_t total, char *args, size_t cap, char *rode,
+                       size_t rode_cap) {
+  int len = snprintf(args, cap, "{\"tensors\":%d,\"bytes\":%zu,\"dtype\":\"%s\"}", j->r->n,
+                     total, hvd_dtype_name(j->dtype));
+  snprintf(rode, rode_cap, "%.*s,\"rode\":1}", len - 1, args);
 }
 
 /* Fused or not, the tensors are reduced where they lie: no fusion-buffer
@@ -181,39 +139,30 @@ static int run_allreduce(const job *j) {
     total += j->r->items[i]->req.count * j->esize;
     if (!j->r->items[i]->mine) zero_bytes += j->r->items[i]->req.count * j->esize;
   }
-  layout l = {0};
+  /* where each tensor lies, and its count: on the stack for a few */
+  char *few_at[FEW];
+  size_t few_counts[FEW];
+  char **at = k <= FEW ? few_at : malloc((size_t)k * (sizeof *at + sizeof *few_counts));
+  size_t *counts = k <= FEW ? few_counts : (size_t *)(at ? at + k : NULL);
   char *zeros = scratch(j->e, zero_bytes);
-  void *mem = layout_new(j, &l);
-  char **at = mem ? l.at : NULL;
-  int rc = (mem && (zeros || !zero_bytes))
+  int rc = (at && (zeros || !zero_bytes))
                ? 0 : hvd__err(HVD_E_NOMEM, "allocating the layout of %d tensors", k);
   for (int i = 0; rc == 0 && i < k; i++) {
     at[i] = stage_item(j, j->r->items[i], zeros);
     if (!j->r->items[i]->mine) zeros += j->r->items[i]->req.count * j->esize;
   }
   char args[96] = "", rode[112] = "";
-  if (j->e->tl) {
-    int len = snprintf(args, sizeof args, "{\"tensors\":%d,\"bytes\":%zu,\"dtype\":\"%s\"}", k,
-                       total, hvd_dtype_name(j->dtype));
-    snprintf(rode, sizeof rode, "%.*s,\"rode\":1}", len - 1, args); /* the same, one key more */
-  }
+  if (j->e->tl) trace_args(j, total, args, sizeof args, rode, sizeof rode);
   if (rc == 0) {
     trace_all(j, "ALLREDUCE", args, rode);
-    if (req->op == HVD_ADASUM) { /* per tensor: a group's members one by one */
-      for (int i = 0; rc == 0 && i < k; i++)
-        rc = hvd__adasum(j->c, at[i], j->r->items[i]->req.count, j->dtype);
-    } else if (j->c->coll) {
-      rc = other_allreduce(j, at);
-    } else {
-      for (int a = HVD_AR_AUTO + 1; rc == 0 && a < HVD_AR_N; a++)
-        rc = reduce_group(j, &l, (hvd_ar_algo)a);
-    }
+    rc = reduce_items(j, at, counts);
     for (int i = 0; rc == 0 && i < k; i++)
       if (j->r->items[i]->mine)
-        hvd__reduce_scale(at[i], j->r->items[i]->req.count, j->dtype, req->postscale);
+        hvd__reduce_scale(j->r->items[i]->mine->w.recvbuf, j->r->items[i]->req.count, j->dtype,
+                          req->postscale);
     trace_end_all(j);
   }
-  free(mem);
+  if (at != few_at) free(at);
   return rc;
 }
 
@@ -223,17 +172,13 @@ static int run_broadcast(const job *j, pending *p) {
   size_t bytes = p->req.count * j->esize;
   void *buf = p->mine ? p->mine->w.recvbuf : scratch(j->e, bytes);
   if (!buf && bytes) return hvd__err(HVD_E_NOMEM, "scratch of %zu bytes", bytes);
-  if (j->c->coll) return j->c->coll->broadcast(j->c, buf, bytes, p->req.root);
-  return hvd__broadcast(j->c, buf, bytes, p->req.root);
+  return hvd__coll_broadcast(j->c, buf, bytes, p->req.root);
 }
 
 int hvd__gather(hvd_comm *c, int type, const void *send, size_t count,
                 const size_t *sendcounts, size_t esize, void **out, size_t *counts) {
-  if (type == HVD_REQ_ALLTOALL)
-    return c->coll ? c->coll->alltoall(c, send, sendcounts, esize, out, counts)
-                   : hvd__alltoall(c, send, sendcounts, esize, out, counts);
-  return c->coll ? c->coll->allgather(c, send, count, esize, out, counts)
-                 : hvd__allgather_tensor(c, send, count, esize, out, counts);
+  if (type == HVD_REQ_ALLTOALL) return hvd__coll_alltoall(c, send, sendcounts, esize, out, counts);
+  return hvd__coll_allgather(c, send, count, esize, out, counts);
 }
 
 void hvd__gather_deliver(entry *en, void *out, const size_t *counts, int n) {
@@ -279,8 +224,7 @@ static int run_reducescatter(const job *j, pending *p) {
   if (copy) hvd__reduce_scale(in, count, j->dtype, p->req.prescale);
   const void *send = copy ? in : en->w.sendbuf;
   hvd_op rop = (hvd_op)p->req.op;
-  int rc = j->c->coll ? j->c->coll->reducescatter(j->c, send, out, count, j->dtype, rop)
-                      : hvd__reducescatter(j->c, send, out, count, j->dtype, rop);
+  int rc = hvd__coll_reducescatter(j->c, send, out, count, j->dtype, rop);
   if (rc == 0) hvd__reduce_scale(out, own, j->dtype, p->req.postscale);
   return rc;
 }
@@ -292,7 +236,7 @@ static int run_single(const job *j, pending *p, int64_t *value) {
     case HVD_REQ_ALLGATHER:
     case HVD_REQ_ALLTOALL: return run_gather(j, p);
     case HVD_REQ_REDUCESCATTER: return run_reducescatter(j, p);
-    case HVD_REQ_BARRIER: return j->c->coll ? j->c->coll->barrier(j->c) : hvd__barrier(j->c);
+    case HVD_REQ_BARRIER: return hvd__coll_barrier(j->c);
     case HVD_REQ_PSET_ADD:
       HVD__CHECK(hvd__pset_add(j->e, p->mine->ranks, (int)p->req.count, &id));
       *value = id;
