@@ -44,6 +44,7 @@ void hvd__err_clear(void);
  * Deadlines are absolute CLOCK_MONOTONIC times in milliseconds. */
 uint64_t hvd__now_ms(void);
 uint64_t hvd__now_us(void); /* the same clock in microseconds: the timeline's */
+uint64_t hvd__now_ns(void); /* and in nanoseconds: the engine's */
 uint64_t hvd__deadline_in(int64_t ms); /* now + ms; ms < 0 means "never" */
 /* Milliseconds left before deadline, clamped to [0, INT32_MAX] for poll(). */
 int hvd__ms_left(uint64_t deadline);

@@ -63,11 +63,11 @@ void hvd__engine_timeline_job(hvd_engine *e) {
 void hvd__engine_timeline_waits(hvd_engine *e) {
   struct { uint64_t start_us, end_us; } w[HVD_WAITS_MAX];
   if (!e->tl) return;
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
   int n = e->nwaits;
   memcpy(w, e->waits, (size_t)n * sizeof w[0]);
   e->nwaits = 0;
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
   for (int i = 0; i < n; i++) hvd__timeline_wait(e->tl, w[i].start_us, w[i].end_us);
 }
 
@@ -79,9 +79,9 @@ static void switch_timeline(hvd_engine *e) {
    * without it, a switch asked for since waits for the next cycle (which
    * it makes due at once, engine.c). */
   if (!atomic_load_explicit(&e->tl_swap, memory_order_relaxed)) return;
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
   if (!e->tl_swap) {
-    pthread_mutex_unlock(&e->lock);
+    pthread_mutex_unlock(&e->core.lock);
     return;
   }
   old = e->tl;
@@ -91,25 +91,25 @@ static void switch_timeline(hvd_engine *e) {
   e->tl_done = e->tl_asked;
   e->tl_on = e->tl != NULL;
   e->nwaits = 0; /* they belong to the old one, written above */
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
   hvd__engine_timeline_job(e);
   hvd__timeline_close(old); /* complete before the caller goes on */
-  pthread_mutex_lock(&e->lock);
-  pthread_cond_broadcast(&e->cond);
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
+  pthread_cond_broadcast(&e->core.cond);
+  pthread_mutex_unlock(&e->core.lock);
 }
 
 /* ---- this rank's part ---- */
 
 /* When this cycle began (read at the first use). */
-static uint64_t cycle_us(hvd_engine *e) { return hvd__engine_clock_ns(e) / 1000u; }
+static uint64_t cycle_us(hvd_engine *e) { return hvd__engine_clock_ns(&e->core) / 1000u; }
 
 /* How long it waits is timed from here only with a timeline, which draws
  * it; else from the next cycle that finds it still held (needs_full), so
  * that one that runs in this cycle costs no clock. */
 static void hold(hvd_engine *e, entry *en, uint32_t id) {
-  e->held[id] = en;
-  e->nheld++;
+  e->core.held[id] = en;
+  e->core.nheld++;
   en->held = id;
   en->held_cycle = e->cycle;
   en->held_us = e->tl ? cycle_us(e) : 0;
@@ -124,28 +124,28 @@ static int take_queue(hvd_engine *e, entry *taken, hvd_msg *mine) {
   for (entry **t = &taken; *t;) {
     entry *en = *t;
     int64_t id = e->cache_on ? hvd__cache_find(e->cache, &en->w.req) : -1;
-    if (id < 0 || e->held[id]) {
+    if (id < 0 || e->core.held[id]) {
       n++, t = &en->next;
       continue;
     }
     *t = en->next;
     en->next = NULL;
-    hvd__unsent_add(e, en); /* the table takes it by name */
+    hvd__unsent_add(&e->core, en); /* the table takes it by name */
     hold(e, en, (uint32_t)id);
   }
   mine->reqs = n ? malloc(n * sizeof *mine->reqs) : NULL;
   if (n && !mine->reqs) {
-    pthread_mutex_lock(&e->lock); /* give them back: the engine breaks, and fails them */
-    for (entry **t = &taken; *t; t = &(*t)->next) e->queue_tail = &(*t)->next;
-    *e->queue_tail = e->queue;
-    e->queue = taken;
-    pthread_mutex_unlock(&e->lock);
+    pthread_mutex_lock(&e->core.lock); /* give them back: the engine breaks, and fails them */
+    for (entry **t = &taken; *t; t = &(*t)->next) e->core.queue_tail = &(*t)->next;
+    *e->core.queue_tail = e->core.queue;
+    e->core.queue = taken;
+    pthread_mutex_unlock(&e->core.lock);
     return hvd__err(HVD_E_NOMEM, "allocating %zu requests", n);
   }
   for (entry *en = taken, *next; en; en = next) {
     next = en->next;
     en->next = NULL;
-    hvd__unsent_add(e, en);
+    hvd__unsent_add(&e->core, en);
     mine->reqs[mine->nreq++] = en->w.req;
   }
   return 0;
@@ -155,8 +155,8 @@ static int take_queue(hvd_engine *e, entry *taken, hvd_msg *mine) {
 static int needs_full(hvd_engine *e, const hvd_msg *mine) {
   if (mine->nreq || mine->flags || mine->nfail) return 1;
   uint32_t used = hvd__cache_used(e->cache);
-  for (uint32_t id = 0; e->nheld && id < used; id++) {
-    entry *en = e->held[id];
+  for (uint32_t id = 0; e->core.nheld && id < used; id++) {
+    entry *en = e->core.held[id];
     if (!en || en->held_cycle == e->cycle) continue; /* new: not held long */
     uint64_t now = cycle_us(e);
     if (!en->held_us) en->held_us = now;
@@ -183,7 +183,7 @@ static int fast_exchange(hvd_engine *e, int need, int *full) {
     e->fast = v, e->fast_cap = n;
   }
   e->fast[0] = need ? 0 : 1;
-  for (size_t id = 0; id < used; id++) e->fast[1 + id] = e->held[id] != NULL;
+  for (size_t id = 0; id < used; id++) e->fast[1 + id] = e->core.held[id] != NULL;
   hvd_ar_algo algo;
   int64_t rider = hvd__rider_id(e, &algo);
   if (rider >= 0) HVD__CHECK(hvd__rider_exchange(e, rider, algo, n));
@@ -228,47 +228,41 @@ static int exchange(hvd_engine *e, const hvd_msg *mine, hvd_msg *all) {
 /* Every tensor this rank holds goes into its message as a cache bit. */
 static int add_held_bits(hvd_engine *e, hvd_msg *mine) {
   uint32_t used = hvd__cache_used(e->cache);
-  for (uint32_t id = 0; e->nheld && id < used; id++)
-    if (e->held[id]) HVD__CHECK(hvd__msg_set_bit(mine, id));
+  for (uint32_t id = 0; e->core.nheld && id < used; id++)
+    if (e->core.held[id]) HVD__CHECK(hvd__msg_set_bit(mine, id));
   return 0;
 }
 
-static int full_exchange(hvd_engine *e, hvd_msg *mine, response **rs, int *nrs, int *shutdown) {
+static int full_exchange(hvd_engine *e, hvd_msg *mine, response **rs, int *nrs, int *stop) {
   hvd_msg *all = calloc((size_t)e->size, sizeof *all);
   if (!all) return hvd__err(HVD_E_NOMEM, "allocating %d messages", e->size);
   int rc = add_held_bits(e, mine);
   if (rc == 0) rc = exchange(e, mine, all);
-  if (rc == 0) rc = hvd__negotiate(e, all, rs, nrs, shutdown);
+  if (rc == 0) rc = hvd__negotiate(e, all, rs, nrs, stop);
   for (int q = 0; q < e->size; q++) hvd__msg_free(&all[q]);
   free(all);
   return rc;
 }
 
-/* ---- after responses ran ---- */
-
-void hvd__held_recheck(hvd_engine *e, int64_t id) {
-  entry *en = id >= 0 ? e->held[id] : NULL;
-  if (!en || hvd__request_equal(&en->w.req, hvd__cache_get(e->cache, (uint32_t)id))) return;
-  hvd__unsent_remove(e, en); /* unholds it */
-  pthread_mutex_lock(&e->lock);    /* first in the queue: looked up afresh next cycle */
-  en->next = e->queue;
-  if (!e->queue) e->queue_tail = &en->next;
-  e->queue = en;
-  pthread_mutex_unlock(&e->lock);
-}
-
 /* ---- the cycle ---- */
 
-static int decide(hvd_engine *e, hvd_msg *mine, response **rs, int *nrs, int *shutdown) {
+static int decide(hvd_engine *e, hvd_msg *mine, response **rs, int *nrs, int *stop) {
   int full = 1;
   if (fast_possible(e)) HVD__CHECK(fast_exchange(e, needs_full(e, mine), &full));
   if (full) {
     HVD__BUMP(e->full_cycles);
-    return full_exchange(e, mine, rs, nrs, shutdown);
+    return full_exchange(e, mine, rs, nrs, stop);
   }
   HVD__CHECK(fast_submit(e));
   hvd__rider_learn(e);
   return hvd__negotiate_plan(e, rs, nrs);
+}
+
+/* The engine breaks: every entry this rank has fails with status and
+ * why, those in negotiation's table too. */
+static void break_engine(hvd_engine *e, int status, const char *why) {
+  hvd__engine_break(&e->core, status, why);
+  hvd__table_fail(e, status, why);
 }
 
 /* A response failed fatally: the engine breaks, and the responses
@@ -276,7 +270,7 @@ static int decide(hvd_engine *e, hvd_msg *mine, response **rs, int *nrs, int *sh
 static void fail_all(hvd_engine *e, int rc, response *rest, int n) {
   char why[1024];
   snprintf(why, sizeof why, "%s", hvd_last_error());
-  hvd__engine_break(e, rc, why);
+  break_engine(e, rc, why);
   /* No more cycles here: the peers would wait for this rank's next
    * message until their deadline (a failed malloc, say, breaks no
    * connection), so tell them now (found by the fault sweep). */
@@ -284,7 +278,7 @@ static void fail_all(hvd_engine *e, int rc, response *rest, int n) {
   for (int i = 0; i < n; i++)
     for (int k = 0; k < rest[i].n; k++)
       if (rest[i].items[k]->mine) {
-        hvd__engine_fail_entry(e, rest[i].items[k]->mine, rc, why);
+        hvd__engine_fail_entry(&e->core, rest[i].items[k]->mine, rc, why);
         rest[i].items[k]->mine = NULL;
       }
 }
@@ -292,14 +286,14 @@ static void fail_all(hvd_engine *e, int rc, response *rest, int n) {
 int hvd__cycle(hvd_engine *e, entry *taken, uint32_t flags) {
   hvd_msg mine;
   response *rs = NULL;
-  int nrs = 0, shutdown = 0, i = 0;
+  int nrs = 0, stop = 0, i = 0;
   memset(&mine, 0, sizeof mine);
   mine.flags = flags;
   switch_timeline(e);
   hvd__timeline_cycle(e->tl);
   int rc = take_queue(e, taken, &mine);
   if (rc == 0 && e->rank == 0) hvd__stall_inspect(e, &mine);
-  if (rc == 0) rc = decide(e, &mine, &rs, &nrs, &shutdown);
+  if (rc == 0) rc = decide(e, &mine, &rs, &nrs, &stop);
   for (; rc == 0 && i < nrs; i++) rc = hvd__execute(e, &rs[i]);
   if (rc < 0) fail_all(e, rc, rs + i, nrs - i);
   hvd__responses_free(rs, nrs);
@@ -307,8 +301,10 @@ int hvd__cycle(hvd_engine *e, entry *taken, uint32_t flags) {
   hvd__timeline_tick(e->tl);
   e->cycle++;
   if (rc < 0) return 1;
-  if (shutdown) {
-    hvd__engine_break(e, HVD_E_ABORTED, e->why[0] ? e->why : "hvd_shutdown() was called");
+  if (stop) {
+    char why[sizeof e->core.why];
+    snprintf(why, sizeof why, "%s", e->core.why[0] ? e->core.why : "hvd_shutdown() was called");
+    break_engine(e, stop, why);
     return 1;
   }
   return 0;

@@ -30,19 +30,10 @@
 #include "gpu/staging.h"
 #ifdef HVD_WITH_CUDA
 #include "gpu/cuda/copier_cuda.h"
-#include "gpu/cuda/cudart.h"
 #endif
 
 #define SLOTS 3 /* chunks in flight; their size: HOROVOD_STAGING_CHUNK_BYTES */
 #define DEADLINE_MS 600000 /* one tensor's staging, copies and collectives */
-
-static hvd__copier test_copier;
-static int test_copier_set;
-
-void hvd__device_set_copier(const hvd__copier *c) {
-  test_copier_set = c != NULL;
-  if (c) test_copier = *c;
-}
 
 /* ---- which device tensors run (negotiation) ---- */
 
@@ -88,8 +79,9 @@ int hvd__device_path(int type) {
  * tensor tries again). */
 static int open_copier(hvd_engine *e, int device) {
   if (e->staging) return 0;
-  if (test_copier_set) {
-    e->copier = test_copier;
+  const hvd__copier *test = hvd__device_test_copier();
+  if (test) {
+    e->copier = *test;
   } else {
 #ifdef HVD_WITH_CUDA
     HVD__CHECK(hvd__copier_cuda_create(&e->copier, device));
@@ -117,31 +109,6 @@ void hvd__device_close(hvd_engine *e) {
   if (e->copier_cuda) hvd__copier_cuda_destroy(&e->copier);
 #endif
   e->copier_cuda = 0;
-}
-
-int hvd__device_ready_new(int device, void *stream, void **ready) {
-  *ready = NULL;
-  if (test_copier_set) return 0;
-#ifdef HVD_WITH_CUDA
-  /* No CUDA or no such device: left to the copier agreement, which fails
-   * the tensor on every rank saying why, where failing here would leave
-   * the other ranks waiting for it. */
-  const hvd__cudart *rt;
-  if (hvd__cudart_get(&rt) < 0 || device >= hvd__cudart_device_count(rt)) return 0;
-  return hvd__cuda_ready_event(device, stream, ready);
-#else
-  HVD__UNUSED(device);
-  HVD__UNUSED(stream);
-  return 0;
-#endif
-}
-
-void hvd__device_ready_free(void *ready) {
-#ifdef HVD_WITH_CUDA
-  hvd__cuda_ready_event_free(ready);
-#else
-  HVD__UNUSED(ready);
-#endif
 }
 
 /* Every rank of c has a copier?  The failing rank says why, the others

@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "gpu/copier.h"
+#include "device_ready.h"
 
 struct hvd_engine;
 struct response;
@@ -38,21 +38,7 @@ int hvd__device_path(int type);
 int hvd__device_execute(struct hvd_engine *e, struct response *r, struct hvd_comm *c,
                         int *fatal);
 
-/* At enqueue, on the caller's thread: *ready gets an event recorded on
- * the caller's stream (hvd_opts.stream) of `device`, which the copies of
- * that tensor's buffers wait for on the device.  NULL with a test copier
- * (no streams), or where CUDA cannot be loaded (the copier agreement
- * fails the tensor then, saying why). */
-int hvd__device_ready_new(int device, void *stream, void **ready);
-void hvd__device_ready_free(void *ready);
-
 /* Frees the engine's pipeline and copier. */
 void hvd__device_close(struct hvd_engine *e);
-
-/* For tests (programs that link libhvd's objects): the copier the engine
- * uses for device tensors instead of CUDA's, e.g. a host-memory stand-in
- * whose "device memory" is host memory.  Set before hvd_init; NULL
- * restores CUDA's.  Not part of hvd.h. */
-void hvd__device_set_copier(const hvd__copier *c);
 
 #endif /* HVD_ENGINE_DEVICE_H */

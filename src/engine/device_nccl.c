@@ -331,7 +331,7 @@ void hvd__nccl_close(hvd_engine *e) {
   uint64_t deadline = hvd__now_ms() + CLOSE_MS;
   for (nccl_comm *k = np->comms, *next; k; k = next) {
     next = k->next;
-    int rc = e->broken ? -1 : settle(np, k->comm, np->nc->CommFinalize(k->comm),
+    int rc = e->core.broken ? -1 : settle(np, k->comm, np->nc->CommFinalize(k->comm),
                                      "ncclCommFinalize", deadline);
     if (rc == 0) np->nc->CommDestroy(k->comm);
     else np->nc->CommAbort(k->comm); /* never waits for the peers */

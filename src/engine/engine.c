@@ -1,6 +1,8 @@
 /*
- * engine.c -- the queue application threads feed, the handles they wait
- * on, and who drives the cycles (cycle.c runs one).
+ * engine.c -- the top of the engine: what api.c calls (enqueue, wait,
+ * poll, join, the timeline), the engine's thread, start and stop, and who
+ * drives the cycles (cycle.c runs one; core.c keeps the queue and the
+ * handles).
  *
  * One thread at a time drives: runs cycles, owns the negotiation's state
  * and the transport.  Usually the engine's own thread, which runs a cycle
@@ -42,228 +44,17 @@
 #include "device_nccl.h"
 #include "engine_int.h"
 
-
-/* ---- spare entries and handles (under lock) ---- */
-
-/* How many of each are kept.  None under ASan: a use after the end must
- * meet freed memory there, not a recycled entry. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SPARES_MAX 0
-#else
-#define SPARES_MAX 64
-#endif
-
-static void *spares_take(spare_list *s) {
-  spare_link *x = s->head;
-  if (x) s->head = x->next, s->n--;
-  return x;
-}
-
-/* Keeps p, or frees it when SPARES_MAX are kept already. */
-static void spares_keep(spare_list *s, void *p) {
-  if (s->n >= SPARES_MAX) {
-    free(p);
-    return;
-  }
-  spare_link *x = p;
-  x->next = s->head;
-  s->head = x;
-  s->n++;
-}
-
-static void spares_free(spare_list *s) {
-  for (void *p; (p = spares_take(s));) free(p);
-}
-
-/* What an entry owns besides itself. */
-static void entry_clear(entry *en) {
-  hvd__device_ready_free(en->w.ready);
-  free(en->sendcounts);
-  free(en->ranks);
-  en->w.ready = NULL, en->sendcounts = NULL, en->ranks = NULL;
-}
-
-static op *op_alloc(hvd_engine *e) {
-  op *o = spares_take(&e->spare_ops);
-  return o ? memset(o, 0, sizeof *o) : calloc(1, sizeof *o);
-}
-
-/* ---- handles (under lock) ---- */
-
-/* A handle is (epoch << 48) | (generation of its slot << 32) | (slot + 1):
- * the epoch tells the handles of this engine from those of an engine an
- * earlier hvd_init() started (api.c numbers them), the slot's generation
- * tells it from an earlier handle of the same slot. */
-#define HANDLE_GEN_MASK 0xffffu
-
-static op *op_lookup(hvd_engine *e, hvd_handle h) {
-  if (h <= 0 || ((uint64_t)h >> 48) != e->epoch) return NULL;
-  uint32_t slot = (uint32_t)((uint64_t)h & 0xffffffffu) - 1;
-  uint32_t gen = (uint32_t)((uint64_t)h >> 32) & HANDLE_GEN_MASK;
-  if (slot >= e->nops || !e->ops[slot] || e->gens[slot] != gen) return NULL;
-  return e->ops[slot];
-}
-
 void hvd__engine_set_epoch(hvd_engine *e, uint32_t epoch) {
-  pthread_mutex_lock(&e->lock);
-  e->epoch = epoch & 0x7fffu;
-  pthread_mutex_unlock(&e->lock);
-}
-
-static int op_new(hvd_engine *e, op **out) {
-  uint32_t slot = e->free_slot_hint;
-  while (slot < e->nops && e->ops[slot]) slot++;
-  if (slot == e->nops) {
-    for (slot = 0; slot < e->nops && e->ops[slot]; slot++) {}
-  }
-  if (slot == e->nops) {
-    uint32_t n = e->nops ? 2 * e->nops : 64;
-    op **ops = realloc(e->ops, n * sizeof *ops);
-    if (ops) e->ops = ops;
-    uint32_t *gens = ops ? realloc(e->gens, n * sizeof *gens) : NULL;
-    if (!ops || !gens) return hvd__err(HVD_E_NOMEM, "allocating %u handles", n);
-    e->gens = gens;
-    for (uint32_t i = e->nops; i < n; i++) e->ops[i] = NULL, e->gens[i] = 0;
-    e->nops = n;
-  }
-  op *o = op_alloc(e);
-  if (!o) return hvd__err(HVD_E_NOMEM, "allocating a handle");
-  e->gens[slot] = (e->gens[slot] + 1) & HANDLE_GEN_MASK;
-  o->id = (hvd_handle)(((uint64_t)e->epoch << 48) | ((uint64_t)e->gens[slot] << 32) |
-                       (uint64_t)(slot + 1));
-  e->ops[slot] = o;
-  e->free_slot_hint = slot + 1;
-  *out = o;
-  return 0;
-}
-
-static void op_release(hvd_engine *e, op *o) {
-  uint32_t slot = (uint32_t)((uint64_t)o->id & 0xffffffffu) - 1;
-  e->ops[slot] = NULL;
-  if (slot < e->free_slot_hint) e->free_slot_hint = slot;
-  free(o->msg);
-  spares_keep(&e->spare_ops, o);
-}
-
-/* ---- completion ---- */
-
-/* An op's message for "%s": the strdup() of it in hvd__engine_finish()
- * fails when memory is short, and then the code's description stands in
- * (the fault sweep printed "(null)" before). */
-static const char *op_msg(const op *o) { return o->msg ? o->msg : hvd_strerror(o->status); }
-
-static void entry_free(entry *en) {
-  entry_clear(en);
-  free(en);
-}
-
-static void inflight_remove(hvd_engine *e, entry *en) { hvd__index_remove(&e->inflight, &en->inflight); }
-
-/* Under lock: finishes one entry (cleared already); the handle completes
- * with its last entry.  Returns the handle if that completed it and it has
- * a callback, which run_callback() then calls without the lock. */
-static op *finish_locked(hvd_engine *e, entry *en, int status, const char *msg) {
-  inflight_remove(e, en);
-  op *o = en->op;
-  spares_keep(&e->spare_entries, en);
-  if (status < 0 && o->status == 0) {
-    o->status = status;
-    o->msg = strdup(msg ? msg : "");
-  }
-  if (--o->remaining) return NULL;
-  o->done = 1;
-  HVD__BUMP(e->completions);
-  if (o->cb) return o;
-  pthread_cond_broadcast(&e->cond); /* its waiter */
-  return NULL;
-}
-
-/* Without the lock: o's callback, then o released. */
-static void run_callback(hvd_engine *e, op *o) {
-  /* The callback reads why from hvd_last_error(), as a waiter would. */
-  if (o->status < 0) hvd__err(o->status, "%s", op_msg(o));
-  o->cb(o->id, o->status, o->cb_arg);
-  pthread_mutex_lock(&e->lock);
-  op_release(e, o);
-  pthread_mutex_unlock(&e->lock);
-}
-
-/* Called by the thread driving the cycles (or by stop, after it). */
-void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg) {
-  entry_clear(en);
-  pthread_mutex_lock(&e->lock);
-  op *o = finish_locked(e, en, status, msg);
-  pthread_mutex_unlock(&e->lock);
-  if (o) run_callback(e, o);
-}
-
-/* Fails one entry: the message says which tensor it was, then why. */
-void hvd__engine_fail_entry(hvd_engine *e, entry *en, int status, const char *msg) {
-  char full[1400];
-  snprintf(full, sizeof full, "%s '%s': %s", hvd__req_type_name(en->w.req.type),
-           en->w.req.name, msg);
-  hvd__engine_finish(e, en, status, full);
-}
-
-/* Fails every entry this rank still has with status, and marks the engine
- * broken so new work is refused (HVD_E_ABORTED) with the same reason. */
-void hvd__engine_break(hvd_engine *e, int status, const char *msg) {
-  char why[sizeof e->why];
-  snprintf(why, sizeof why, "%s", msg); /* msg may be this thread's error buffer */
-  pthread_mutex_lock(&e->lock);
-  if (!e->broken) {
-    e->broken = status;
-    snprintf(e->why, sizeof e->why, "%s", why);
-  }
-  entry *queued = e->queue;
-  e->queue = NULL;
-  e->queue_tail = &e->queue;
-  pthread_mutex_unlock(&e->lock);
-  for (entry *en = queued, *next; en; en = next) next = en->next, hvd__engine_fail_entry(e, en, status, why);
-  for (hvd_ilink *l = hvd__index_walk(&e->unsent, NULL), *next; l; l = next) {
-    next = hvd__index_walk(&e->unsent, l);
-    hvd__index_remove(&e->unsent, l);
-    hvd__engine_fail_entry(e, HVD_CONTAINER_OF(l, entry, unsent), status, why);
-  }
-  for (uint32_t id = 0; e->held && id < hvd__cache_capacity(e->cache); id++) e->held[id] = NULL;
-  e->nheld = 0;
-  for (pending *p = e->pending_head, *next; p; p = next) {
-    next = p->next;
-    if (p->mine) hvd__engine_fail_entry(e, p->mine, status, why);
-    hvd__pending_free(p);
-  }
-  e->pending_head = e->pending_tail = NULL;
-  hvd__index_free(&e->table);
-  e->nready = 0;
-  pthread_mutex_lock(&e->lock);
-  if (e->join_op) {
-    e->join_op->status = status;
-    e->join_op->msg = strdup(why);
-    e->join_op->done = 1;
-    e->join_op = NULL;
-  }
-  e->join_requested = 0;
-  pthread_cond_broadcast(&e->cond);
-  pthread_mutex_unlock(&e->lock);
-}
-
-void hvd__engine_join_done(hvd_engine *e, int last) {
-  pthread_mutex_lock(&e->lock);
-  if (e->join_op) {
-    e->join_op->value = last;
-    e->join_op->done = 1;
-    e->join_op = NULL;
-  }
-  e->join_requested = 0;
-  pthread_cond_broadcast(&e->cond);
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
+  e->core.epoch = epoch & 0x7fffu;
+  pthread_mutex_unlock(&e->core.lock);
 }
 
 /* ---- the timeline ---- */
 
 int hvd__engine_set_timeline(hvd_engine *e, hvd_timeline *tl) {
   hvd_timeline *unused = NULL;
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
   if (e->stopped) { /* no engine thread to hand it to: ours to close */
     unused = tl;
   } else {
@@ -272,32 +63,26 @@ int hvd__engine_set_timeline(hvd_engine *e, hvd_timeline *tl) {
     e->tl_swap = 1;
     uint64_t ticket = ++e->tl_asked;
     if (!e->driving) pthread_cond_signal(&e->work);
-    while (e->tl_done < ticket && !e->stopped) pthread_cond_wait(&e->cond, &e->lock);
+    while (e->tl_done < ticket && !e->stopped) pthread_cond_wait(&e->core.cond, &e->core.lock);
   }
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
   hvd__timeline_close(unused);
   return 0;
 }
 
 /* ---- who drives ---- */
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Under lock, nobody driving: whether the engine has nothing in
  * negotiation.  The driver's state may be read here: the last driver left
  * it under the lock. */
 static int is_idle(const hvd_engine *e) {
-  return !e->pending_head && e->unsent.n == e->nheld;
+  return !e->pending_head && e->core.unsent.n == e->core.nheld;
 }
 
 /* Under lock, nobody driving: a cycle is due now whatever the clock says. */
 static int due_now(const hvd_engine *e) {
   return e->stop_requested || e->tl_swap ||
-         (is_idle(e) && (e->queue || e->join_requested || e->nheld));
+         (is_idle(e) && (e->core.queue || e->core.join_requested || e->core.nheld));
 }
 
 /* Under lock, nobody driving, no cycle due_now(): when the next one is.
@@ -321,41 +106,26 @@ static void timed_wait(pthread_cond_t *cond, pthread_mutex_t *lock, uint64_t ns)
   pthread_cond_timedwait(cond, lock, &ts);
 }
 
-uint64_t hvd__engine_clock_ns(hvd_engine *e) {
-  if (!e->cycle_ns) e->cycle_ns = now_ns();
-  return e->cycle_ns;
-}
-
 /* Under lock, taken with driving set; runs one cycle without the lock and
  * gives the role back.  now: the clock, read just before (0: not read).
  * The queue and the flags are taken here, under the lock held anyway. */
 static void drive(hvd_engine *e, uint64_t now) {
-  e->cycle_ns = now;
-  entry *taken = e->queue;
-  e->queue = NULL;
-  e->queue_tail = &e->queue;
+  e->core.cycle_ns = now;
+  entry *taken = e->core.queue;
+  e->core.queue = NULL;
+  e->core.queue_tail = &e->core.queue;
   uint32_t flags = (e->stop_requested ? HVD_MSG_SHUTDOWN : 0u) |
-                   (e->join_requested ? HVD_MSG_JOINED : 0u);
-  pthread_mutex_unlock(&e->lock);
+                   (e->core.join_requested ? HVD_MSG_JOINED : 0u);
+  pthread_mutex_unlock(&e->core.lock);
   int finished = hvd__cycle(e, taken, flags);
-  pthread_mutex_lock(&e->lock);
-  if (e->finish_later) { /* the rider's entry (rider.c): done, under this lock take */
-    entry *en = e->finish_later;
-    e->finish_later = NULL;
-    entry_clear(en);
-    op *o = finish_locked(e, en, 0, NULL);
-    if (o) {
-      pthread_mutex_unlock(&e->lock);
-      run_callback(e, o);
-      pthread_mutex_lock(&e->lock);
-    }
-  }
+  pthread_mutex_lock(&e->core.lock);
+  hvd__engine_finish_later(&e->core); /* the rider's entry: under this take of the lock */
   /* Busy, the next cycle is due a period after this one's start: read
    * now if the cycle did not (its end stands in for its start). */
-  if (!is_idle(e)) e->last_cycle_ns = hvd__engine_clock_ns(e);
+  if (!is_idle(e)) e->last_cycle_ns = hvd__engine_clock_ns(&e->core);
   e->driving = 0;
   if (finished) e->finished = 1;
-  pthread_cond_broadcast(&e->cond); /* callers waiting for the role */
+  pthread_cond_broadcast(&e->core.cond); /* callers waiting for the role */
   /* The engine's thread only when there is something for it now: waking
    * it after every cycle a caller drove would be the hand-off this saves.
    * A cycle due later is its own timed wait's (a period at most). */
@@ -367,19 +137,19 @@ static void drive(hvd_engine *e, uint64_t now) {
  * changes (0).  Callers loop on it until what they wait for happened. */
 static int drive_or_wait(hvd_engine *e, pthread_cond_t *cond) {
   if (e->finished) {
-    pthread_cond_wait(cond, &e->lock);
+    pthread_cond_wait(cond, &e->core.lock);
     return 0;
   }
   if (e->driving) { /* a period at most: the driver need not wake us */
-    timed_wait(cond, &e->lock, now_ns() + (uint64_t)(e->cycle_ms * 1e6) + 1000);
+    timed_wait(cond, &e->core.lock, hvd__now_ns() + (uint64_t)(e->cycle_ms * 1e6) + 1000);
     return 0;
   }
   uint64_t now = 0;
   if (!due_now(e)) {
-    now = now_ns();
+    now = hvd__now_ns();
     uint64_t due = due_at(e, now);
     if (due > now) {
-      timed_wait(cond, &e->lock, due);
+      timed_wait(cond, &e->core.lock, due);
       return 0;
     }
   }
@@ -410,36 +180,36 @@ static int wants_wakeup(const hvd_engine *e) {
  * core from them). */
 static void watch_for_work(hvd_engine *e, uint32_t completions) {
   if (!e->watch_ns ||
-      atomic_load_explicit(&e->completions, memory_order_relaxed) == completions)
+      atomic_load_explicit(&e->core.completions, memory_order_relaxed) == completions)
     return;
   uint32_t kicks = atomic_load_explicit(&e->kicks, memory_order_relaxed);
-  pthread_mutex_unlock(&e->lock);
-  uint64_t until = now_ns() + (uint64_t)e->watch_ns;
+  pthread_mutex_unlock(&e->core.lock);
+  uint64_t until = hvd__now_ns() + (uint64_t)e->watch_ns;
   for (int i = 1; atomic_load_explicit(&e->kicks, memory_order_relaxed) == kicks; i++) {
-    if (i % 64 == 0 && now_ns() > until) {
-      pthread_mutex_lock(&e->lock);
+    if (i % 64 == 0 && hvd__now_ns() > until) {
+      pthread_mutex_lock(&e->core.lock);
       return;
     }
     if (i % 16 == 0) sched_yield(); /* a peer's thread may share our core */
   }
   HVD__BUMP(e->watched);
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
 }
 
 static void *engine_main(void *arg) {
   hvd_engine *e = arg;
   hvd__log_set_rank(e->rank);
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
   while (!e->finished) {
-    uint32_t completions = atomic_load_explicit(&e->completions, memory_order_relaxed);
+    uint32_t completions = atomic_load_explicit(&e->core.completions, memory_order_relaxed);
     if (drive_or_wait(e, &e->work) && !e->finished && !e->driving && !due_now(e)) {
-      uint64_t now = now_ns();
+      uint64_t now = hvd__now_ns();
       if (due_at(e, now) > now) watch_for_work(e, completions);
     }
   }
   e->stopped = 1;
-  pthread_cond_broadcast(&e->cond);
-  pthread_mutex_unlock(&e->lock);
+  pthread_cond_broadcast(&e->core.cond);
+  pthread_mutex_unlock(&e->core.lock);
   return NULL;
 }
 
@@ -448,14 +218,13 @@ static void *engine_main(void *arg) {
 /* The cache and what is sized by its capacity. */
 static int cache_create(hvd_engine *e, uint32_t capacity) {
   hvd__cache_destroy(e->cache);
-  free(e->held);
   free(e->alone_next);
   e->cache = NULL;
-  e->held = calloc(capacity ? capacity : 1, sizeof *e->held);
   e->alone_next = calloc(capacity ? capacity : 1, sizeof *e->alone_next);
   e->rider = e->alone_last = -1;
-  if (!e->held || !e->alone_next)
+  if (!e->alone_next)
     return hvd__err(HVD_E_NOMEM, "allocating %u cache entries", (unsigned)capacity);
+  HVD__CHECK(hvd__core_held_alloc(&e->core, capacity));
   return hvd__cache_create(capacity, &e->cache);
 }
 
@@ -506,29 +275,19 @@ void hvd__engine_dealloc(hvd_engine *e) {
   hvd__timeline_close(e->tl);
   hvd__timeline_close(e->tl_next);
   hvd__psets_free(e);
-  spares_free(&e->spare_entries);
-  spares_free(&e->spare_ops);
-  for (uint32_t i = 0; i < e->nops; i++)
-    if (e->ops[i]) free(e->ops[i]->msg), free(e->ops[i]);
-  free(e->ops);
-  free(e->gens);
   free(e->joined);
   free(e->join_cycle);
   free(e->scratch);
   hvd__device_close(e);
   hvd__nccl_close(e);
-  free(e->held);
   free(e->alone_next);
   free(e->ready);
   free(e->fast);
   free(e->rider_buf);
   hvd__autotune_destroy(e->tuner);
   free(e->tune_log);
-  hvd__index_free(&e->inflight);
-  hvd__index_free(&e->unsent);
   hvd__index_free(&e->table);
-  pthread_mutex_destroy(&e->lock);
-  pthread_cond_destroy(&e->cond);
+  hvd__core_free(&e->core);
   pthread_cond_destroy(&e->work);
   free(e);
 }
@@ -536,14 +295,8 @@ void hvd__engine_dealloc(hvd_engine *e) {
 int hvd__engine_alloc(int rank, int size, uint32_t cache_capacity, hvd_engine **out) {
   hvd_engine *e = calloc(1, sizeof *e);
   if (!e) return hvd__err(HVD_E_NOMEM, "allocating the engine");
-  pthread_mutex_init(&e->lock, NULL);
-  pthread_condattr_t attr; /* deadlines are on CLOCK_MONOTONIC */
-  pthread_condattr_init(&attr);
-  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_cond_init(&e->cond, &attr);
-  pthread_cond_init(&e->work, &attr);
-  pthread_condattr_destroy(&attr);
-  e->queue_tail = &e->queue;
+  hvd__core_init(&e->core);
+  hvd__cond_init(&e->work);
   e->rank = rank;
   e->size = size;
   e->next_pset_id = 1;
@@ -587,10 +340,10 @@ int hvd__engine_start(hvd_comm *global, hvd_engine **out) {
 
 void hvd__engine_stop(hvd_engine *e) {
   if (!e) return;
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
   e->stop_requested = 1;
   pthread_cond_signal(&e->work);
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
   pthread_join(e->thread, NULL);
 }
 
@@ -599,7 +352,8 @@ void hvd__engine_free(hvd_engine *e) { hvd__engine_dealloc(e); }
 /* ---- what application threads call ---- */
 
 static int name_in_flight(hvd_engine *e, const hvd_request *r, uint64_t key) {
-  for (hvd_ilink *l = hvd__index_first(&e->inflight, key); l; l = hvd__index_next(&e->inflight, l)) {
+  hvd_index *in = &e->core.inflight;
+  for (hvd_ilink *l = hvd__index_first(in, key); l; l = hvd__index_next(in, l)) {
     const entry *en = HVD_CONTAINER_OF(l, entry, inflight);
     if (en->w.req.process_set == r->process_set && strcmp(en->w.req.name, r->name) == 0) return 1;
   }
@@ -628,12 +382,12 @@ static int entry_new(const hvd_work *w, int size, entry *spare, entry **out) {
   }
   if ((w->req.type == HVD_REQ_ALLTOALL && !en->sendcounts) ||
       (w->req.type == HVD_REQ_PSET_ADD && !en->ranks)) {
-    entry_free(en);
+    hvd__entry_free(en);
     return hvd__err(HVD_E_NOMEM, "copying the counts of '%s'", w->req.name);
   }
   int rc = w->req.on_device ? hvd__device_ready_new(w->device, w->stream, &en->w.ready) : 0;
   if (rc < 0) {
-    entry_free(en);
+    hvd__entry_free(en);
     return rc;
   }
   *out = en;
@@ -642,8 +396,8 @@ static int entry_new(const hvd_work *w, int size, entry *spare, entry **out) {
 
 /* Under lock: the checks that need the engine's state. */
 static int admit(hvd_engine *e, const hvd_work *works, entry *const *ens, int n) {
-  if (e->broken || e->stopped)
-    return hvd__err(HVD_E_ABORTED, "the engine stopped: %s", e->why);
+  if (e->core.broken || e->stopped)
+    return hvd__err(HVD_E_ABORTED, "the engine stopped: %s", e->core.why);
   for (int i = 0; i < n; i++) {
     const hvd_request *r = &works[i].req;
     if (name_in_flight(e, r, ens[i]->key))
@@ -662,7 +416,7 @@ static int queue_locked(hvd_engine *e, const hvd_work *works, entry *const *ens,
                         hvd_callback cb, void *arg, int will_wait, op **out) {
   op *o = NULL;
   HVD__CHECK(admit(e, works, ens, n));
-  HVD__CHECK(op_new(e, &o));
+  HVD__CHECK(hvd__op_new(&e->core, &o));
   o->remaining = n;
   o->cb = cb;
   o->cb_arg = arg;
@@ -671,9 +425,9 @@ static int queue_locked(hvd_engine *e, const hvd_work *works, entry *const *ens,
      * of an operation in flight, which the engine thread writes. */
     if (works[i].out) *works[i].out = NULL;
     ens[i]->op = o;
-    *e->queue_tail = ens[i];
-    e->queue_tail = &ens[i]->next;
-    hvd__index_add(&e->inflight, &ens[i]->inflight, ens[i]->key);
+    *e->core.queue_tail = ens[i];
+    e->core.queue_tail = &ens[i]->next;
+    hvd__index_add(&e->core.inflight, &ens[i]->inflight, ens[i]->key);
   }
   if (!will_wait && wants_wakeup(e)) {
     HVD__BUMP(e->kicks);
@@ -689,65 +443,65 @@ hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_
   int rc = ens ? 0 : hvd__err(HVD_E_NOMEM, "allocating %d entries", n);
   entry *spare = NULL;
   if (rc == 0 && n == 1) { /* groups allocate theirs */
-    pthread_mutex_lock(&e->lock);
-    spare = spares_take(&e->spare_entries);
-    pthread_mutex_unlock(&e->lock);
+    pthread_mutex_lock(&e->core.lock);
+    spare = hvd__entry_spare(&e->core);
+    pthread_mutex_unlock(&e->core.lock);
   }
   for (int i = 0; rc == 0 && i < n; i++) rc = entry_new(&works[i], e->size, spare, &ens[i]);
   op *o = NULL;
   hvd_handle id = 0; /* read under the lock: with a callback, o may be gone after it */
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
   if (rc == 0) rc = queue_locked(e, works, ens, n, cb, arg, will_wait, &o);
   if (rc == 0) id = o->id;
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
   if (rc < 0)
     for (int i = 0; ens && i < n; i++)
-      if (ens[i]) entry_free(ens[i]);
+      if (ens[i]) hvd__entry_free(ens[i]);
   if (ens != &one) free(ens);
   return rc < 0 ? rc : id;
 }
 
 int hvd__engine_poll(hvd_engine *e, hvd_handle h) {
-  pthread_mutex_lock(&e->lock);
-  op *o = op_lookup(e, h);
+  pthread_mutex_lock(&e->core.lock);
+  op *o = hvd__op_lookup(&e->core, h);
   int rc = !o ? hvd__err(HVD_E_INVALID, "unknown or released handle %lld", (long long)h)
                : o->done ? 1 : 0;
   if (o && o->done && o->status < 0) {
-    rc = hvd__err(o->status, "%s", op_msg(o));
-    op_release(e, o);
+    rc = hvd__err(o->status, "%s", hvd__op_msg(o));
+    hvd__op_release(&e->core, o);
   }
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
   return rc;
 }
 
 /* Under lock: waits for o, driving cycles while nobody else does, and
  * releases it; its status, and its value into *value. */
 static int wait_locked(hvd_engine *e, op *o, int64_t *value) {
-  uint64_t start_ns = o->done || !e->tl_on ? 0 : now_ns(); /* for the timeline */
+  uint64_t start_ns = o->done || !e->tl_on ? 0 : hvd__now_ns(); /* for the timeline */
   /* A stopped engine has finished every entry it knew; one it lost would
    * leave this wait without an end, so stop waiting then too. */
-  while (!o->done && !e->stopped) drive_or_wait(e, &e->cond);
+  while (!o->done && !e->stopped) drive_or_wait(e, &e->core.cond);
   if (!o->done) /* o stays: a lost entry may still point to it */
     return hvd__err(HVD_E_ABORTED, "the engine stopped before handle %lld completed: %s",
-                    (long long)o->id, e->why);
+                    (long long)o->id, e->core.why);
   if (start_ns && e->tl_on && e->nwaits < HVD_WAITS_MAX) {
     e->waits[e->nwaits].start_us = start_ns / 1000;
-    e->waits[e->nwaits++].end_us = now_ns() / 1000;
+    e->waits[e->nwaits++].end_us = hvd__now_ns() / 1000;
   }
   int rc = o->status;
-  if (rc < 0) hvd__err(rc, "%s", op_msg(o));
+  if (rc < 0) hvd__err(rc, "%s", hvd__op_msg(o));
   if (value) *value = o->value;
-  op_release(e, o);
+  hvd__op_release(&e->core, o);
   return rc;
 }
 
 int hvd__engine_wait(hvd_engine *e, hvd_handle h, int64_t *value) {
-  pthread_mutex_lock(&e->lock);
-  op *o = op_lookup(e, h);
+  pthread_mutex_lock(&e->core.lock);
+  op *o = hvd__op_lookup(&e->core, h);
   int rc = !o || o->cb ? hvd__err(HVD_E_INVALID, "unknown or released handle %lld%s",
                                   (long long)h, o ? " (it completes through its callback)" : "")
                        : wait_locked(e, o, value);
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
   return rc;
 }
 
@@ -765,33 +519,34 @@ int hvd__engine_run(hvd_engine *e, const hvd_work *works, int n, int64_t *value,
    * a small allreduce's time on this path). */
   entry *en = NULL;
   op *o = NULL;
-  pthread_mutex_lock(&e->lock);
-  int rc = entry_new(works, e->size, spares_take(&e->spare_entries), &en);
+  pthread_mutex_lock(&e->core.lock);
+  int rc = entry_new(works, e->size, hvd__entry_spare(&e->core), &en);
   if (rc == 0) rc = queue_locked(e, works, &en, 1, NULL, NULL, 1, &o);
   if (rc == 0) {
     *queued = 1;
     rc = wait_locked(e, o, value);
   }
-  pthread_mutex_unlock(&e->lock);
-  if (!*queued && en) entry_free(en);
+  pthread_mutex_unlock(&e->core.lock);
+  if (!*queued && en) hvd__entry_free(en);
   return rc;
 }
 
 int hvd__engine_join(hvd_engine *e) {
   op *o = NULL;
-  pthread_mutex_lock(&e->lock);
-  int rc = (e->broken || e->stopped) ? hvd__err(HVD_E_ABORTED, "the engine stopped: %s", e->why)
-           : e->join_op ? hvd__err(HVD_E_INVALID, "hvd_join is already running on this rank")
-                        : op_new(e, &o);
+  pthread_mutex_lock(&e->core.lock);
+  int rc = (e->core.broken || e->stopped)
+               ? hvd__err(HVD_E_ABORTED, "the engine stopped: %s", e->core.why)
+           : e->core.join_op ? hvd__err(HVD_E_INVALID, "hvd_join is already running on this rank")
+                             : hvd__op_new(&e->core, &o);
   if (rc == 0) {
     o->remaining = 1;
-    e->join_op = o;
-    e->join_requested = 1;
-    while (!o->done) drive_or_wait(e, &e->cond);
-    rc = o->status < 0 ? hvd__err(o->status, "%s", op_msg(o)) : (int)o->value;
-    op_release(e, o);
+    e->core.join_op = o;
+    e->core.join_requested = 1;
+    while (!o->done) drive_or_wait(e, &e->core.cond);
+    rc = o->status < 0 ? hvd__err(o->status, "%s", hvd__op_msg(o)) : (int)o->value;
+    hvd__op_release(&e->core, o);
   }
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
   return rc;
 }
 
@@ -810,7 +565,7 @@ int hvd__engine_pset_info(hvd_engine *e, int id, int *rank, int *size) {
     *rank = e->rank, *size = e->size;
     return 0;
   }
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
   pset *p = hvd__pset_find(e, id);
   int rc = 0;
   if (id == 0) {
@@ -821,6 +576,6 @@ int hvd__engine_pset_info(hvd_engine *e, int id, int *rank, int *size) {
     *rank = p->member ? p->comm.rank : -1;
     *size = p->n;
   }
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
   return rc;
 }

@@ -1,17 +1,22 @@
 /*
- * engine_int.h -- the engine's private state, shared by its files:
- *   engine.c     handles, the queue from application threads, who drives
- *                the cycles (the engine's thread, or a caller waiting on
- *                an idle engine)
+ * engine_int.h -- the engine's private state, shared by its files, which
+ * call one way, each only the ones below it (tests/layers/check.sh order):
+ *   engine.c     what api.c calls, the engine's thread, start and stop,
+ *                who drives the cycles (the engine's thread, or a caller
+ *                waiting on an idle engine)
  *   cycle.c      one cycle: this rank's part, the exchange (the cached
  *                fast path, or every rank's message), the responses run
  *   negotiate.c  the cycle's deterministic decision: pending table,
- *                readiness, agreement, fusion into responses
- *   execute.c    running responses: fused layouts, joined ranks' zeros
- *   pset.c       process sets
+ *                readiness, agreement, fusion into responses; rider.c
+ *                beside it: a small allreduce carried in the fast path
+ *   execute.c    running responses: joined ranks' zeros, the set's
+ *                collectives; device.c (device.h) for device tensors
+ *   pset.c       process sets; tuning.c the autotuner's side of a cycle
+ *   core.c       the bottom (core.h): the queue, handles, this rank's
+ *                entries, completion, failure, the cycle's clock
  *
- * Locking: `lock` guards the queue, the handles, the names in flight and
- * the flags application threads set.  Everything else belongs to the
+ * Locking: core.lock guards the queue, the handles, the names in flight
+ * and the flags application threads set.  Everything else belongs to the
  * thread driving the cycle: one thread at a time (`driving`, taken and
  * given back under the lock, so each driver sees what the last one left).
  */
@@ -27,50 +32,10 @@
 #include "gpu/copier.h"
 #include "cache.h"
 #include "engine.h"
+#include "core.h"
 #include "index.h"
 #include "message.h"
 #include "timeline.h"
-
-/* A handle: one or more entries (a group) complete it. */
-typedef struct op {
-  hvd_handle id;
-  int remaining; /* entries not finished */
-  int done;
-  int status;     /* 0 or the first error */
-  char *msg;      /* the first error's message */
-  int64_t value;  /* join: last rank; process set add: its id */
-  hvd_callback cb;
-  void *cb_arg;
-} op;
-
-/* Dead objects of one type kept for reuse (engine.c), linked through
- * their own first bytes: nothing else reads them while they are here. */
-typedef struct spare_link {
-  struct spare_link *next;
-} spare_link;
-typedef struct {
-  spare_link *head;
-  int n;
-} spare_list;
-
-/* One tensor of this rank, from enqueue to completion. */
-typedef struct entry {
-  hvd_work w;
-  size_t *sendcounts; /* alltoall: a copy */
-  int *ranks;         /* process set add: a copy */
-  op *op;
-  uint64_t key;       /* hvd__index_key of its name and set */
-  hvd_ilink inflight; /* e->inflight: every entry not finished (the duplicate check) */
-  hvd_ilink unsent;   /* e->unsent: taken from the queue, not yet in the pending table */
-  int64_t held;       /* the response cache's id while this rank holds it for the
-                       * cached fast path (e->held[id]), else -1 */
-  uint64_t held_us;   /* when it started waiting there (hvd__now_us), read only
-                       * with a timeline (this rank's "ready" when the fast path
-                       * runs it) or at the next cycle that finds it held; 0: not yet */
-  uint64_t held_cycle; /* the cycle that began holding it */
-  int prereduced;     /* rider.c reduced it into recvbuf: execute only scales it */
-  struct entry *next; /* the queue */
-} entry;
 
 enum { P_WAITING, P_READY, P_TAKEN };
 
@@ -121,13 +86,10 @@ typedef struct response {
 } response;
 
 struct hvd_engine {
+  hvd__core core;      /* core.c: the queue, handles, this rank's entries, the lock */
   pthread_t thread;
-  pthread_mutex_t lock;
-  pthread_cond_t cond; /* a handle finished */
   pthread_cond_t work; /* work arrived for an idle engine (CLOCK_MONOTONIC) */
-  /* Under lock: */
-  entry *queue, **queue_tail;
-  hvd_index inflight; /* entries enqueued and not finished, for the duplicate-name check */
+  /* Under core.lock: */
   int driving;        /* a thread runs cycles (see engine.c) */
   int finished;       /* a cycle ended the engine (shutdown or failure) */
   /* The period's clock (engine.c).  last_cycle_ns: when the last cycle
@@ -135,21 +97,11 @@ struct hvd_engine {
    * while busy; beat_ns: when the heartbeat's period began, that is when
    * cycle was seen to be beat_cycle. */
   uint64_t last_cycle_ns, beat_ns, beat_cycle;
-  op **ops;        /* handle table, indexed by slot */
-  uint32_t *gens;  /* generation per slot */
-  uint32_t nops, free_slot_hint;
-  int stop_requested, join_requested, stopped;
-  int broken;
-  char why[1024];  /* what broke or stopped the engine */
-  op *join_op;
-  /* Finished entries and released handles kept for the next enqueue:
-   * otherwise each collective costs a calloc and a free of both, a fifth
-   * of a small allreduce's time in the engine (engine.c). */
-  spare_list spare_entries, spare_ops;
-  /* Enqueues that asked for the engine's thread, and operations completed
-   * (engine.c: the thread watches the first a while after it completed
-   * one of the second).  Atomic: it reads them without the lock. */
-  _Atomic uint32_t kicks, completions;
+  int stop_requested, stopped;
+  /* Enqueues that asked for the engine's thread (engine.c: the thread
+   * watches for them a while after it completed an operation).  Atomic:
+   * it reads them without the lock. */
+  _Atomic uint32_t kicks;
   _Atomic uint64_t watched; /* watches a kick ended, for tests */
   int64_t watch_ns; /* how long; 0: never (ranks outnumber cores) */
   /* hvd_start_timeline / hvd_stop_timeline: the timeline to switch to at
@@ -170,7 +122,6 @@ struct hvd_engine {
   int rank, size;
   pset *psets;
   int next_pset_id;
-  uint32_t epoch; /* the top bits of every handle (hvd__engine_set_epoch) */
   hvd_cache *cache;
   hvd_timeline *tl;
   double cycle_ms;
@@ -183,9 +134,6 @@ struct hvd_engine {
   pending **ready;    /* the table's ready tensors not yet planned */
   size_t nready, ready_cap;
   int rescan;         /* readiness may have changed for any tensor (joins, sets) */
-  hvd_index unsent;   /* this rank's entries not yet in the pending table */
-  entry **held;       /* [cache capacity]: the entry this rank holds under each id */
-  uint32_t nheld;
   uint8_t *fast;      /* the fast path's vector */
   size_t fast_cap;
   int64_t rider;      /* rider.c: the cache id that may ride the vector, or -1 */
@@ -222,37 +170,11 @@ struct hvd_engine {
   uint64_t join_since_ms, join_warned_ms; /* local clock: the stall inspector's */
   uint64_t *join_cycle;
   uint64_t cycle;
-  entry *finish_later; /* finished in this cycle, completed by drive() under the lock
-                        * it takes after the cycle anyway (rider.c) */
-  uint64_t cycle_ns;  /* when this cycle began (CLOCK_MONOTONIC), 0 until read:
-                       * hvd__engine_clock_ns() */
   void *scratch;      /* zeros for a joined rank, scratch for broadcast/reducescatter */
   size_t scratch_cap;
 };
 
 /* engine.c */
-void hvd__engine_finish(hvd_engine *e, entry *en, int status, const char *msg);
-void hvd__engine_break(hvd_engine *e, int status, const char *msg);
-/* hvd__engine_finish with "<op> '<tensor>': " before msg. */
-void hvd__engine_fail_entry(hvd_engine *e, entry *en, int status, const char *msg);
-
-/* c + 1, for the engine's atomic counters: one thread at a time writes
- * each (the driver, or a holder of the lock) and others only read, so a
- * relaxed load and store do, not a locked read-modify-write (about 20
- * cycles each, three of them on every small call's way). */
-#define HVD__BUMP(c) \
-  atomic_store_explicit(&(c), atomic_load_explicit(&(c), memory_order_relaxed) + 1, \
-                        memory_order_relaxed)
-
-/* The driver's clock for this cycle (ns, CLOCK_MONOTONIC): read at its
- * first use in the cycle, then the same.  A small operation on an idle
- * engine runs without reading it (at 20-25 ns a read on a VM, a tenth of
- * the whole call). */
-uint64_t hvd__engine_clock_ns(hvd_engine *e);
-
-/* Completes the join round: every rank's hvd_join returns `last`. */
-void hvd__engine_join_done(hvd_engine *e, int last);
-
 /* Allocates an engine of `size` ranks without a thread or a
  * communicator (global NULL): the state negotiation needs, for
  * hvd__engine_start and for tests that drive negotiation by hand. */
@@ -264,9 +186,6 @@ void hvd__engine_dealloc(hvd_engine *e);
  * HVD_MSG_JOINED) read with it under the lock.  0: go on; 1: the engine
  * finished (shutdown, or a failure that broke it). */
 int hvd__cycle(hvd_engine *e, entry *taken, uint32_t flags);
-/* The cache gave id (-1: none) another tensor or new parameters: an entry
- * this rank holds under it goes back to the queue. */
-void hvd__held_recheck(hvd_engine *e, int64_t id);
 
 /* negotiate.c */
 /* Step 1 for one rank's full message (every rank applies every rank's). */
@@ -276,18 +195,16 @@ int hvd__negotiate_agreed(hvd_engine *e, uint32_t id);
 /* Steps 2-4: the responses to run, in order. */
 int hvd__negotiate_plan(hvd_engine *e, response **out, int *nout);
 /* The flags of every rank's message: shutdown, joins, stall failures.
- * *shutdown set when the engine must stop; returns 1 when the stall
- * inspector made every rank give up (nothing else runs this cycle). */
-int hvd__negotiate_flags(hvd_engine *e, const hvd_msg *msgs, int *shutdown);
-int hvd__negotiate(hvd_engine *e, hvd_msg *msgs, response **out, int *nout, int *shutdown);
-void hvd__pending_free(pending *p);
-void hvd__responses_free(response *rs, int n);
+ * *stop set when the engine must stop: HVD_E_ABORTED (a rank called
+ * hvd_shutdown) or HVD_E_TIMEOUT (the stall inspector made every rank
+ * give up), core.why saying why; returns 1 in the second case (nothing
+ * else runs this cycle). */
+int hvd__negotiate_flags(hvd_engine *e, const hvd_msg *msgs, int *stop);
+int hvd__negotiate(hvd_engine *e, hvd_msg *msgs, response **out, int *nout, int *stop);
 void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine);
-/* This rank's unsent entry for req, taken out of e->unsent (NULL: none). */
-entry *hvd__unsent_take(hvd_engine *e, const hvd_request *req);
-void hvd__unsent_add(hvd_engine *e, entry *en);
-/* The same for an entry in hand (no lookup by name). */
-void hvd__unsent_remove(hvd_engine *e, entry *en);
+/* Fails this rank's tensors in the table with status and msg, and
+ * empties it (the engine breaking, cycle.c). */
+void hvd__table_fail(hvd_engine *e, int status, const char *msg);
 
 /* rider.c: the id that may ride this cycle's fast exchange (-1: none)
  * and the algorithm its collective would run; the vector's exchange with
@@ -301,15 +218,9 @@ void hvd__rider_learn(hvd_engine *e);
 
 /* execute.c */
 int hvd__execute(hvd_engine *e, response *r);
-/* allgather or alltoall (type) of host memory on c through the set's
- * collectives: *out malloc()ed, counts[c->size] received per rank. */
-int hvd__gather(hvd_comm *c, int type, const void *send, size_t count,
-                const size_t *sendcounts, size_t esize, void **out, size_t *counts);
-/* An allgather's or alltoall's result (out, counts[n]) handed to en's
- * caller, whichever path made it. */
-void hvd__gather_deliver(entry *en, void *out, const size_t *counts, int n);
-/* SIZE_MAX when the sum does not fit (counts a peer sent). */
-size_t hvd__counts_sum(const size_t *counts, int n);
+/* Negotiation's tensors, once out of its table, and a cycle's responses. */
+void hvd__pending_free(pending *p);
+void hvd__responses_free(response *rs, int n);
 
 /* tuning.c: the autotuner's side of the cycle */
 int hvd__tuning_start(hvd_engine *e);

@@ -175,23 +175,6 @@ static int run_broadcast(const job *j, pending *p) {
   return hvd__coll_broadcast(j->c, buf, bytes, p->req.root);
 }
 
-int hvd__gather(hvd_comm *c, int type, const void *send, size_t count,
-                const size_t *sendcounts, size_t esize, void **out, size_t *counts) {
-  if (type == HVD_REQ_ALLTOALL) return hvd__coll_alltoall(c, send, sendcounts, esize, out, counts);
-  return hvd__coll_allgather(c, send, count, esize, out, counts);
-}
-
-void hvd__gather_deliver(entry *en, void *out, const size_t *counts, int n) {
-  *en->w.out = out;
-  if (en->w.out_counts) memcpy(en->w.out_counts, counts, (size_t)n * sizeof *counts);
-}
-
-size_t hvd__counts_sum(const size_t *counts, int n) {
-  size_t s = 0;
-  for (int i = 0; i < n; i++) s = counts[i] > SIZE_MAX - s ? SIZE_MAX : s + counts[i];
-  return s;
-}
-
 /* allgather and alltoall: the result is the caller's (a joined rank
  * standing in for an allgather sends nothing and drops it; negotiation
  * refuses alltoall then). */
@@ -246,6 +229,22 @@ static int run_single(const job *j, pending *p, int64_t *value) {
   }
 }
 
+void hvd__pending_free(pending *p) {
+  if (!p) return;
+  free(p->reqs);
+  free(p->submitted);
+  free(p);
+}
+
+void hvd__responses_free(response *rs, int n) {
+  for (int i = 0; i < n; i++) {
+    for (int k = 0; k < rs[i].n; k++) hvd__pending_free(rs[i].items[k]);
+    free(rs[i].items);
+    free(rs[i].errmsg);
+  }
+  free(rs);
+}
+
 /* Finishes every item of r with status; frees them.  A failure's message
  * is given without the tensor: each item's names its own. */
 static void finish_all(hvd_engine *e, response *r, int status, const char *msg, int64_t value) {
@@ -253,9 +252,9 @@ static void finish_all(hvd_engine *e, response *r, int status, const char *msg, 
   if (status < 0) snprintf(why, sizeof why, "%s", msg ? msg : ""); /* may be this thread's error */
   for (int i = 0; i < r->n; i++) {
     pending *p = r->items[i];
-    if (p->mine && status < 0 && !r->error) hvd__engine_fail_entry(e, p->mine, status, why);
-    else if (p->mine && status < 0) hvd__engine_finish(e, p->mine, status, why);
-    else if (p->mine) p->mine->op->value = value, hvd__engine_finish(e, p->mine, 0, NULL);
+    if (p->mine && status < 0 && !r->error) hvd__engine_fail_entry(&e->core, p->mine, status, why);
+    else if (p->mine && status < 0) hvd__engine_finish(&e->core, p->mine, status, why);
+    else if (p->mine) p->mine->op->value = value, hvd__engine_finish(&e->core, p->mine, 0, NULL);
     hvd__pending_free(p);
   }
   r->n = 0;
@@ -266,7 +265,8 @@ int hvd__execute(hvd_engine *e, response *r) {
     finish_all(e, r, r->error, r->errmsg ? r->errmsg : "out of memory describing the error", 0);
     return 0;
   }
-  for (int i = 0; i < r->n; i++) hvd__held_recheck(e, hvd__cache_put(e->cache, &r->items[i]->req));
+  for (int i = 0; i < r->n; i++)
+    hvd__held_recheck(&e->core, e->cache, hvd__cache_put(e->cache, &r->items[i]->req));
   const hvd_request *req = &r->items[0]->req;
   job j = {e, r, comm_of(e, req), (hvd_dtype)req->dtype, hvd_dtype_size((hvd_dtype)req->dtype)};
   /* Process set changes involve every rank; collectives only members. */

@@ -41,48 +41,8 @@
 /* The stall inspector's walk of the table happens at most this often. */
 #define INSPECT_EVERY_MS 1000
 
-void hvd__pending_free(pending *p) {
-  if (!p) return;
-  free(p->reqs);
-  free(p->submitted);
-  free(p);
-}
-
-void hvd__responses_free(response *rs, int n) {
-  for (int i = 0; i < n; i++) {
-    for (int k = 0; k < rs[i].n; k++) hvd__pending_free(rs[i].items[k]);
-    free(rs[i].items);
-    free(rs[i].errmsg);
-  }
-  free(rs);
-}
-
-/* ---- this rank's entries not yet in the table ---- */
-
 static int same_tensor(const hvd_request *a, const char *name, int32_t set) {
   return a->process_set == set && strcmp(a->name, name) == 0;
-}
-
-void hvd__unsent_add(hvd_engine *e, entry *en) { hvd__index_add(&e->unsent, &en->unsent, en->key); }
-
-void hvd__unsent_remove(hvd_engine *e, entry *en) {
-  hvd__index_remove(&e->unsent, &en->unsent);
-  if (en->held >= 0) {
-    e->held[en->held] = NULL;
-    e->nheld--;
-    en->held = -1;
-  }
-}
-
-entry *hvd__unsent_take(hvd_engine *e, const hvd_request *req) {
-  uint64_t key = hvd__index_key(req->name, req->process_set);
-  for (hvd_ilink *l = hvd__index_first(&e->unsent, key); l; l = hvd__index_next(&e->unsent, l)) {
-    entry *en = HVD_CONTAINER_OF(l, entry, unsent);
-    if (!same_tensor(&en->w.req, req->name, req->process_set)) continue;
-    hvd__unsent_remove(e, en);
-    return en;
-  }
-  return NULL;
 }
 
 /* ---- the table ---- */
@@ -250,7 +210,7 @@ static int submit(hvd_engine *e, int q, const hvd_request *req, int *scratch) {
   p->submitted[q] = 1;
   p->nsubmitted++;
   tick(e, req->name, q, 0);
-  if (q == e->rank) p->mine = hvd__unsent_take(e, req);
+  if (q == e->rank) p->mine = hvd__unsent_take(&e->core, req);
   return update_ready(e, p, scratch);
 }
 
@@ -279,11 +239,11 @@ int hvd__negotiate_agreed(hvd_engine *e, uint32_t id) {
    * ranks' readiness, this rank knows its own, since it began holding the
    * tensor.  That is its tick here (each rank's file has its own; without
    * it the report saw only the full exchanges, issue 30). */
-  uint64_t since = e->held[id] ? e->held[id]->held_us : 0;
+  uint64_t since = e->core.held[id] ? e->core.held[id]->held_us : 0;
   HVD__CHECK(pending_new(e, req, key, 1, since, &p));
   tick(e, req->name, e->rank, since);
   p->nsubmitted = e->size;
-  p->mine = hvd__unsent_take(e, req);
+  p->mine = hvd__unsent_take(&e->core, req);
   e->visits++;
   HVD__CHECK(ready_push(e, p));
   if (!p->mine) /* it would run with this rank's zeros */
@@ -567,7 +527,7 @@ static void apply_joins(hvd_engine *e, const hvd_msg *msgs) {
       e->njoined++;
       e->join_cycle[q] = e->cycle;
       e->rescan = 1;
-      if (!e->join_since_ms) e->join_since_ms = hvd__engine_clock_ns(e) / 1000000u;
+      if (!e->join_since_ms) e->join_since_ms = hvd__engine_clock_ns(&e->core) / 1000000u;
     }
   if (e->njoined < e->size) return;
   e->join_since_ms = 0;
@@ -575,7 +535,7 @@ static void apply_joins(hvd_engine *e, const hvd_msg *msgs) {
     if (last < 0 || e->join_cycle[q] >= e->join_cycle[last]) last = q;
   memset(e->joined, 0, (size_t)e->size);
   e->njoined = 0;
-  hvd__engine_join_done(e, last);
+  hvd__engine_join_done(&e->core, last);
 }
 
 /* What each rank waits on, for a job whose ranks fell out of step: "rank
@@ -601,7 +561,8 @@ static void waits_by_rank(hvd_engine *e, char *out, size_t cap, size_t *len, int
 }
 
 /* Rank 0's stall inspector asked every rank to give up on some tensors, or
- * on the wait in hvd_join (join_stalled). */
+ * on the wait in hvd_join (join_stalled): why, into core.why, for the
+ * engine's break (cycle.c). */
 static void stall_shutdown(hvd_engine *e, const hvd_msg *m0, int join_stalled) {
   char msg[2048];
   size_t len = (size_t)snprintf(msg, sizeof msg,
@@ -613,7 +574,8 @@ static void stall_shutdown(hvd_engine *e, const hvd_msg *m0, int join_stalled) {
       if (strcmp(q->req.name, m0->fails[i]) == 0) p = q;
     char ranks[256] = "[]";
     if (p) format_ranks(ranks, sizeof ranks, missing, missing_ranks(e, p, set_of(e, p), missing));
-    len += (size_t)snprintf(msg + len, sizeof msg - len, " tensor '%s' was not submitted by ranks %s;",
+    len += (size_t)snprintf(msg + len, sizeof msg - len,
+                            " tensor '%s' was not submitted by ranks %s;",
                             m0->fails[i], ranks);
   }
   if (join_stalled && len < sizeof msg)
@@ -621,32 +583,46 @@ static void stall_shutdown(hvd_engine *e, const hvd_msg *m0, int join_stalled) {
                             "ranks that never joined;");
   if (missing && len < sizeof msg) waits_by_rank(e, msg, sizeof msg, &len, missing);
   free(missing);
-  hvd__engine_break(e, HVD_E_TIMEOUT, msg);
+  pthread_mutex_lock(&e->core.lock); /* read by application threads under it */
+  _Static_assert(sizeof e->core.why == 1024, "the precision below");
+  snprintf(e->core.why, sizeof e->core.why, "%.1023s", msg); /* the first 1023 bytes */
+  pthread_mutex_unlock(&e->core.lock);
 }
 
-int hvd__negotiate_flags(hvd_engine *e, const hvd_msg *msgs, int *shutdown) {
+int hvd__negotiate_flags(hvd_engine *e, const hvd_msg *msgs, int *stop) {
   for (int q = 0; q < e->size; q++)
-    if ((msgs[q].flags & HVD_MSG_SHUTDOWN) && !*shutdown) {
-      *shutdown = 1;
-      pthread_mutex_lock(&e->lock);
-      snprintf(e->why, sizeof e->why, "rank %d called hvd_shutdown()", q);
-      pthread_mutex_unlock(&e->lock);
+    if ((msgs[q].flags & HVD_MSG_SHUTDOWN) && !*stop) {
+      *stop = HVD_E_ABORTED;
+      pthread_mutex_lock(&e->core.lock);
+      snprintf(e->core.why, sizeof e->core.why, "rank %d called hvd_shutdown()", q);
+      pthread_mutex_unlock(&e->core.lock);
     }
   apply_joins(e, msgs);
   /* the join may have completed in this very cycle */
   int join_stalled = (msgs[0].flags & HVD_MSG_JOIN_STALLED) && e->njoined > 0;
   if (msgs[0].nfail == 0 && !join_stalled) return 0;
   stall_shutdown(e, &msgs[0], join_stalled);
-  *shutdown = 1;
+  *stop = HVD_E_TIMEOUT;
   return 1;
 }
 
-int hvd__negotiate(hvd_engine *e, hvd_msg *msgs, response **out, int *nout, int *shutdown) {
+int hvd__negotiate(hvd_engine *e, hvd_msg *msgs, response **out, int *nout, int *stop) {
   *out = NULL, *nout = 0;
   for (int q = 0; q < e->size; q++) HVD__CHECK(hvd__negotiate_apply(e, q, &msgs[q]));
-  if (hvd__negotiate_flags(e, msgs, shutdown)) return 0;
+  if (hvd__negotiate_flags(e, msgs, stop)) return 0;
   HVD__CHECK(hvd__tuning_apply(e, msgs)); /* before planning: every rank fuses alike */
   return hvd__negotiate_plan(e, out, nout);
+}
+
+void hvd__table_fail(hvd_engine *e, int status, const char *msg) {
+  for (pending *p = e->pending_head, *next; p; p = next) {
+    next = p->next;
+    if (p->mine) hvd__engine_fail_entry(&e->core, p->mine, status, msg);
+    hvd__pending_free(p);
+  }
+  e->pending_head = e->pending_tail = NULL;
+  hvd__index_free(&e->table);
+  e->nready = 0;
 }
 
 /* ---- the stall inspector (rank 0) ---- */
@@ -687,7 +663,8 @@ static void request_fail(hvd_msg *mine, const pending *p) {
 void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine) {
   /* Nothing waits (the table is empty, nobody joined): no clock to read. */
   if (e->stall_disable || (!e->pending_head && !e->join_since_ms)) return;
-  uint64_t now = hvd__engine_clock_ns(e) / 1000000u, check_ms = (uint64_t)e->stall_check_s * 1000;
+  uint64_t now = hvd__engine_clock_ns(&e->core) / 1000000u;
+  uint64_t check_ms = (uint64_t)e->stall_check_s * 1000;
   uint64_t shut_ms = (uint64_t)e->stall_shutdown_s * 1000;
   /* Tensors new since the last cycle (at the table's end) wait from now:
    * timed here, not where negotiation adds them, so that a cycle that

@@ -50,22 +50,22 @@ int hvd__pset_add(hvd_engine *e, const int *ranks, int n, int *id) {
       return rc;
     }
   }
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
   p->id = e->next_pset_id++;
   p->next = e->psets;
   e->psets = p;
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
   *id = p->id;
   return 0;
 }
 
 int hvd__pset_remove(hvd_engine *e, int id) {
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
   pset **pp = &e->psets;
   while (*pp && (*pp)->id != id) pp = &(*pp)->next;
   pset *p = *pp;
   if (p) *pp = p->next;
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
   if (!p) return hvd__err(HVD_E_INVALID, "process set %d does not exist", id);
   pset_free(p);
   e->rescan = 1; /* its tensors still waiting now fail: they are ready to */
@@ -73,9 +73,9 @@ int hvd__pset_remove(hvd_engine *e, int id) {
 }
 
 void hvd__engine_set_next_pset_id(hvd_engine *e, int id) {
-  pthread_mutex_lock(&e->lock); /* read by the engine thread after the add's enqueue */
+  pthread_mutex_lock(&e->core.lock); /* read by the engine thread after the add's enqueue */
   e->next_pset_id = id;
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
 }
 
 void hvd__psets_free(hvd_engine *e) {

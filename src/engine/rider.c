@@ -138,7 +138,7 @@ int hvd__rider_exchange(hvd_engine *e, int64_t id, hvd_ar_algo algo, size_t n) {
     e->rider_buf = b, e->rider_cap = total;
   }
   uint8_t *mine = e->rider_buf + (size_t)e->rank * stride;
-  entry *en = e->held[id];
+  entry *en = e->core.held[id];
   memset(mine, 0, stride); /* the padding too: no stale bytes on the wire */
   mine[0] = en != NULL;
   memcpy(mine + 1, e->fast, n);
@@ -152,17 +152,17 @@ int hvd__rider_exchange(hvd_engine *e, int64_t id, hvd_ar_algo algo, size_t n) {
 }
 
 int hvd__rider_finish(hvd_engine *e) {
-  entry *en = e->rider >= 0 ? e->held[e->rider] : NULL;
+  entry *en = e->rider >= 0 ? e->core.held[e->rider] : NULL;
   if (!en || !en->prereduced || e->tl || e->tuner) return 0;
   if (alone(e) != e->rider) return 0; /* others run too: through the plan, in order */
   const hvd_request *q = &en->w.req;
-  hvd__unsent_remove(e, en); /* unholds it */
+  hvd__unsent_remove(&e->core, en); /* unholds it */
   hvd__cache_touch(e->cache, (uint32_t)e->rider); /* held under it: equal */
   hvd__reduce_scale(en->w.recvbuf, q->count, (hvd_dtype)q->dtype, q->postscale);
   en->op->value = 0;
   /* counted before the handle completes, as negotiation counts it: a
    * caller woken by it reads the count with its result */
   HVD__BUMP(e->fast_tensors);
-  e->finish_later = en; /* drive() finishes it when it takes the lock back */
+  e->core.finish_later = en; /* drive() finishes it when it takes the lock back */
   return 1;
 }

@@ -82,7 +82,7 @@ int hvd__tuning_message(hvd_engine *e, hvd_msg *mine) {
 }
 
 static void remember(hvd_engine *e, const hvd_msg_settings *s) {
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
   if (e->ntune_log < HISTORY_MAX) {
     hvd_tune_change *c = realloc(e->tune_log, (size_t)(e->ntune_log + 1) * sizeof *c);
     if (c) {
@@ -91,7 +91,7 @@ static void remember(hvd_engine *e, const hvd_msg_settings *s) {
     }
   }
   e->cycle_ms = s->cycle_ms; /* the waiting threads read it under the lock */
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
 }
 
 int hvd__tuning_apply(hvd_engine *e, const hvd_msg *msgs) {
@@ -109,10 +109,10 @@ int hvd__tuning_apply(hvd_engine *e, const hvd_msg *msgs) {
 }
 
 int hvd__engine_tune_history(hvd_engine *e, hvd_tune_change *out, int cap) {
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->core.lock);
   int n = e->ntune_log < cap ? e->ntune_log : cap;
   if (out && n > 0) memcpy(out, e->tune_log, (size_t)n * sizeof *out);
   n = e->ntune_log;
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->core.lock);
   return n;
 }

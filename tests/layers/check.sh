@@ -17,7 +17,30 @@
 #   check.sh exports LIB LIST MPI    libhvd.so exports exactly the public
 #                                    functions in LIST; hvd_init_comm
 #                                    (hvd_mpi.h) only when MPI is ON
+#   check.sh order OBJ...            src/engine calls one way: no engine
+#                                    object uses a symbol that an engine
+#                                    object on its line or above it in
+#                                    $engine_order defines, and every engine
+#                                    object has a line; no src/coll object
+#                                    uses a symbol an engine object defines
+#                                    (OBJ: libhvd's objects)
 set -eu
+
+# The engine's files, top to bottom (docs/architecture.md); the files on
+# one line are peers, which do not call each other either.
+engine_order='
+engine
+cycle
+negotiate rider
+execute
+device
+device_nccl
+pset tuning
+core
+autotune cache device_ready index message timeline
+gp request
+'
+
 mode=$1
 shift
 fail() {
@@ -63,6 +86,40 @@ exports)
     rm -f "${TMPDIR:-/tmp}/hvd-exports-want.$$"
     fail "libhvd.so's exported functions differ from $2 (< expected, > built)"
   fi
+  ;;
+order)
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  # level of each engine object, and what each object defines and uses
+  echo "$engine_order" | awk 'NF { for (i = 1; i <= NF; i++) print $i, NR }' >"$tmp/level"
+  for obj in "$@"; do
+    case $obj in
+    */src/engine/*.o | */src/coll/*.o) ;;
+    *) continue ;;
+    esac
+    name=$(basename "$obj" | sed 's/\.c\.o$//; s/\.o$//')
+    dir=engine
+    case $obj in */src/coll/*) dir=coll ;; esac
+    nm --defined-only -g "$obj" | awk -v f="$dir/$name" 'NF == 3 { print $3, f }' >>"$tmp/defs"
+    nm -u "$obj" | awk -v f="$dir/$name" '{ print $NF, f }' >>"$tmp/uses"
+  done
+  [ -s "$tmp/defs" ] || fail "no engine or collective objects among the arguments"
+  unplaced=$(awk '$2 ~ /^engine\// { sub(/^engine\//, "", $2); print $2 }' "$tmp/defs" |
+    sort -u | while read -r f; do grep -q "^$f " "$tmp/level" || echo "src/engine/$f.c"; done)
+  [ -z "$unplaced" ] || fail "not in check.sh's engine_order (give each a line): $unplaced"
+  bad=$(awk 'FNR == NR { level[$1] = $2; next }
+             FILENAME ~ /defs$/ { owner[$1] = $2; next }
+             { u = $2; d = owner[$1]
+               if (d == "" || d == u) next
+               if (u ~ /^coll\// && d ~ /^engine\//) { print u ".c uses " $1 " of " d ".c"; next }
+               if (u !~ /^engine\// || d !~ /^engine\//) next
+               lu = level[substr(u, 8)]; ld = level[substr(d, 8)]
+               if (ld <= lu)
+                 print u ".c uses " $1 " of " d ".c, " (ld < lu ? "above" : "beside") " it" }' \
+    "$tmp/level" "$tmp/defs" "$tmp/uses" | sort -u)
+  [ -z "$bad" ] || fail "a call against the order ($(echo "$engine_order" | awk 'NF' |
+    paste -sd '>' | sed 's/>/ > /g')):
+$bad"
   ;;
 *)
   fail "unknown check '$mode'"

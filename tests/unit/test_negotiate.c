@@ -176,7 +176,7 @@ static void test_agreed_tensors_plan_like_negotiated(void **state) {
     held[id].w.req = *hvd__cache_get(e->cache, id);
     held[id].key = hvd__index_key(held[id].w.req.name, 0);
     held[id].held = -1;
-    hvd__unsent_add(e, &held[id]);
+    hvd__unsent_add(&e->core, &held[id]);
   }
   for (uint32_t id = 0; id < 3; id++) assert_int_equal(hvd__negotiate_agreed(e, id), 0);
   response *rs;
@@ -206,7 +206,7 @@ static double now_s(void) {
 }
 
 static uint64_t cost(const hvd_engine *e) {
-  return e->visits + e->table.probes + e->unsent.probes;
+  return e->visits + e->table.probes + e->core.unsent.probes;
 }
 
 #define CYCLES 100
