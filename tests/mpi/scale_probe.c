@@ -16,22 +16,55 @@
  * exact in float32 too; the average is checked to float32's rounding.
  *
  * Prints "scale_probe rank R of N: C checks, F failed", and rank 0 also
- * "scale_probe: init_ms I first_ms F checks_ms C": milliseconds from the
- * start of main to hvd_init's return, to the first allreduce's, and for
- * the checks after it.  With BOUND_MS, a first allreduce later than that
+ * "scale_probe: init_ms I first_ms F checks_ms C first_unix_ms U":
+ * milliseconds from the start of main to hvd_init's return, to the first
+ * allreduce's, and for the checks after it, and the wall clock (ms since
+ * the epoch) when the first allreduce returned, for bench/scale to time
+ * the whole start from the launcher's.  Then "scale_probe: sockets S
+ * rss_kb R": the most sockets any rank holds open after the checks (its
+ * connections, listeners included) and the largest resident memory of a
+ * rank, both the maximum over the ranks (an allreduce).  With BOUND_MS, a first allreduce later than that
  * on any rank is a failed check.
  */
+#include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <hvd.h>
 
 #include "testing.h"
 
 static int rank, size, checks, failures;
+
+/* Sockets this process holds open: its connections and listeners. */
+static int64_t open_sockets(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int64_t n = 0;
+  char path[300], link[64];
+  for (struct dirent *e; d && (e = readdir(d));) {
+    snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+    ssize_t len = readlink(path, link, sizeof link - 1);
+    if (len > 0 && (link[len] = '\0', strncmp(link, "socket:", 7) == 0)) n++;
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+/* Resident memory, KiB (VmRSS). */
+static int64_t rss_kb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long long kb = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmRSS: %lld", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb;
+}
 
 /* Rank r's element i: small integers of both signs. */
 static int32_t pattern(int r, size_t i) { return (int32_t)((r * 7 + (int64_t)i * 3) % 101) - 50; }
@@ -167,6 +200,8 @@ int main(int argc, char **argv) {
   size = hvd_size();
   allreduce_int(HVD_SUM, 4); /* the first allreduce: every rank has met */
   double t_first = now();
+  struct timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
   CHECK(!bound_ms || (t_first - t0) * 1e3 <= bound_ms, "the first allreduce returned %.0f ms "
         "after the start, beyond %.0f ms", (t_first - t0) * 1e3, bound_ms);
   static const hvd_op ops[] = {HVD_SUM, HVD_MIN, HVD_MAX};
@@ -184,9 +219,14 @@ int main(int argc, char **argv) {
   grouped();
   CALL(hvd_barrier());
   double t_end = now();
+  int64_t most[2] = {open_sockets(), rss_kb()};
+  CALL(hvd_allreduce(most, most, 2, HVD_INT64, HVD_MAX, "most"));
   if (rank == 0)
-    printf("scale_probe: init_ms %.0f first_ms %.0f checks_ms %.0f\n", (t_init - t0) * 1e3,
-           (t_first - t0) * 1e3, (t_end - t_first) * 1e3);
+    printf("scale_probe: init_ms %.0f first_ms %.0f checks_ms %.0f first_unix_ms %lld\n",
+           (t_init - t0) * 1e3, (t_first - t0) * 1e3, (t_end - t_first) * 1e3,
+           (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000);
+  if (rank == 0)
+    printf("scale_probe: sockets %lld rss_kb %lld\n", (long long)most[0], (long long)most[1]);
   CALL(hvd_shutdown());
   return report_checks("scale_probe", rank, size, checks, failures);
 }
