@@ -5,6 +5,10 @@ Usage: scale_run.py BUILD OUT PART
   PART hosts:  HOSTS emulated hosts (tests/cluster/cluster.sh, HVD_CLUSTER_ID's
                cluster, brought up and down here, links shaped to RATE) x
                PER_HOST ranks, from h0; needs root
+  PART elastic: an elastic job of 64 workers on 8 emulated hosts (8 each)
+               loses its last host ROUNDS times (every process there
+               killed): the time from the kill to the survivors' first
+               step of the job they form without it; needs root
 
 Each job size, in turn:
   start-up    from hvdrun's start to the first allreduce's return
@@ -141,13 +145,55 @@ def hosts_part(build, rounds, out_rows):
             cluster("down")
 
 
+def lose_a_host(build, config, listing):
+    """One elastic job that loses h7 once it committed step 20: seconds
+    from the kill to the first step of the job formed without it."""
+    argv = [CLUSTER, "exec", "h0", os.path.join(build, "hvdrun"), "--ssh-command",
+            "ssh -F %s" % config, "-np", "64", "--min-np", "48", "--host-discovery-script",
+            listing, os.path.join(build, "tests", "elastic_worker")]
+    env = dict(os.environ, HOROVOD_GLOO_TIMEOUT_SECONDS="5", HOROVOD_START_TIMEOUT="120",
+               ELASTIC_STEP_MS="40", ELASTIC_STEPS="100")
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         text=True)
+    killed, after = None, None
+    for line in p.stdout:
+        if killed is None and line.startswith("[0]<stdout>:commit 20 "):
+            for pid in cluster("pids", "h7").split():
+                try:
+                    os.kill(int(pid), 9)
+                except OSError:
+                    pass
+            killed = time.time()
+        if line.startswith("[0]<stdout>:first step of job 2 at "):
+            after = float(line.split()[-1])
+    if p.wait() != 0 or killed is None or after is None:
+        sys.exit("scale: the elastic job failed (exit %d)" % p.returncode)
+    return after - killed
+
+
+def elastic_part(build, rounds, out_rows):
+    listing = os.path.join(os.environ["OUT"], "elastic_hosts.sh")
+    with open(listing, "w") as f:
+        f.write("#!/bin/sh\n" + "".join("echo h%d:8\n" % h for h in range(8)))
+    os.chmod(listing, 0o755)
+    cluster("down")
+    cluster("up", "8", timeout=1800)
+    try:
+        config = cluster("ssh-config")
+        for r in range(1, rounds + 1):
+            say("elastic round %d/%d: 64 workers on 8 hosts, h7 lost" % (r, rounds))
+            out_rows.append({"round": r, "goes_on_s": "%.2f" % lose_a_host(build, config, listing)})
+    finally:
+        cluster("down")
+
+
 def main():
     build, out, part = sys.argv[1:4]
     rounds = int(os.environ.get("ROUNDS", "3"))
     rows = []
-    {"host": host_part, "hosts": hosts_part}[part](build, rounds, rows)
+    {"host": host_part, "hosts": hosts_part, "elastic": elastic_part}[part](build, rounds, rows)
     with open(os.path.join(out, part + ".csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, FIELDS)
+        w = csv.DictWriter(f, ["round", "goes_on_s"] if part == "elastic" else FIELDS)
         w.writeheader()
         w.writerows(rows)
 

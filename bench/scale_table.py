@@ -110,6 +110,14 @@ def main():
     if hosts:
         table("Emulated hosts (network namespaces on this machine, each link shaped), TCP between "
               "hosts and shared memory within:", HOSTS, hosts)
+    elastic = os.path.join(out, "elastic.csv")
+    if os.path.exists(elastic):
+        times = sorted(float(r["goes_on_s"]) for r in csv.DictReader(open(elastic)))
+        print("An elastic job of 64 workers on 8 emulated hosts loses a host (every process "
+              "there killed): from the kill to the survivors' first step without it, %.2f s "
+              "(median of %d; at most %.2f s)." % (statistics.median(times), len(times),
+                                                    times[-1]))
+        print()
     plot(out, host, hosts)
 
 

@@ -274,6 +274,10 @@ int hvd__bootstrap(hvd_job *job, hvd_transport **xport) {
   uint64_t deadline = hvd__deadline_in(start_s * 1000);
   met m = {NULL, -1, {{0}}};
   int rc = meet(job, !shm_disable, deadline, &m);
+  /* An elastic worker may wait long to be placed (hvdrun forms the job
+   * when enough workers joined); the job's members all joined before it
+   * was formed, so connecting to them gets the start timeout afresh. */
+  if (job->meet.kind == HVD_MEET_ELASTIC) deadline = hvd__deadline_in(start_s * 1000);
   if (rc == 0 && job->cross_rank < 0)
     hvd__layout_cross(m.table, job->size, job->rank, &job->cross_rank, &job->cross_size);
   if (rc == 0 && job->size > 1) rc = connect_all(job, &m, deadline, timeout_s, xport);
