@@ -37,12 +37,19 @@
 /* Largest piece: big enough that a piece costs a lot more than the call. */
 #define PIECE_MAX (256u * 1024u)
 
+/* A rank of this host: its number in the job and on the host. */
+typedef struct {
+  int job, host;
+} local_rank;
+
 typedef struct {
   hvd_transport base;
   hvd_transport *tcp;  /* every rank, the job's numbers */
   hvd_transport *host; /* this host's ranks, its own numbers; NULL: none */
-  int *local;          /* the job's rank -> host's rank, -1 when not on this host */
   int *members;        /* host's rank -> the job's rank */
+  local_rank *by_job;  /* the host's ranks by their job numbers: memory for this host's
+                          ranks, not the job's (a table of the job's held 4 bytes a rank) */
+  int nlocal;
 } hybrid;
 
 /* One half of a step: which transport, the peer's number there, the bytes. */
@@ -69,9 +76,23 @@ static size_t piece_bytes(const hvd_transport *way) {
   return way->in_flight < PIECE_MAX ? way->in_flight : PIECE_MAX;
 }
 
+/* The host's number of the job's rank `job`, or -1 when it is not on this host. */
+static int local_of(const hybrid *h, int job) {
+  int lo = 0, hi = h->nlocal;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (h->by_job[mid].job < job)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < h->nlocal && h->by_job[lo].job == job ? h->by_job[lo].host : -1;
+}
+
 static half route(hybrid *h, int peer, const void *buf, size_t len) {
   half x = {h->tcp, peer, (unsigned char *)buf, len, 0};
-  if (peer >= 0 && h->host && h->local[peer] >= 0) x.way = h->host, x.peer = h->local[peer];
+  int local = peer >= 0 && h->host ? local_of(h, peer) : -1;
+  if (local >= 0) x.way = h->host, x.peer = local;
   x.piece = piece_bytes(x.way);
   return x;
 }
@@ -121,7 +142,7 @@ static int hybrid_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t
 static void hybrid_abort(hvd_transport *base, int lost_rank, const char *why) {
   hybrid *h = (hybrid *)base;
   if (h->host)
-    h->host->ops->abort(h->host, lost_rank >= 0 ? h->local[lost_rank] : -1, why);
+    h->host->ops->abort(h->host, lost_rank >= 0 ? local_of(h, lost_rank) : -1, why);
   h->tcp->ops->abort(h->tcp, lost_rank, why);
 }
 
@@ -130,7 +151,7 @@ static void hybrid_destroy(hvd_transport *base) {
   if (!h) return;
   if (h->host) h->host->ops->destroy(h->host);
   if (h->tcp) h->tcp->ops->destroy(h->tcp);
-  free(h->local);
+  free(h->by_job);
   free(h->members);
   free(h);
 }
@@ -141,6 +162,11 @@ static hvd_transport *hybrid_host(hvd_transport *base, const int **members) {
   return h->host;
 }
 
+static int by_job(const void *a, const void *b) {
+  int x = ((const local_rank *)a)->job, y = ((const local_rank *)b)->job;
+  return (x > y) - (x < y);
+}
+
 int hvd__hybrid_new(hvd_transport *tcp, hvd_transport *host, const int *members,
                     hvd_transport **out) {
   int n = host ? host->size : 0;
@@ -148,16 +174,15 @@ int hvd__hybrid_new(hvd_transport *tcp, hvd_transport *host, const int *members,
   if (h) {
     h->tcp = tcp;
     h->host = host;
-    h->local = malloc((size_t)tcp->size * sizeof *h->local);
+    h->by_job = malloc((size_t)(n ? n : 1) * sizeof *h->by_job);
     h->members = malloc((size_t)(n ? n : 1) * sizeof *h->members);
   }
-  if (!h || !h->local || !h->members) {
+  if (!h || !h->by_job || !h->members) {
     if (h) hybrid_destroy(&h->base);
     else if (host) host->ops->destroy(host), tcp->ops->destroy(tcp);
     else tcp->ops->destroy(tcp);
-    return hvd__err(HVD_E_NOMEM, "hybrid transport: out of memory for %d ranks", tcp->size);
+    return hvd__err(HVD_E_NOMEM, "hybrid transport: out of memory for %d ranks", n);
   }
-  for (int r = 0; r < tcp->size; r++) h->local[r] = -1;
   for (int i = 0; i < n; i++) {
     if (members[i] < 0 || members[i] >= tcp->size) {
       hybrid_destroy(&h->base);
@@ -165,8 +190,16 @@ int hvd__hybrid_new(hvd_transport *tcp, hvd_transport *host, const int *members,
                       members[i], tcp->size);
     }
     h->members[i] = members[i];
-    h->local[members[i]] = i;
+    h->by_job[i] = (local_rank){members[i], i};
   }
+  qsort(h->by_job, (size_t)n, sizeof *h->by_job, by_job);
+  h->nlocal = n;
+  for (int i = 1; i < n; i++)
+    if (h->by_job[i].job == h->by_job[i - 1].job) {
+      hybrid_destroy(&h->base);
+      return hvd__err(HVD_E_INVALID, "hybrid transport: rank %d is a member twice",
+                      h->by_job[i].job);
+    }
   h->base = (hvd_transport){.ops = &hybrid_ops, .rank = tcp->rank, .size = tcp->size,
                             .in_flight = tcp->in_flight};
   *out = &h->base;
