@@ -39,12 +39,10 @@ mapfile -t elves < <(find "$root/usr" -type f \( -path '*/bin/*' -o -name '*.so*
 depends=$(cd "$work" && dpkg-shlibdeps -O -xhvd -l"$root/usr/lib" "${elves[@]}" 2>/dev/null |
           sed -n 's/^shlibs:Depends=//p')
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
-# hvd._C is built for one Python (its file name says which: _C.cpython-311-...).
+# hvd._C is on CPython's limited API as of 3.9 (_C.abi3.so): any python3 from 3.9.
 python=python3
-ext=$(find "$root" -name '_C.cpython-*.so' | head -1)
-if [ -n "$ext" ]; then
-  v=$(basename "$ext" | sed -n 's/^_C\.cpython-\([0-9]\)\([0-9]*\)-.*/\1.\2/p')
-  python="python3 (>= $v), python3 (<< ${v%%.*}.$(( ${v#*.} + 1 )))"
+if [ -n "$(find "$root" -name '_C.abi3.so' | head -1)" ]; then
+  python="python3 (>= 3.9)"
 fi
 
 cat >"$root/DEBIAN/control" <<CONTROL

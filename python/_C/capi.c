@@ -37,7 +37,7 @@ static const hvd_capi capi = {
 int pyhvd_add_capi(PyObject *m) {
   PyObject *cap = PyCapsule_New((void *)&capi, HVD_CAPI_NAME, NULL);
   if (!cap) return -1;
-  int rc = PyModule_AddObjectRef(m, "_capi", cap);
+  int rc = pyhvd_add_ref(m, "_capi", cap);
   Py_DECREF(cap);
   return rc;
 }

@@ -64,7 +64,7 @@ static gather_out *gather_out_new(int ntensors, int nranks) {
 }
 
 PyObject *pyhvd_handle_new(int kind, PyObject *keep, size_t esize, int ntensors, int nranks) {
-  handle_object *self = PyObject_New(handle_object, &pyhvd_handle_type);
+  handle_object *self = PyObject_New(handle_object, pyhvd_handle_type);
   if (!self) return NULL;
   self->h = -1;
   self->state = COLLECTED;
@@ -127,7 +127,9 @@ static void handle_dealloc(handle_object *self) {
   Py_CLEAR(self->keep);
   gather_out_free(self->out);
   free(self->msg);
+  PyTypeObject *type = Py_TYPE(self);
   PyObject_Free(self);
+  Py_DECREF(type); /* an instance of a heap type holds its type */
 }
 
 /* A completed gather's per-rank counts: a list per tensor. */
@@ -139,10 +141,10 @@ static PyObject *counts_lists(handle_object *self) {
     for (int r = 0; list && r < out->nranks; r++) {
       PyObject *v = PyLong_FromSize_t(out->counts[(size_t)t * (size_t)out->nranks + (size_t)r]);
       if (!v) Py_CLEAR(list);
-      else PyList_SET_ITEM(list, r, v);
+      else PyList_SetItem(list, r, v);
     }
     if (!list) Py_CLEAR(lists);
-    else PyList_SET_ITEM(lists, t, list);
+    else PyList_SetItem(lists, t, list);
   }
   return lists;
 }
@@ -225,14 +227,35 @@ static PyMethodDef handle_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-PyTypeObject pyhvd_handle_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hvd._C.Handle",
-    .tp_basicsize = sizeof(handle_object),
-    .tp_dealloc = (destructor)handle_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "An enqueued hvd operation.",
-    .tp_methods = handle_methods,
-};
+PyTypeObject *pyhvd_handle_type;
+
+/* Handles come from the collectives only: Handle() would be one that
+ * never started (a heap type would otherwise inherit object's __new__). */
+static PyObject *handle_new_refused(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+  (void)args;
+  (void)kwargs;
+  (void)type;
+  PyErr_SetString(PyExc_TypeError, "cannot create 'hvd._C.Handle' instances");
+  return NULL;
+}
+
+PyTypeObject *pyhvd_handle_type_new(void) {
+  static PyType_Slot slots[] = {
+      /* A slot holds a void *: through uintptr_t, which ISO C allows. */
+      {Py_tp_dealloc, (void *)(uintptr_t)handle_dealloc},
+      {Py_tp_new, (void *)(uintptr_t)handle_new_refused},
+      {Py_tp_doc, (void *)"An enqueued hvd operation."},
+      {Py_tp_methods, handle_methods},
+      {0, NULL},
+  };
+  static PyType_Spec spec = {
+      .name = "hvd._C.Handle",
+      .basicsize = sizeof(handle_object),
+      .flags = Py_TPFLAGS_DEFAULT,
+      .slots = slots,
+  };
+  return (PyTypeObject *)PyType_FromSpec(&spec);
+}
 
 PyObject *pyhvd_handle_start(PyObject *handle, hvd_handle h) {
   if (h < 0) {

@@ -46,10 +46,12 @@ static PyObject *init_ranks(PyObject *self, PyObject *list) {
   (void)self;
   PyObject *seq = PySequence_Fast(list, "init_ranks takes a list of ranks");
   if (!seq) return NULL;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  Py_ssize_t n = PySequence_Size(seq);
   int *ranks = PyMem_Calloc(n ? (size_t)n : 1, sizeof *ranks), rc = 0;
   for (Py_ssize_t i = 0; ranks && i < n; i++) {
-    long r = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+    PyObject *item = PySequence_GetItem(seq, i);
+    long r = item ? PyLong_AsLong(item) : -1;
+    Py_XDECREF(item);
     if (r == -1 && PyErr_Occurred()) break;
     if (r < 0 || r > INT32_MAX) {
       PyErr_Format(PyExc_ValueError, "init(comm=...): rank %ld is not a rank", r);
@@ -119,7 +121,8 @@ static PyObject *elastic_reset(PyObject *self, PyObject *unused) {
   Py_BEGIN_ALLOW_THREADS
   rc = hvd_elastic_reset();
   Py_END_ALLOW_THREADS
-  return rc < 0 ? pyhvd_raise_failure(rc, hvd_last_error()) : Py_NewRef(Py_None);
+  if (rc < 0) return pyhvd_raise_failure(rc, hvd_last_error());
+  Py_RETURN_NONE;
 }
 
 /* elastic_updates() -> (stamp, added, removed): hvdrun's announcements so far. */
@@ -201,6 +204,13 @@ static int add_constants(PyObject *m) {
   return 0;
 }
 
+int pyhvd_add_ref(PyObject *m, const char *name, PyObject *value) {
+  Py_INCREF(value);
+  if (PyModule_AddObject(m, name, value) == 0) return 0;
+  Py_DECREF(value);
+  return -1;
+}
+
 /* Adds ops.c's and rdzv.c's functions (a module def holds one table: this file's). */
 static int add_functions(PyObject *m, PyMethodDef *defs) {
   PyObject *name = PyModule_GetNameObject(m);
@@ -224,11 +234,11 @@ PyMODINIT_FUNC PyInit__C(void) {
       "A collective failed (a peer was lost, ranks disagreed, a deadline passed); the message "
       "is hvd's.",
       PyExc_RuntimeError, NULL);
-  if (!pyhvd_internal_error || pyhvd_wait_init() < 0 || PyType_Ready(&pyhvd_handle_type) < 0 ||
+  if (!pyhvd_internal_error || pyhvd_wait_init() < 0 || !(pyhvd_handle_type = pyhvd_handle_type_new()) ||
       add_constants(m) < 0 ||
       add_functions(m, pyhvd_op_methods) < 0 || add_functions(m, pyhvd_rdzv_methods) < 0 ||
-      PyModule_AddObjectRef(m, "HorovodInternalError", pyhvd_internal_error) < 0 ||
-      PyModule_AddObjectRef(m, "Handle", (PyObject *)&pyhvd_handle_type) < 0 ||
+      pyhvd_add_ref(m, "HorovodInternalError", pyhvd_internal_error) < 0 ||
+      pyhvd_add_ref(m, "Handle", (PyObject *)pyhvd_handle_type) < 0 ||
       pyhvd_add_capi(m) < 0) {
     Py_DECREF(m);
     return NULL;

@@ -9,6 +9,10 @@
 #ifndef PYHVD_H
 #define PYHVD_H
 
+/* CPython's limited API (the stable ABI, abi3) as of 3.9: one hvd._C
+ * (_C.abi3.so) loads in every CPython from 3.9 on, so one wheel serves
+ * them all (docs/install.md says what it costs a call).  CMake defines
+ * Py_LIMITED_API; this header holds the code to it. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -46,7 +50,13 @@ int pyhvd_add_capi(PyObject *m);
 /* What a completed handle leaves behind. */
 enum { PYHVD_PLAIN, PYHVD_GATHER };
 
-extern PyTypeObject pyhvd_handle_type;
+/* hvd._C.Handle, a heap type (the limited API has no static types);
+ * pyhvd_handle_type_new() makes it once, at import. */
+extern PyTypeObject *pyhvd_handle_type;
+PyTypeObject *pyhvd_handle_type_new(void);
+
+/* PyModule_AddObjectRef(), which the limited API has from 3.10 only. */
+int pyhvd_add_ref(PyObject *m, const char *name, PyObject *value);
 
 /* A new Handle, not started yet.  keep: objects (tensors) to keep alive
  * until the operation completes (may be NULL).  For PYHVD_GATHER of
