@@ -1,6 +1,6 @@
 # hvd.mxnet's library (python/_mxnet): built when HVD_MXNET_PYTHON (the
 # second venv, scripts/venv-mxnet.sh) can import MXNet, in C against the
-# wheel's include/mxnet/c_api.h and its libmxnet.so; error.cc is its one
+# wheel's include/mxnet/c_api.h (libmxnet.so's functions bound at load); error.cc is its one
 # C++ file (a dmlc::Error, which the engine's completion takes).  It
 # carries no libhvd objects: it calls hvd._C's engine through
 # hvd._C._capi.  Sanitizer builds skip it, as they skip hvd.tensorflow's.
@@ -23,11 +23,12 @@ if(HVD_MXNET_PYTHON AND TARGET hvd_python AND NOT HVD_SANITIZE)
     add_library(hvd_mx MODULE ${HVD_MX_SOURCES})
     target_include_directories(hvd_mx PRIVATE python/_C python/_mxnet include)
     target_include_directories(hvd_mx SYSTEM PRIVATE ${HVD_MX_INCLUDE})
-    get_filename_component(HVD_MX_LIBDIR ${HVD_MX_LIB} DIRECTORY)
-    target_link_libraries(hvd_mx PRIVATE ${HVD_MX_LIB})
+    # Not linked with libmxnet.so (which has no soname to be found by):
+    # hvd.mxnet makes the loaded one global before loading this library
+    # (hvd/common/frameworks.py), whose MX* functions bind to it then.
     set_target_properties(hvd_mx PROPERTIES
       PREFIX "" OUTPUT_NAME _hvd_mx C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden
-      CXX_STANDARD 17 BUILD_RPATH ${HVD_MX_LIBDIR}
+      CXX_STANDARD 17
       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python/hvd/mxnet)
     add_dependencies(hvd_mx hvd_python_files)
     install(TARGETS hvd_mx LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/python3/dist-packages/hvd/mxnet)

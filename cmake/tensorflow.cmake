@@ -1,6 +1,6 @@
 # hvd.tensorflow's op library: built when the project's venv
 # (HVD_VENV_PYTHON, scripts/venv.sh) can import TensorFlow, against that
-# TensorFlow's C API headers and its libtensorflow_framework.  It carries
+# TensorFlow's C API headers (its functions bound at load).  It carries
 # no libhvd objects: it calls hvd._C's engine through hvd._C._capi.
 # Sanitizer builds skip it (their runtimes cannot load into the venv's
 # python without preloading).
@@ -22,10 +22,14 @@ if(HVD_VENV_PYTHON AND TARGET hvd_python AND NOT HVD_SANITIZE)
     add_library(hvd_tf_ops MODULE python/tensorflow/ops.c python/tensorflow/done.cc)
     target_include_directories(hvd_tf_ops PRIVATE python/_C include)
     target_include_directories(hvd_tf_ops SYSTEM PRIVATE ${HVD_TF_INCLUDE})
-    target_link_libraries(hvd_tf_ops PRIVATE ${HVD_TF_LIB}/libtensorflow_framework.so.2 Threads::Threads)
+    # Not linked with libtensorflow_framework.so.2: its TF_* functions are
+    # bound when hvd.tensorflow loads the library into the user's
+    # TensorFlow, which it first makes global (hvd/common/frameworks.py),
+    # so one library serves every TensorFlow hvd serves and a wheel
+    # carries no dependency on a library it must not bundle.
+    target_link_libraries(hvd_tf_ops PRIVATE Threads::Threads)
     set_target_properties(hvd_tf_ops PROPERTIES
       PREFIX "" OUTPUT_NAME _hvd_tf_ops C_VISIBILITY_PRESET hidden
-      BUILD_RPATH ${HVD_TF_LIB}
       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python/hvd/tensorflow)
     add_dependencies(hvd_tf_ops hvd_python_files)
     set(HVD_BUILT_TENSORFLOW 1)

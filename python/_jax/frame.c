@@ -7,6 +7,13 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The FFI version the handlers tell XLA: the oldest whose layouts they
+ * need (errors, buffers, scalar attributes are as in 0.1), not this
+ * header's.  XLA refuses a handler that claims a newer minor version than
+ * its own (jaxlib 0.4.38's is 0.1) and serves older ones: so one library
+ * serves every jaxlib hvd.jax serves. */
+#define HVD_JAX_FFI_MINOR 1
+
 XLA_FFI_Error *frame_metadata(XLA_FFI_CallFrame *frame, int *answered) {
   XLA_FFI_Extension_Base *ext = frame->extension_start;
   *answered = ext != NULL && ext->type == XLA_FFI_Extension_Metadata;
@@ -15,7 +22,7 @@ XLA_FFI_Error *frame_metadata(XLA_FFI_CallFrame *frame, int *answered) {
   md->api_version.struct_size = XLA_FFI_Api_Version_STRUCT_SIZE;
   md->api_version.extension_start = NULL;
   md->api_version.major_version = XLA_FFI_API_MAJOR;
-  md->api_version.minor_version = XLA_FFI_API_MINOR;
+  md->api_version.minor_version = HVD_JAX_FFI_MINOR;
   md->traits = 0;
   return NULL;
 }

@@ -5,8 +5,8 @@
  * operations a Horovod build has, each "[X]" or "[ ]"; scripts and people
  * read that layout, so hvdrun prints the same lines in the same order.
  * Where hvd has no counterpart the answer is a plain no: DDL and CCL.
- * Keras (hvd.keras over Keras 3), which horovodrun does not list, follows
- * the frameworks it has.  Gloo is marked: hvd's own controller (the
+ * Keras (hvd.keras over Keras 3) and JAX (hvd.jax), which horovodrun does
+ * not list, follow the frameworks it has.  Gloo is marked: hvd's own controller (the
  * rendezvous and the coordinator-free negotiation) and its TCP and
  * shared-memory collectives stand where Gloo stands, configured by the
  * same HOROVOD_GLOO_* variables.  TensorFlow, PyTorch, MXNet, Keras, MPI,
@@ -33,6 +33,7 @@ void check_build_print(FILE *out) {
   line(out, HVD_BUILT_TORCH, "PyTorch");
   line(out, HVD_BUILT_MXNET, "MXNet");
   line(out, HVD_BUILT_KERAS, "Keras");
+  line(out, HVD_BUILT_JAX, "JAX");
   fprintf(out, "\nAvailable Controllers:\n");
   line(out, HVD_BUILT_MPI, "MPI");
   line(out, 1, "Gloo");
@@ -47,6 +48,7 @@ void check_build_print(FILE *out) {
   fprintf(out, "\nUnder mpirun:\n");
   line(out, HVD_BUILT_MPI,
        HVD_BUILT_MPI ? "the job forms through MPI: no _HOROVOD_SECRET_KEY needed"
-                     : "the job forms through MPI (this build has no MPI: libopenmpi-dev was "
-                       "missing when it was built): pass a _HOROVOD_SECRET_KEY with mpirun -x");
+                     : "the job forms through MPI (this build has no MPI: the binary wheel never "
+                       "has, a source build has with libopenmpi-dev): pass a _HOROVOD_SECRET_KEY "
+                       "with mpirun -x");
 }

@@ -739,7 +739,7 @@ def built_config(build_dir, name):
 def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
     """horovodrun --check-build's lines, in its order: PyTorch when hvd._C
     was built here, TensorFlow and Keras when hvd.tensorflow's op library
-    was (Keras after horovodrun's three), MXNet when hvd.mxnet's library was, MPI when the build has it, Gloo
+    was (Keras after horovodrun's three, then JAX when hvd.jax's library was), MXNet when hvd.mxnet's library was, MPI when the build has it, Gloo
     (hvd's own controller and operations) always, NCCL and CUDA when the
     build has them (the engine's NCCL and staged paths: docs/gpu.md), and
     whether a job under plain mpirun forms through MPI or needs a secret;
@@ -752,6 +752,9 @@ def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
     tf = os.path.isdir(os.path.join(build_dir, "python", "hvd", "tensorflow")) and any(
         n.startswith("_hvd_tf_ops") for n in os.listdir(os.path.join(build_dir, "python", "hvd",
                                                                    "tensorflow")))
+    jax_dir = os.path.join(build_dir, "python", "hvd", "jax")
+    jax = os.path.isdir(jax_dir) and "_hvd_jax.so" in os.listdir(jax_dir)
+    assert jax == bool(built_config(build_dir, "HVD_BUILT_JAX"))
     mx_dir = os.path.join(build_dir, "python", "hvd", "mxnet")
     mx = os.path.isdir(mx_dir) and any(n.startswith("_hvd_mx") for n in os.listdir(mx_dir))
     assert mx == bool(built_config(build_dir, "HVD_BUILT_MXNET"))
@@ -762,7 +765,8 @@ def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
     want = ["hvd v%s:" % version(hvdrun), "",
             "Available Frameworks:",
             "    %s TensorFlow" % mark(tf), "    %s PyTorch" % mark(torch), "    %s MXNet" % mark(mx),
-            "    %s Keras" % mark(tf and built_config(build_dir, "HVD_BUILT_KERAS")), "",
+            "    %s Keras" % mark(tf and built_config(build_dir, "HVD_BUILT_KERAS")),
+            "    %s JAX" % mark(jax), "",
             "Available Controllers:",
             "    %s MPI" % mark(mpi), "    [X] Gloo", "",
             "Available Tensor Operations:",
@@ -772,8 +776,8 @@ def test_check_build_in_horovodruns_layout(hvdrun, build_dir, flag):
             "    %s CUDA" % mark(cuda), "",
             "Under mpirun:",
             "    [X] the job forms through MPI: no _HOROVOD_SECRET_KEY needed" if mpi else
-            "    [ ] the job forms through MPI (this build has no MPI: libopenmpi-dev was "
-            "missing when it was built): pass a _HOROVOD_SECRET_KEY with mpirun -x"]
+            "    [ ] the job forms through MPI (this build has no MPI: the binary wheel never has, "
+            "a source build has with libopenmpi-dev): pass a _HOROVOD_SECRET_KEY with mpirun -x"]
     p = run(hvdrun, [flag])
     assert p.returncode == 0 and p.stderr == "", p.stderr
     assert p.stdout.splitlines() == want, p.stdout

@@ -16,6 +16,9 @@ The collectives are XLA custom calls on hvd's engine (python/_jax), the
 same eagerly and inside jax.jit, with Horovod's gradients; see
 docs/jax.md.  CPU arrays.
 """
+from hvd.common.frameworks import require as _require
+
+_require("hvd.jax")  # the framework, in the range this binding serves, or ImportError
 from hvd.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
 from hvd.common.process_sets import (ProcessSet, add_process_set,  # noqa: F401
                                      global_process_set, remove_process_set)

@@ -14,7 +14,13 @@ import os
 import jax
 import numpy as np
 
+try:
+    from jax import ffi as _jax_ffi
+except ImportError:  # jax before 0.5: the same functions in jax.extend.ffi
+    from jax.extend import ffi as _jax_ffi
+
 from hvd import _C
+from hvd.common import frameworks
 from hvd.common.exceptions import HorovodInternalError
 
 TARGETS = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "barrier")
@@ -26,7 +32,10 @@ def _load():
     if not os.path.exists(path):
         raise ImportError("hvd.jax: %s is missing: build hvd with HVD_VENV_PYTHON pointing at "
                           "a Python that has jax (cmake -DHVD_VENV_PYTHON=...)" % path)
-    lib = ctypes.CDLL(path)
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise frameworks.load_error("hvd.jax", jax, path, e) from None
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.restype = ctypes.c_void_p
     get.argtypes = [ctypes.py_object, ctypes.c_char_p]
@@ -35,9 +44,9 @@ def _load():
     if lib.hvd_jax_set_capi(get(_C._capi, b"hvd._C._capi")) != 0:
         raise ImportError("hvd.jax: hvd._C's API table is older than %s" % path)
     for target in TARGETS:
-        jax.ffi.register_ffi_target("hvd_jax_" + target,
-                                    jax.ffi.pycapsule(getattr(lib, "hvd_jax_" + target)),
-                                    platform="cpu")
+        _jax_ffi.register_ffi_target("hvd_jax_" + target,
+                                     _jax_ffi.pycapsule(getattr(lib, "hvd_jax_" + target)),
+                                     platform="cpu")
     return lib
 
 
@@ -76,7 +85,7 @@ def call(target, results, operands, name=None, **attrs):
     name, when given) with attributes attrs; results: the
     ShapeDtypeStructs of its results (a list).  Returns the list of
     results."""
-    fn = jax.ffi.ffi_call("hvd_jax_" + target, list(results), has_side_effect=True)
+    fn = _jax_ffi.ffi_call("hvd_jax_" + target, list(results), has_side_effect=True)
     if name is not None:
         operands = [name_operand(name)] + list(operands)
     try:

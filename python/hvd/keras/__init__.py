@@ -9,6 +9,9 @@ again.  Horovod itself never supported Keras 3.  Under
 TF_USE_LEGACY_KERAS=1 it works with tf-keras 2 instead (tf.keras then),
 hvd.keras._keras.
 """
+from hvd.common.frameworks import require as _require
+
+_require("hvd.keras")  # the framework, in the range this binding serves, or ImportError
 import tensorflow as tf
 
 from hvd.tensorflow import (Adasum, Average, Compression, Max, Min, Product,  # noqa: F401

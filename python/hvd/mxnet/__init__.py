@@ -6,6 +6,9 @@ See mpi_ops (the collectives as operations of MXNet's engine), functions
 DistributedOptimizer (an mx.optimizer wrapper), DistributedTrainer (a
 gluon.Trainer) and broadcast_parameters.
 """
+from hvd.common.frameworks import require as _require
+
+_require("hvd.mxnet")  # the framework, in the range this binding serves, or ImportError
 import ctypes
 import types
 import warnings

@@ -25,6 +25,7 @@ import numpy as np
 from mxnet.base import MXNetError, c_handle_array
 
 from hvd import _C
+from hvd.common import frameworks as _frameworks
 from hvd.common import lifecycle as _lifecycle
 from hvd.common import process_sets as _process_sets
 from hvd.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built,  # noqa: F401
@@ -40,7 +41,11 @@ def _load():
     if not os.path.exists(_LIB_PATH):
         raise ImportError("hvd.mxnet: %s is missing: build hvd with HVD_MXNET_PYTHON pointing "
                           "at a Python that has mxnet (scripts/venv-mxnet.sh)" % _LIB_PATH)
-    lib = ctypes.CDLL(_LIB_PATH)
+    _frameworks.share_symbols("hvd.mxnet", mx, mx.base._LIB._name)
+    try:
+        lib = ctypes.CDLL(_LIB_PATH)
+    except OSError as e:
+        raise _frameworks.load_error("hvd.mxnet", mx, _LIB_PATH, e) from None
     lib.hvd_mx_set_capi.argtypes = [ctypes.c_void_p]
     if lib.hvd_mx_set_capi(_lifecycle.capi_address()) != 0:
         raise ImportError("hvd.mxnet's library does not match this hvd._C (rebuild both from "

@@ -5,6 +5,9 @@ See mpi_ops (the ops and their gradients), functions (broadcasting
 variables and objects), compression, gradient_tape
 (DistributedGradientTape, DistributedOptimizer) and hvd.tensorflow.keras.
 """
+from hvd.common.frameworks import require as _require
+
+_require("hvd.tensorflow")  # the framework, in the range this binding serves, or ImportError
 import tensorflow as tf
 
 from hvd.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401

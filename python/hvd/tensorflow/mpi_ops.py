@@ -21,6 +21,7 @@ import re
 import tensorflow as tf
 
 from hvd import _C
+from hvd.common import frameworks as _frameworks
 from hvd.common import lifecycle as _lifecycle
 from hvd.common import process_sets as _process_sets
 from hvd.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built,  # noqa: F401
@@ -30,7 +31,20 @@ from hvd.common.process_sets import (ProcessSet, add_process_set,  # noqa: F401
                                      global_process_set, remove_process_set)
 
 _LIB_PATH = os.path.join(os.path.dirname(__file__), "_hvd_tf_ops.so")
-MPI_LIB = tf.load_op_library(_LIB_PATH)
+
+
+def _load_op_library():
+    """The op library, bound now to this TensorFlow's C API (whose version
+    hvd.tensorflow's import checked: hvd.common.frameworks)."""
+    _frameworks.share_symbols("hvd.tensorflow", tf, os.path.join(tf.sysconfig.get_lib(),
+                                                                "libtensorflow_framework.so.2"))
+    try:
+        return tf.load_op_library(_LIB_PATH)
+    except (tf.errors.OpError, OSError) as e:
+        raise _frameworks.load_error("hvd.tensorflow", tf, _LIB_PATH, e) from None
+
+
+MPI_LIB = _load_op_library()
 _native = ctypes.CDLL(_LIB_PATH)  # the same loaded object: dlopen() shares it
 
 

@@ -4,6 +4,9 @@ CPU tensors; see mpi_ops (collectives), functions (broadcasting state and
 objects), optimizer (DistributedOptimizer), compression and
 sync_batch_norm.
 """
+from hvd.common.frameworks import require as _require
+
+_require("hvd.torch")  # the framework, in the range this binding serves, or ImportError
 from hvd.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
 from hvd.common.process_sets import (ProcessSet, add_process_set,  # noqa: F401
                                      global_process_set, remove_process_set)
