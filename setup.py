@@ -11,7 +11,12 @@ of setuptools' own (build/pip/...), or in HVD_CMAKE_BUILD_DIR when that
 names an existing CMake build of this tree (the tests use theirs).  The
 extension carries libhvd's objects (CMakeLists.txt), so nothing else is
 needed at run time; the programs are installed inside the package
-(hvd/_bin) and started by the console scripts of hvd/_launch.py.
+(hvd/_bin) and started by the console scripts of hvd/_launch.py, and
+libhvd.so.0 with hvd.h for C programs in hvd/lib and hvd/include.
+
+hvd._C is on CPython's limited API (_C.abi3.so), so the wheel is tagged
+cp39-abi3: one serves CPython 3.9 and newer.  scripts/wheel.sh makes the
+binary wheel users install (docs/install.md).
 """
 import glob
 import os
@@ -54,7 +59,7 @@ class CMakeBuild(build_ext):
         # HVD_VENV_PYTHON and HVD_MXNET_PYTHON).
         libs = [t for t in FRAMEWORK_LIBS if t in cmake_targets(build)]
         subprocess.run(["cmake", "--build", build, "-j", str(os.cpu_count() or 1), "--target",
-                        "hvd_python"] + libs + PROGRAMS, check=True)
+                        "hvd_python", "hvd"] + libs + PROGRAMS, check=True)
         built = glob.glob(os.path.join(build, "python", "hvd", "_C*.so"))
         if len(built) != 1:
             raise RuntimeError("CMake built no single hvd._C in %s: %s" % (build, built))
@@ -65,6 +70,11 @@ class CMakeBuild(build_ext):
         os.makedirs(bindir, exist_ok=True)
         for name in PROGRAMS:
             shutil.copy2(os.path.join(build, name), os.path.join(bindir, name))
+        package_dir = os.path.dirname(target)
+        for sub, src, name in [("lib", os.path.join(build, "libhvd.so.0"), "libhvd.so.0"),
+                               ("include", os.path.join(ROOT, "include", "hvd.h"), "hvd.h")]:
+            os.makedirs(os.path.join(package_dir, sub), exist_ok=True)
+            shutil.copyfile(src, os.path.join(package_dir, sub, name))
         for target_name in libs:
             package, lib = FRAMEWORK_LIBS[target_name]
             os.makedirs(os.path.join(os.path.dirname(target), package), exist_ok=True)
@@ -92,7 +102,8 @@ setup(
     # hvd.run, hvd.ray and hvd.spark move functions and results with cloudpickle.
     extras_require={"run": ["cloudpickle"], "ray": ["cloudpickle", "ray"],
                     "spark": ["cloudpickle", "pyspark"]},
-    ext_modules=[Extension("hvd._C", sources=[])],
+    ext_modules=[Extension("hvd._C", sources=[], py_limited_api=True)],
+    options={"bdist_wheel": {"py_limited_api": "cp39"}},
     cmdclass={"build_ext": CMakeBuild},
     entry_points={"console_scripts": ["%s = hvd._launch:%s" % (p, p.replace("-", "_"))
                                       for p in PROGRAMS]},
