@@ -36,6 +36,9 @@
 #define KILL_AFTER_MS 2000 /* SIGTERM to SIGKILL */
 #define GIVE_UP_MS 1000    /* after SIGKILL: the ranks' last reports, then go */
 #define QUEUE_HIGH (1024 * 1024)
+/* The loop turns at least every PING_MS: a longer gap means the machine
+ * did not run this agent, and hvdrun's pings wait unread: not its silence. */
+#define STALLED_MS (2 * PING_MS)
 
 extern char **environ;
 
@@ -59,6 +62,7 @@ struct agent {
   int sig_fd;
   int in_open, out_ok;
   uint64_t heard_at, ping_at, kill_at, give_up_at;
+  uint64_t seen_at; /* when on_time() last ran (STALLED_MS) */
   int stopping;
   int exit_code;
   char host[256];
@@ -325,6 +329,8 @@ static uint64_t next_wake(const agent *a) {
 }
 
 static void on_time(agent *a, uint64_t now) {
+  if (a->seen_at && now > a->seen_at + STALLED_MS) a->heard_at += now - a->seen_at;
+  a->seen_at = now;
   if (a->out_ok && now >= a->ping_at) {
     queue(a, (agent_msg){.type = AGENT_PING});
     a->ping_at = now + PING_MS;

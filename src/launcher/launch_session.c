@@ -51,6 +51,10 @@
 #define SILENCE_MS 4000
 #define SESSION_EXIT_MS 2000 /* after the ranks are done: the session's time to leave */
 #define SAID_MAX 2048        /* the last words of the session's stderr, for reports */
+/* hvdrun's loop turns at least every PING_MS: a longer gap means the
+ * machine did not run hvdrun (hundreds of ranks on a few cores), and the
+ * agents' pings wait unread meanwhile: not their silence. */
+#define STALLED_MS (2 * PING_MS)
 
 extern char **environ;
 
@@ -69,6 +73,7 @@ typedef struct {
   agent_reader rd;
   bytes q;
   uint64_t answer_by, heard_at, ping_at, kill_at;
+  uint64_t seen_at; /* when the timers were last looked at (STALLED_MS) */
   char said[SAID_MAX];
   size_t said_len;
   output_stream err; /* the session's stderr once the agent is up */
@@ -589,6 +594,8 @@ void session_expire(launch_host *h, uint64_t now) {
   char text[SAID_MAX];
   session *s = h->impl;
   if (!s || s->state == S_GONE) return;
+  if (s->seen_at && now > s->seen_at + STALLED_MS) s->heard_at += now - s->seen_at;
+  s->seen_at = now;
   if (s->state == S_CONNECTING && !s->failed && now >= s->answer_by) {
     said_text(s, text, sizeof text);
     launch_host_failed(h, HVDRUN_EXIT_HOST, 0, "host '%s': cannot start its ranks: no answer "

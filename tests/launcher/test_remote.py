@@ -530,6 +530,23 @@ def test_signal_to_hvdrun_stops_the_whole_tree(hvdrun, fake_ssh, log, sig):
         assert_all_gone(pids + [c["pid"] for c in log()], within=10)
 
 
+def test_a_stall_of_the_whole_machine_loses_no_host(hvdrun, fake_ssh, log):
+    """hvdrun, the session and the agent all stopped for 6 s (as a machine
+    too loaded to run them does): once they run again, the silence was
+    nobody's, and the job goes on."""
+    with running(hvdrun, fake_ssh, log, 2, "localhost:1,127.0.0.2:1", SLEEPER) as (p, pids, _):
+        agent = next(parent(pid) for pid in pids if b"--agent" in cmdline(parent(pid)))
+        stopped = [p.pid, agent] + [c["pid"] for c in log()]
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(6)
+        for pid in reversed(stopped):
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(3)
+        assert p.poll() is None, p.communicate(timeout=LIMIT)[1]
+        assert all(os.path.exists("/proc/%d" % pid) for pid in pids)
+
+
 # ---- the agent by itself ----
 
 def test_agent_refuses_garbage(hvdrun):
