@@ -89,8 +89,13 @@ typedef enum {
   HVD_E_ENV = -11,             /* a bad or inconsistent environment variable */
   HVD_E_SYSTEM = -12,          /* a system call failed (errno in the message) */
   HVD_E_ABORTED = -13,         /* the communicator broke on an earlier error */
-  HVD_E_HOSTS_UPDATED = -14    /* elastic: hosts were added or removed (Horovod's
+  HVD_E_HOSTS_UPDATED = -14,   /* elastic: hosts were added or removed (Horovod's
                                   HostsUpdatedInterrupt); every rank gets it at the same commit */
+  HVD_E_DESYNC = -15           /* a certain deadlock: every rank concerned waits on tensors
+                                  that ranks also waiting will never submit (ranks that call
+                                  different collectives, or in another order, each waiting);
+                                  every rank's waits fail with it, naming per rank the tensors
+                                  and the missing ranks (HOROVOD_DESYNC_TIMEOUT_SECONDS) */
 } hvd_error;
 
 /* The version of the library the program runs with, as HVD_VERSION_HEX:

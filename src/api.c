@@ -131,7 +131,15 @@ static int init_locked(const hvd_init_spec *spec) {
   return 0;
 }
 
+/* At the process's exit, when hvd initialised MPI (hvd__mpi_on_exit). */
+static int shutdown_at_exit(void) {
+  if (!hvd_is_initialized()) return 0;
+  hvd_shutdown();
+  return 1;
+}
+
 int hvd__init(const hvd_init_spec *spec) {
+  hvd__mpi_on_exit(shutdown_at_exit);
   pthread_mutex_lock(&ctx.lock);
   int rc = init_locked(spec);
   pthread_mutex_unlock(&ctx.lock);

@@ -102,6 +102,14 @@
     "Network interface the rank listens on for its peers (a comma-separated list: the "  \
     "first that exists on the rank's host); unset: the one whose route reaches hvdrun's " \
     "rendezvous")                                                                        \
+  X(LIVENESS_TIMEOUT_SECONDS, "HOROVOD_LIVENESS_TIMEOUT_SECONDS", INT, "5", 0, 86400,    \
+    "Seconds a rank may show no sign of life (its engine's heartbeat, not the caller's "  \
+    "progress) before the ranks watching it give up on it, naming it and its host; 0: "   \
+    "only HOROVOD_GLOO_TIMEOUT_SECONDS")                                                  \
+  X(DESYNC_TIMEOUT_SECONDS, "HOROVOD_DESYNC_TIMEOUT_SECONDS", INT, "5", 0, 86400,         \
+    "Seconds a certain deadlock (every rank concerned blocked in hvd on tensors that "    \
+    "blocked ranks never submitted) may last before every rank's waits fail with "        \
+    "HVD_E_DESYNC; 0: never")                                                             \
   X(STALL_CHECK_DISABLE, "HOROVOD_STALL_CHECK_DISABLE", BOOL, "0", 0, 1,                  \
     "Turn off the stall inspector (warnings and shutdown)")                               \
   X(STALL_CHECK_TIME_SECONDS, "HOROVOD_STALL_CHECK_TIME_SECONDS", INT, "60", 1, 86400,    \

@@ -81,6 +81,7 @@ static const struct {
     {HVD_E_SYSTEM, "HVD_E_SYSTEM", "system call failed"},
     {HVD_E_ABORTED, "HVD_E_ABORTED", "communicator aborted by an earlier error"},
     {HVD_E_HOSTS_UPDATED, "HVD_E_HOSTS_UPDATED", "hosts were added or removed (elastic)"},
+    {HVD_E_DESYNC, "HVD_E_DESYNC", "the ranks wait on each other: a certain deadlock"},
 };
 
 const char *hvd_strerror(int err) {

@@ -56,6 +56,11 @@ typedef enum {
  * (unless NEVER) and finalises MPI as `how` says. */
 void hvd__mpi_release(hvd_mpi_end how);
 
+/* What MPI's finalisation at the process's exit does first, when hvd
+ * initialised MPI (api.c's hvd_shutdown if hvd is initialised, returning
+ * 1 then; 0 if it was not).  Set before the job is formed. */
+void hvd__mpi_on_exit(int (*shutdown)(void));
+
 /* hvd_mpi_enabled() and hvd_mpi_threads_supported(). */
 int hvd__mpi_enabled(void);
 int hvd__mpi_threads_supported(void);

@@ -3,6 +3,7 @@
  *
  * The collectives are in ops.c, the Handle type in handle.c.
  */
+#include "hvd_build_config.h"
 #include "pyhvd.h"
 
 PyObject *pyhvd_internal_error;
@@ -101,6 +102,21 @@ ANSWER(mpi_built)
 ANSWER(mpi_enabled)
 ANSWER(mpi_threads_supported)
 
+/* nccl_built(), cuda_built(): what this build has (hvd_build_config.h);
+ * NCCL as the version code of the nccl.h it was built against, as Horovod
+ * answers, 0 without. */
+static PyObject *nccl_built_py(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return PyLong_FromLong(HVD_BUILT_NCCL_VERSION);
+}
+
+static PyObject *cuda_built_py(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return PyBool_FromLong(HVD_BUILT_CUDA);
+}
+
 static PyObject *shutdown(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
@@ -164,6 +180,8 @@ static PyMethodDef basic_methods[] = {
      "Join as the job of an MPI communicator, given its Fortran handle (hvd_init_comm)."},
     {"mpi_built", mpi_built_py, METH_NOARGS, "hvd_mpi_built()."},
     {"mpi_enabled", mpi_enabled_py, METH_NOARGS, "hvd_mpi_enabled()."},
+    {"nccl_built", nccl_built_py, METH_NOARGS, "NCCL_VERSION_CODE of the build, 0 without."},
+    {"cuda_built", cuda_built_py, METH_NOARGS, "Whether the build has CUDA (HVD_WITH_CUDA)."},
     {"mpi_threads_supported", mpi_threads_supported_py, METH_NOARGS,
      "hvd_mpi_threads_supported()."},
     {"shutdown", shutdown, METH_NOARGS, "Leave the job (hvd_shutdown)."},

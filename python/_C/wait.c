@@ -30,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/waits.h"
 #include "pyhvd.h"
 
 /* How long Ctrl-C may go unseen while the main thread waits. */
@@ -210,14 +211,22 @@ static int wait_in_slices(pyhvd_call *call, hvd_handle h, pyhvd_job **pending, c
     }
     *pending = job;
   }
+  /* The helper waits in hvd, but this thread is the one that submitted:
+   * it counts as waiting too (engine/waits.h), or its rank would never be
+   * blocked and a certain deadlock would never end. */
+  hvd__waits_enter();
   for (;;) {
     int done;
     Py_BEGIN_ALLOW_THREADS
     done = wait_slice(job);
     Py_END_ALLOW_THREADS
     if (done) break;
-    if (PyErr_CheckSignals() < 0) return PYHVD_INTERRUPTED;
+    if (PyErr_CheckSignals() < 0) {
+      hvd__waits_leave();
+      return PYHVD_INTERRUPTED;
+    }
   }
+  hvd__waits_leave();
   *pending = NULL;
   int rc = job->rc;
   *msg = job->msg;

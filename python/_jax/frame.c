@@ -77,16 +77,16 @@ static XLA_FFI_Error *tensor_of(const XLA_FFI_CallFrame *frame, const char *what
                                 int is_buffer, XLA_FFI_Buffer *buf, frame_tensor *t) {
   if (!is_buffer)
     return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "hvd.jax: %s %lld is not a buffer", what, (long long)i);
+                       FRAME_WHO ": %s %lld is not a buffer", what, (long long)i);
   size_t k = 0, n = sizeof dtypes / sizeof dtypes[0];
   while (k < n && dtypes[k].xla != buf->dtype) k++;
   if (k == n)
     return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "hvd.jax: %s %lld has XLA dtype %d, which hvd does not support", what,
+                       FRAME_WHO ": %s %lld has XLA dtype %d, which hvd does not support", what,
                        (long long)i, (int)buf->dtype);
   if (buf->rank > HVD_MAX_DIMS)
     return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "hvd.jax: %s %lld has %lld dimensions, hvd takes at most %d", what,
+                       FRAME_WHO ": %s %lld has %lld dimensions, hvd takes at most %d", what,
                        (long long)i, (long long)buf->rank, HVD_MAX_DIMS);
   t->data = buf->data;
   t->dtype = dtypes[k].hvd;
@@ -100,7 +100,7 @@ static XLA_FFI_Error *tensor_of(const XLA_FFI_CallFrame *frame, const char *what
 XLA_FFI_Error *frame_arg(const XLA_FFI_CallFrame *frame, int64_t i, frame_tensor *t) {
   if (i >= frame->args.size)
     return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "hvd.jax: operand %lld missing (%lld given)", (long long)i,
+                       FRAME_WHO ": operand %lld missing (%lld given)", (long long)i,
                        (long long)frame->args.size);
   return tensor_of(frame, "operand", i, frame->args.types[i] == XLA_FFI_ArgType_BUFFER,
                    frame->args.args[i], t);
@@ -109,7 +109,7 @@ XLA_FFI_Error *frame_arg(const XLA_FFI_CallFrame *frame, int64_t i, frame_tensor
 XLA_FFI_Error *frame_ret(const XLA_FFI_CallFrame *frame, int64_t i, frame_tensor *t) {
   if (i >= frame->rets.size)
     return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "hvd.jax: result %lld missing (%lld given)", (long long)i,
+                       FRAME_WHO ": result %lld missing (%lld given)", (long long)i,
                        (long long)frame->rets.size);
   return tensor_of(frame, "result", i, frame->rets.types[i] == XLA_FFI_RetType_BUFFER,
                    frame->rets.rets[i], t);
@@ -118,17 +118,17 @@ XLA_FFI_Error *frame_ret(const XLA_FFI_CallFrame *frame, int64_t i, frame_tensor
 XLA_FFI_Error *frame_arg_string(const XLA_FFI_CallFrame *frame, int64_t i, char *buf, size_t n) {
   if (i >= frame->args.size || frame->args.types[i] != XLA_FFI_ArgType_BUFFER)
     return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "hvd.jax: operand %lld (a name) missing", (long long)i);
+                       FRAME_WHO ": operand %lld (a name) missing", (long long)i);
   const XLA_FFI_Buffer *b = frame->args.args[i];
   if (b->dtype != XLA_FFI_DataType_U8 || b->rank != 1)
     return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "hvd.jax: operand %lld is not a name (rank-1 uint8)", (long long)i);
+                       FRAME_WHO ": operand %lld is not a name (rank-1 uint8)", (long long)i);
   size_t len = 0, size = (size_t)b->dims[0];
   const char *s = b->data;
   while (len < size && s[len] != '\0') len++;
   if (len >= n)
     return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                       "hvd.jax: a tensor name of %zu bytes, at most %zu", len, n - 1);
+                       FRAME_WHO ": a tensor name of %zu bytes, at most %zu", len, n - 1);
   memcpy(buf, s, len);
   buf[len] = '\0';
   return NULL;
@@ -149,7 +149,7 @@ static void *attr(const XLA_FFI_CallFrame *frame, const char *name, XLA_FFI_Attr
 
 static XLA_FFI_Error *bad_attr(const XLA_FFI_CallFrame *frame, const char *name, const char *want) {
   return frame_error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                     "hvd.jax: attribute '%s' missing or not %s", name, want);
+                     FRAME_WHO ": attribute '%s' missing or not %s", name, want);
 }
 
 XLA_FFI_Error *frame_attr_int(const XLA_FFI_CallFrame *frame, const char *name, int64_t *out) {

@@ -7,6 +7,7 @@
  * query at registration, and turn an error into the XLA_FFI_Error that
  * JAX raises as an exception with our message.  XLA's own C++ wrapper
  * (ffi.h) does the same with templates; a C project uses the C API.
+ * hvd.tensorflow's XLA handlers use it too (python/tensorflow/xla.c).
  */
 #ifndef HVD_JAX_FRAME_H
 #define HVD_JAX_FRAME_H
@@ -16,6 +17,12 @@
 
 #include "hvd.h"
 #include "xla/ffi/api/c_api.h"
+
+/* Who complains about a malformed frame: hvd.jax, or the binding that
+ * compiles frame.c too (hvd.tensorflow's XLA handlers). */
+#ifndef FRAME_WHO
+#define FRAME_WHO "hvd.jax"
+#endif
 
 /* A buffer as hvd sees it: address, element count, dtype, shape. */
 typedef struct {

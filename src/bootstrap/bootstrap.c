@@ -20,15 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../env.h"
-#include "../mpi_controller.h"
-#include "../transport/hybrid.h"
-#include "../wire/iface.h"
-#include "../transport/shm.h"
+#include "env.h"
+#include "mpi_controller.h"
+#include "transport/hybrid.h"
+#include "wire/iface.h"
+#include "transport/shm.h"
 #include "bootstrap.h"
 #include "host_plan.h"
-#include "../rdzv/rdzv_elastic.h"
-#include "../rdzv/rdzv_host.h"
+#include "rdzv/rdzv_elastic.h"
+#include "rdzv/rdzv_host.h"
 
 /* How long a waiting TCP sendrecv keeps trying its sockets before it
  * sleeps in poll() when this host's ranks each have a core
@@ -72,14 +72,13 @@ static int listen_entry(const hvd_job *job, int want_shm, int rdzv_fd, hvd_rdzv_
   strcpy(me->host_id, job->host_id);
   HVD__CHECK(listen_addr(job, rdzv_fd, me));
   HVD__CHECK(hvd__net_listen(me->listen.addr, 0, listen_fd, &me->listen.port));
-  hvd__log(HVD_LOG_DEBUG, "listening for peers on %s:%d (%s)", me->listen.addr,
-           me->listen.port, me->iface);
+  hvd__log(HVD_LOG_DEBUG, "listening for peers on %s:%d (%s)", me->listen.addr, me->listen.port,
+           me->iface);
   return 0;
 }
 
 /* Listens where the peers can reach us and registers there. */
-static int register_at(const hvd_job *job, int want_shm, int rdzv_fd, uint64_t deadline,
-                       met *m) {
+static int register_at(const hvd_job *job, int want_shm, int rdzv_fd, uint64_t deadline, met *m) {
   hvd_rdzv_entry me;
   HVD__CHECK(listen_entry(job, want_shm, rdzv_fd, &me, &m->listen_fd));
   me.rank = (uint32_t)job->rank;
@@ -108,8 +107,8 @@ static int meet_elastic(hvd_job *job, int want_shm, uint64_t deadline, met *m) {
   }
   if (rc < 0) {
     hvd__net_close(&fd);
-    return hvd__err_prefix(rc, "worker %u at hvdrun's rendezvous at %s:%d", how->worker,
-                           how->addr, how->port);
+    return hvd__err_prefix(rc, "worker %u at hvdrun's rendezvous at %s:%d", how->worker, how->addr,
+                           how->port);
   }
   job->rank = (int)p.rank;
   job->size = (int)p.size;
@@ -120,8 +119,8 @@ static int meet_elastic(hvd_job *job, int want_shm, uint64_t deadline, met *m) {
   job->generation = p.generation;
   job->control_fd = fd;
   hvd__log_set_rank(job->rank);
-  hvd__log(HVD_LOG_DEBUG, "worker %u: rank %d of %d in job %u", how->worker, job->rank,
-           job->size, p.generation);
+  hvd__log(HVD_LOG_DEBUG, "worker %u: rank %d of %d in job %u", how->worker, job->rank, job->size,
+           p.generation);
   return 0;
 }
 
@@ -141,8 +140,9 @@ static int meet_at_rendezvous(const hvd_job *job, int want_shm, uint64_t deadlin
    * deadline, or no time if this rank failed. */
   hvd__rdzv_host_stop(host, rc == 0 ? deadline : 0);
   if (rc < 0)
-    return hvd__err_prefix(rc, "rendezvous %sat %s:%d", how->kind == HVD_MEET_RANK0 ?
-                           "hosted by rank 0 " : "", how->addr, how->port);
+    return hvd__err_prefix(rc, "rendezvous %sat %s:%d",
+                           how->kind == HVD_MEET_RANK0 ? "hosted by rank 0 " : "", how->addr,
+                           how->port);
   return 0;
 }
 
@@ -152,8 +152,11 @@ static int keep_sub_job(hvd_job *job, met *m) {
   int me = -1, n = job->nranks;
   for (int i = 0; i < n; i++)
     if (job->ranks[i] == job->rank) me = i;
-  if (me < 0) return hvd__err(HVD_E_INVALID, "rank %d is not among the ranks given to "
-                              "hvd_init_ranks()", job->rank);
+  if (me < 0)
+    return hvd__err(HVD_E_INVALID,
+                    "rank %d is not among the ranks given to "
+                    "hvd_init_ranks()",
+                    job->rank);
   hvd_rdzv_entry *sub = calloc((size_t)n, sizeof *sub);
   if (!sub) return hvd__err(HVD_E_NOMEM, "a table of %d ranks", n);
   for (int i = 0; i < n; i++) {
@@ -178,8 +181,10 @@ static int join(const hvd_host_plan *plan, const hvd_tcp_config *cfg, const hvd_
                 hvd_transport *tcp, hvd_transport **xport) {
   hvd_transport *shm = NULL;
   if (plan->why[0] && plan->me == 0)
-    hvd__log(HVD_LOG_WARNING, "no shared memory among the ranks placed on host '%s', using "
-             "TCP: %s", job->hostname, plan->why);
+    hvd__log(HVD_LOG_WARNING,
+             "no shared memory among the ranks placed on host '%s', using "
+             "TCP: %s",
+             job->hostname, plan->why);
   if (plan->shm) {
     hvd_shm_config sc = {plan->members, plan->n, plan->me, cfg->key, cfg->timeout_ms};
     int rc = hvd__shm_setup(&sc, tcp, &shm);
@@ -189,6 +194,9 @@ static int join(const hvd_host_plan *plan, const hvd_tcp_config *cfg, const hvd_
       return rc;
     }
   }
+  if (shm) /* under hybrid, what the TCP watchdog finds fails shared-memory waits too */
+    hvd__shm_liveness(shm, cfg->live_ms,
+                      plan->mode == HVD_PLAN_HYBRID ? hvd__tcp_alarm(tcp) : NULL);
   if (plan->mode == HVD_PLAN_HYBRID) return hvd__hybrid_new(tcp, shm, plan->members, xport);
   if (shm) { /* one host: shared memory alone */
     tcp->ops->destroy(tcp);
@@ -206,12 +214,20 @@ static int connect_all(const hvd_job *job, met *m, uint64_t deadline, long timeo
   hvd_host_plan plan = {0};
   hvd_transport *tcp = NULL;
   hvd_tcp_config cfg;
+  long live_s;
   memset(&cfg, 0, sizeof cfg);
+  HVD__CHECK(hvd__param_int(HVD_P_LIVENESS_TIMEOUT_SECONDS, &live_s));
   hvd_peer_addr *peers = calloc((size_t)job->size, sizeof *peers);
-  if (!peers) return hvd__err(HVD_E_NOMEM, "allocating the addresses of %d ranks", job->size);
+  const char **hosts = calloc((size_t)job->size, sizeof *hosts);
+  if (!peers || !hosts) {
+    free(peers);
+    free(hosts);
+    return hvd__err(HVD_E_NOMEM, "allocating the addresses of %d ranks", job->size);
+  }
   int rc = hvd__host_plan(m->table, job->size, job->rank, &plan);
   if (rc < 0) goto free_all;
   for (int i = 0; i < job->size; i++) peers[i] = m->table[i].listen;
+  for (int i = 0; i < job->size; i++) hosts[i] = m->table[i].hostname;
   cfg.rank = job->rank;
   cfg.size = job->size;
   cfg.key = m->key;
@@ -220,6 +236,8 @@ static int connect_all(const hvd_job *job, met *m, uint64_t deadline, long timeo
   cfg.connect_deadline = deadline;
   cfg.timeout_ms = (int)(timeout_s * 1000);
   cfg.spin_us = hvd__core_each(job->local_size) ? TCP_SPIN_US : 0;
+  cfg.live_ms = (int)(live_s * 1000);
+  cfg.hosts = hosts;
   rc = hvd__tcp_create(&cfg, &tcp); /* owns the listener from here, even on failure */
   m->listen_fd = -1;
   if (rc < 0)
@@ -229,6 +247,7 @@ static int connect_all(const hvd_job *job, met *m, uint64_t deadline, long timeo
 free_all:
   hvd__host_plan_free(&plan);
   free(peers);
+  free(hosts);
   return rc;
 }
 
@@ -244,8 +263,7 @@ static int check_ranks(const hvd_job *job) {
                       job->size - 1);
     for (int k = 0; k < i; k++)
       if (job->ranks[k] == job->ranks[i])
-        return hvd__err(HVD_E_INVALID, "hvd_init_ranks: rank %d is listed twice",
-                        job->ranks[i]);
+        return hvd__err(HVD_E_INVALID, "hvd_init_ranks: rank %d is listed twice", job->ranks[i]);
   }
   return 0;
 }

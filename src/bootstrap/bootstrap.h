@@ -11,8 +11,8 @@
 #ifndef HVD_BOOTSTRAP_H
 #define HVD_BOOTSTRAP_H
 
-#include "../transport/transport.h"
-#include "../rdzv/rdzv.h"
+#include "transport/transport.h"
+#include "rdzv/rdzv.h"
 
 /* How the ranks of a job find each other. */
 typedef enum {

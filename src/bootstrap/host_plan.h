@@ -15,7 +15,7 @@
 #ifndef HVD_HOST_PLAN_H
 #define HVD_HOST_PLAN_H
 
-#include "../rdzv/rdzv.h"
+#include "rdzv/rdzv.h"
 
 typedef enum {
   HVD_PLAN_TCP,    /* no shared memory anywhere */

@@ -19,7 +19,7 @@
 #define HVD_SOURCE_H
 
 #include "bootstrap.h"
-#include "../rdzv/slurm_lists.h"
+#include "rdzv/slurm_lists.h"
 
 typedef struct {
   const char *name;
@@ -30,7 +30,7 @@ typedef struct {
 extern const hvd_source hvd__source_elastic, hvd__source_hvdrun, hvd__source_ompi,
     hvd__source_pmix, hvd__source_pmi, hvd__source_slurm;
 
-/* ---- helpers the sources share (source.c) ---- */
+/* ---- helpers the sources share (source_env.c) ---- */
 
 /* hvdrun's rendezvous from HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT and
  * _HOROVOD_SECRET_KEY (source_hvdrun.c; the elastic source's too). */

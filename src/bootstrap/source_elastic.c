@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "../env.h"
+#include "env.h"
 #include "source.h"
 
 static int present(void) {

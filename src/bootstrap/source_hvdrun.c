@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../env.h"
+#include "env.h"
 #include "source.h"
 
 /* A JOB variable as an integer in [min, max]; `def` when unset. */

@@ -10,8 +10,8 @@
  * HOROVOD_GLOO_RENDEZVOUS_PORT says; without the secret, the error says
  * that a build with MPI would need none.
  */
-#include "../env.h"
-#include "../mpi_controller.h"
+#include "env.h"
+#include "mpi_controller.h"
 #include "source.h"
 
 static int present(void) { return hvd__env("OMPI_COMM_WORLD_SIZE") != NULL; }

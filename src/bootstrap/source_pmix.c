@@ -6,7 +6,7 @@
  * PMIX_RANK and, later, with MPI.  Without MPI in the build the SLURM
  * source takes such a task: rank 0's rendezvous.
  */
-#include "../mpi_controller.h"
+#include "mpi_controller.h"
 #include "source.h"
 
 static int present(void) {

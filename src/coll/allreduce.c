@@ -3,7 +3,8 @@
  * that runs whichever allreduce algorithm was chosen (select.c; the others
  * live in recursive_doubling.c, rabenseifner.c and shm_allreduce.c).
  *
- * The buffer is cut into n segments.  In the reduce-scatter phase, at step
+ * The buffer is cut into n segments (the two phases are ring.c's, which
+ * the hierarchical allreduce shares).  In the reduce-scatter phase, at step
  * s = 0..n-2, rank r sends segment (r-s-1) mod n to its right neighbour
  * and receives segment (r-s-2) mod n from its left one, reducing it into
  * its own copy; after n-1 steps rank r holds segment r reduced over all
@@ -36,43 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../reduce.h"
+#include "reduce.h"
 #include "coll.h"
-
-static int mod(int a, int n) { return ((a % n) + n) % n; }
-
-int hvd__ring_reduce_scatter(hvd_comm *c, uint32_t tag, const hvd_pieces *segs,
-                             hvd_dtype dtype, hvd_op op, int divisor) {
-  int n = c->size, r = c->rank, right = (r + 1) % n, left = (r - 1 + n) % n;
-  hvd_recv_mode mode = {1, dtype, op, 0};
-  for (int s = 0; s < n - 1; s++)
-    HVD__CHECK(hvd__stream_pieces(c, tag, right, segs[mod(r - s - 1, n)], left,
-                                  segs[mod(r - s - 2, n)], &mode));
-  if (op == HVD_AVERAGE && divisor > 0)
-    for (int i = 0; i < segs[r].n; i++)
-      hvd__reduce_average(segs[r].p[i].ptr, segs[r].p[i].len / hvd_dtype_size(dtype), dtype,
-                          divisor);
-  return 0;
-}
-
-int hvd__ring_allgather(hvd_comm *c, uint32_t tag, const hvd_pieces *segs) {
-  int n = c->size, r = c->rank, right = (r + 1) % n, left = (r - 1 + n) % n;
-  for (int s = 0; s < n - 1; s++)
-    HVD__CHECK(hvd__stream_pieces(c, tag, right, segs[mod(r - s, n)], left,
-                                  segs[mod(r - s - 1, n)], NULL));
-  return 0;
-}
-
-int hvd__pieces_concat(const hvd_pieces *segs, int n, hvd_piece **flat, hvd_pieces *all) {
-  int k = 0;
-  for (int s = 0; s < n; s++) k += segs[s].n;
-  *flat = malloc((size_t)(k ? k : 1) * sizeof **flat);
-  if (!*flat) return hvd__err(HVD_E_NOMEM, "allocating %d pieces", k);
-  for (int s = 0, i = 0; s < n; s++)
-    for (int j = 0; j < segs[s].n; j++) (*flat)[i++] = segs[s].p[j];
-  *all = (hvd_pieces){*flat, k};
-  return 0;
-}
 
 static int run_flat(hvd_comm *c, uint32_t tag, hvd_ar_algo algo, hvd_pieces all,
                     hvd_dtype dtype, hvd_op op) {

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../comm.h"
+#include "comm.h"
 
 /* The allreduce algorithms (select.c).  A communicator's setting
  * (c->allreduce_algo) may be AUTO; the algorithm that runs never is.
@@ -260,7 +260,7 @@ int hvd__fold_out(hvd_comm *c, uint32_t tag, hvd_pieces all, int p);
 int hvd__rabenseifner(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op);
 
 /* The ring's two phases over c's c->size segments, inside a collective
- * already begun with `tag` (allreduce.c).  The reduce-scatter leaves
+ * already begun with `tag` (ring.c).  The reduce-scatter leaves
  * segment c->rank reduced over c's ranks and, for AVERAGE with
  * divisor > 0, divided by divisor; the allgather then copies each rank's
  * segment to every rank.  A segment may be any list of pieces, e.g.

@@ -9,7 +9,7 @@
  * serves, and each has a fixed order of combination that needs no
  * network to reproduce:
  *
- *   shm                  rank 0's value, then rank 1's, ... (shm_allreduce.c,
+ *   shm                  rank 0's value, then rank 1's, ... (shm_pipeline.c,
  *                        the same function: hvd__shm_reduce)
  *   recursive doubling   the extra ranks folded into the first n - p, then
  *                        a balanced tree over ranks 0..p-1, the lower
@@ -17,15 +17,14 @@
  */
 #include <string.h>
 
-#include "../reduce.h"
+#include "reduce.h"
 #include "shm_allreduce.h"
 
 static void rank_order(hvd_comm *c, void *const *vecs, size_t count, hvd_dtype dtype, hvd_op op,
                        void *out) {
-  int half = dtype == HVD_FLOAT16 || dtype == HVD_BFLOAT16;
   size_t esize = hvd_dtype_size(dtype), bytes = count * esize;
   hvd_shm_job j = {.c = c, .dtype = dtype, .op = op, .esize = esize,
-                   .block = half ? HVD_SHM_REDUCE_BLOCK / 2 : HVD_SHM_REDUCE_BLOCK};
+                   .block = hvd__shm_block(dtype)};
   const void *src[HVD_SHM_MAX_RANKS];
   for (size_t b = 0; b < bytes; b += j.block) {
     size_t n = bytes - b < j.block ? bytes - b : j.block;

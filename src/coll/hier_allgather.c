@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../wire/frame.h"
+#include "wire/frame.h"
 #include "coll.h"
 
 /* Phase 1's outcome on this host and phase 2's across hosts. */

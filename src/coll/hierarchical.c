@@ -41,8 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../env.h"
-#include "../wire/frame.h"
+#include "env.h"
+#include "wire/frame.h"
 #include "coll.h"
 
 /* ---- the layout every rank read from its environment ---- */

@@ -21,7 +21,7 @@
  */
 #include <stdlib.h>
 
-#include "../reduce.h"
+#include "reduce.h"
 #include "coll.h"
 
 #define MAX_ROUNDS 32

@@ -24,7 +24,7 @@
  */
 #include <stdlib.h>
 
-#include "../reduce.h"
+#include "reduce.h"
 #include "coll.h"
 
 int hvd__fold_in(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op, int p,

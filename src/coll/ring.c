@@ -1,12 +1,16 @@
 /*
  * ring.c -- what every algorithm shares: the ring's partition of a buffer,
- * chunked streaming between two peers, and the exchange of counts.
+ * chunked streaming between two peers, the ring's two phases over a
+ * buffer's segments (the ring allreduce and reduce-scatter in allreduce.c
+ * and the hierarchical allreduce run them; allreduce.c says how), and the
+ * exchange of counts.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "../reduce.h"
-#include "../wire/le.h"
+#include "reduce.h"
+#include "wire/le.h"
 #include "coll.h"
 
 size_t hvd__split_count(size_t count, int n, int i) {
@@ -155,6 +159,41 @@ int hvd__stream(hvd_comm *c, uint32_t tag, int to, const void *sbuf, size_t slen
   hvd_piece sp = {(char *)sbuf, slen}, rp = {rbuf, rlen};
   hvd_pieces s = {&sp, sbuf || slen ? 1 : 0}, r = {&rp, rbuf || rlen ? 1 : 0};
   return hvd__stream_pieces(c, tag, to, s, from, r, mode);
+}
+
+static int mod(int a, int n) { return ((a % n) + n) % n; }
+
+int hvd__ring_reduce_scatter(hvd_comm *c, uint32_t tag, const hvd_pieces *segs,
+                             hvd_dtype dtype, hvd_op op, int divisor) {
+  int n = c->size, r = c->rank, right = (r + 1) % n, left = (r - 1 + n) % n;
+  hvd_recv_mode mode = {1, dtype, op, 0};
+  for (int s = 0; s < n - 1; s++)
+    HVD__CHECK(hvd__stream_pieces(c, tag, right, segs[mod(r - s - 1, n)], left,
+                                  segs[mod(r - s - 2, n)], &mode));
+  if (op == HVD_AVERAGE && divisor > 0)
+    for (int i = 0; i < segs[r].n; i++)
+      hvd__reduce_average(segs[r].p[i].ptr, segs[r].p[i].len / hvd_dtype_size(dtype), dtype,
+                          divisor);
+  return 0;
+}
+
+int hvd__ring_allgather(hvd_comm *c, uint32_t tag, const hvd_pieces *segs) {
+  int n = c->size, r = c->rank, right = (r + 1) % n, left = (r - 1 + n) % n;
+  for (int s = 0; s < n - 1; s++)
+    HVD__CHECK(hvd__stream_pieces(c, tag, right, segs[mod(r - s, n)], left,
+                                  segs[mod(r - s - 1, n)], NULL));
+  return 0;
+}
+
+int hvd__pieces_concat(const hvd_pieces *segs, int n, hvd_piece **flat, hvd_pieces *all) {
+  int k = 0;
+  for (int s = 0; s < n; s++) k += segs[s].n;
+  *flat = malloc((size_t)(k ? k : 1) * sizeof **flat);
+  if (!*flat) return hvd__err(HVD_E_NOMEM, "allocating %d pieces", k);
+  for (int s = 0, i = 0; s < n; s++)
+    for (int j = 0; j < segs[s].n; j++) (*flat)[i++] = segs[s].p[j];
+  *all = (hvd_pieces){*flat, k};
+  return 0;
 }
 
 int hvd__exchange_counts(hvd_comm *c, uint32_t tag, const uint64_t *mine, uint64_t *theirs) {

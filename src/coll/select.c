@@ -46,7 +46,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../env.h"
+#include "env.h"
 #include "coll.h"
 
 /* Nanoseconds: per message, per byte sent, per byte reduced. */

@@ -1,53 +1,28 @@
 /*
- * shm_allreduce.c -- allreduce through windows of shared memory, the
- * algorithm for jobs whose ranks share a host.
+ * shm_allreduce.c -- allreduce through shared memory, the algorithm for
+ * jobs whose ranks share a host: which way a vector goes, and the ways
+ * for small vectors.
  *
- * Every rank has HVD_WINDOWS (3) windows in the shared segment
- * (transport.h).  The vector goes through them a chunk at a time, chunk c
- * in window c mod 3.  Rank r owns slice r of every chunk (hvd__split_*):
+ *   at most HVD_SYNC_SMALL bytes   in the sync's own record: one cache
+ *                                  line per rank to fetch, no window
+ *   one chunk of at most           the shortcut: every rank copies its
+ *   SHORTCUT_BYTES                 whole vector into a window, syncs, and
+ *                                  reduces all of it itself: one sync, no
+ *                                  second pass over the windows
+ *   from peer_read_min bytes,      straight from the other ranks' buffers
+ *   where the transport can read   (shm_direct.c)
+ *   them
+ *   otherwise                      the window pipeline (shm_pipeline.c)
  *
- *   copy in chunk 0
- *   sync
- *   for each chunk c:
- *     reduce slice r of chunk c, reading every rank's window directly,
- *       and write the result over slice r of this rank's window
- *     copy in chunk c + 1
- *     sync
- *     copy out chunk c: every other rank's slice from its window
- *
- * "Copy in" copies every slice but this rank's own into its window: its
- * own values are read from its buffer while it reduces, and the result
- * goes straight back there, so its slice never goes through the window
- * on the way in or out.  Each byte is copied in once and out once and read
- * once by its reducer: from 3 ranks on fewer bytes moved than the ring's
- * 2(n - 1) steps through the byte rings (at 2 the same), and one sync per
- * chunk instead of 2(n - 1) messages.  Three windows are what lets one sync do: when a rank copies
- * chunk c + 1 in, the window's last contents (chunk c - 2) were read by
- * the other ranks before they reached the previous sync, which it has
- * passed.
- *
- * Small vectors (one chunk of at most SHORTCUT_BYTES) take a shortcut:
- * every rank copies its whole vector in, syncs, and reduces all of it
- * itself.  One sync, and no second pass over the windows.  The smallest
- * (HVD_SYNC_SMALL bytes) travel in the sync's own record instead of a
- * window: one cache line per rank to fetch instead of two.
- *
- * Bits: every element is reduced in the same order, rank 0's value first,
- * then rank 1's, ... rank n-1's, by one rank (or, in the shortcut, by
- * every rank the same way), and copied everywhere: the same bits on all
- * ranks, and the same bits whatever the element's position, chunk or
- * slice, so fusion changes nothing.  AVERAGE divides once, after the sum.
- * float16 and bfloat16 are reduced in float32 and rounded once at the
- * end (the ring rounds after every step: it never holds all the values).
- *
- * Every sync compares what the ranks are doing (tag, bytes, dtype and op),
- * so ranks that disagree fail with a mismatch before reducing each other's
- * garbage.  An empty vector still makes one sync, so a rank with 0
- * elements cannot leave its peers waiting.
+ * Every way reduces each element in rank order (hvd__shm_reduce), so a
+ * vector gets the same bits whichever way it goes.  Every sync compares
+ * what the ranks are doing (tag, bytes, dtype and op), so ranks that
+ * disagree fail with a mismatch before reducing each other's garbage.  An
+ * empty vector still makes one sync, so a rank with 0 elements cannot
+ * leave its peers waiting.
  */
 #include <string.h>
 
-#include "../reduce.h"
 #include "shm_allreduce.h"
 
 /* Vectors up to this size take the shortcut: below it, reducing n - 1
@@ -56,64 +31,14 @@
 
 typedef hvd_shm_job job;
 
-static int sync_all(job *j) { return hvd__shm_sync(j->c, &j->stamp); }
-
-static unsigned char *window(const job *j, int rank, uint64_t chunk) {
-  return hvd__shm_window(j->c, rank, chunk);
-}
-
-static int is_half(hvd_dtype t) { return t == HVD_FLOAT16 || t == HVD_BFLOAT16; }
-
-/* Half-precision values are all reduced in float32 and rounded once, at
- * the end: every rank's values are in reach at once here, unlike in the
- * ring, which must round after every step. */
-static void widen(const job *j, float *dst, const void *src, size_t count) {
-  if (j->dtype == HVD_FLOAT16) hvd__half_to_float_n(dst, src, count);
-  else hvd__bf16_to_float_n(dst, src, count);
-}
-
-static void reduce_half(job *j, const void *const *src, size_t count, void *out) {
-  float acc[HVD_SHM_REDUCE_BLOCK / 4], v[HVD_SHM_REDUCE_BLOCK / 4];
-  widen(j, acc, src[0], count);
-  for (int r = 1; r < j->c->size; r++) {
-    widen(j, v, src[r], count);
-    hvd__reduce(acc, v, count, HVD_FLOAT32, j->op);
-  }
-  if (j->op == HVD_AVERAGE) hvd__reduce_average(acc, count, HVD_FLOAT32, j->c->size);
-  if (j->dtype == HVD_FLOAT16) hvd__float_to_half_n(out, acc, count);
-  else hvd__float_to_bf16_n(out, acc, count);
-}
-
-void hvd__shm_reduce(job *j, const void *const *src, size_t n, void *acc) {
-  size_t count = n / j->esize;
-  if (is_half(j->dtype)) {
-    reduce_half(j, src, count, acc);
-    return;
-  }
-  memcpy(acc, src[0], n);
-  for (int r = 1; r < j->c->size; r++) hvd__reduce(acc, src[r], count, j->dtype, j->op);
-  if (j->op == HVD_AVERAGE) hvd__reduce_average(acc, count, j->dtype, j->c->size);
-}
-
-/* The rank order reduction of bytes [off, off + n) of window w, this
- * rank's own values taken from own where not NULL. */
-static void reduce_block(job *j, uint64_t w, size_t off, size_t n, const void *own, void *acc) {
-  const void *src[HVD_SHM_MAX_RANKS];
-  for (int r = 0; r < j->c->size; r++)
-    src[r] = r == j->c->rank && own ? own : window(j, r, w) + off;
-  hvd__shm_reduce(j, src, n, acc);
-}
-
-static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
-
 /* The whole vector in one chunk (w); every rank reduces all of it. */
 static int shortcut(job *j, uint64_t w) {
   _Alignas(64) unsigned char acc[HVD_SHM_REDUCE_BLOCK];
-  hvd__pieces_gather(j->all, &j->in, 0, j->total, window(j, j->c->rank, w));
-  HVD__CHECK(sync_all(j));
+  hvd__pieces_gather(j->all, &j->in, 0, j->total, hvd__shm_window(j->c, j->c->rank, w));
+  HVD__CHECK(hvd__shm_sync(j->c, &j->stamp));
   for (size_t b = 0; b < j->total; b += j->block) {
-    size_t n = min_size(j->total - b, j->block);
-    reduce_block(j, w, b, n, NULL, acc);
+    size_t n = j->total - b < j->block ? j->total - b : j->block;
+    hvd__shm_reduce_window(j, w, b, n, NULL, acc);
     hvd__pieces_scatter(j->all, &j->out, b, n, acc);
   }
   return 0;
@@ -133,81 +58,15 @@ static int small(job *j) {
   return 0;
 }
 
-/* Chunk k of the vector: its offset and length, and slice r's within it. */
-typedef struct {
-  size_t at, len;
-} span;
-
-static span chunk_span(const job *j, size_t k) {
-  size_t at = k * j->chunk;
-  return (span){at, min_size(j->total - at, j->chunk)};
-}
-
-static span slice_span(const job *j, span ch, int r) {
-  size_t count = ch.len / j->esize;
-  return (span){hvd__split_offset(count, j->c->size, r) * j->esize,
-                hvd__split_count(count, j->c->size, r) * j->esize};
-}
-
-/* Every slice of chunk ch but this rank's into its window w. */
-static void copy_in(job *j, span ch, uint64_t w) {
-  unsigned char *win = window(j, j->c->rank, w);
-  span me = slice_span(j, ch, j->c->rank);
-  size_t after = me.at + me.len;
-  hvd__pieces_gather(j->all, &j->in, ch.at, me.at, win);
-  hvd__pieces_gather(j->all, &j->in, ch.at + after, ch.len - after, win + after);
-}
-
-/* This rank's slice of chunk ch (window w): its own values come straight
- * from its buffer, the result goes both there and into its window for the
- * others, a block at a time through L1. */
-static void reduce_mine(job *j, span ch, uint64_t w) {
-  unsigned char *win = window(j, j->c->rank, w);
-  span me = slice_span(j, ch, j->c->rank);
-  _Alignas(64) unsigned char own[HVD_SHM_REDUCE_BLOCK], acc[HVD_SHM_REDUCE_BLOCK];
-  for (size_t b = me.at; b < me.at + me.len; b += j->block) {
-    size_t n = min_size(me.at + me.len - b, j->block);
-    hvd__pieces_gather(j->all, &j->mine, ch.at + b, n, own);
-    reduce_block(j, w, b, n, own, acc);
-    memcpy(win + b, acc, n);
-    hvd__pieces_scatter(j->all, &j->mine, ch.at + b, n, acc);
-  }
-}
-
-/* Every other rank's reduced slice of chunk ch from its window w. */
-static void copy_out(job *j, span ch, uint64_t w) {
-  for (int r = 0; r < j->c->size; r++) {
-    if (r == j->c->rank) continue;
-    span s = slice_span(j, ch, r);
-    hvd__pieces_scatter(j->all, &j->out, ch.at + s.at, s.len, window(j, r, w) + s.at);
-  }
-}
-
-/* The schedule in the comment at the top; w0 is chunk 0's window. */
-int hvd__shm_pipeline(job *j, uint64_t w0) {
-  size_t chunks = (j->total + j->chunk - 1) / j->chunk;
-  copy_in(j, chunk_span(j, 0), w0);
-  HVD__CHECK(sync_all(j));
-  for (size_t k = 0; k < chunks; k++) {
-    span ch = chunk_span(j, k);
-    reduce_mine(j, ch, w0 + k);
-    if (k + 1 < chunks) copy_in(j, chunk_span(j, k + 1), w0 + k + 1);
-    HVD__CHECK(sync_all(j));
-    copy_out(j, ch, w0 + k);
-  }
-  return 0;
-}
-
 int hvd__shm_allreduce(hvd_comm *c, uint32_t tag, hvd_pieces all, hvd_dtype dtype, hvd_op op) {
   size_t esize = hvd_dtype_size(dtype), total = hvd__pieces_len(all);
   job j = {.c = c, .all = all, .dtype = dtype, .op = op, .esize = esize,
            .total = total, .chunk = c->xport->window_bytes / esize * esize,
-           /* half types widen a block to float32 in HVD_SHM_REDUCE_BLOCK bytes */
-           .block = is_half(dtype) ? HVD_SHM_REDUCE_BLOCK / 2 : HVD_SHM_REDUCE_BLOCK,
+           .block = hvd__shm_block(dtype),
            .stamp = {tag, hvd__shm_kind(HVD_SHM_ALLREDUCE, dtype, op), total}};
   if (hvd__shm_small(c, total)) return small(&j);
   if (total <= SHORTCUT_BYTES && total <= j.chunk)
     return shortcut(&j, hvd__shm_take_windows(c, 1));
   if (c->xport->ops->caps.peer_read && total >= c->xport->peer_read_min) return hvd__shm_direct(&j);
-  return hvd__shm_pipeline(&j, hvd__shm_take_windows(c, (total + j.chunk - 1) / j.chunk));
+  return hvd__shm_pipeline(&j);
 }

@@ -210,7 +210,7 @@ int hvd__shm_direct(job *j) {
   if (rc == 0) rc = collect(j, &ps, w, &overflow);
   if (rc == 0 && overflow) {
     peers_free(&ps, j->c->size);
-    return hvd__shm_pipeline(j, hvd__shm_take_windows(j->c, (j->total + j->chunk - 1) / j->chunk));
+    return hvd__shm_pipeline(j);
   }
   if (rc == 0) rc = stage(j, &ps);
   if (rc == 0) rc = reduce_slice(j, &ps);

@@ -14,7 +14,7 @@
  */
 #include <stdio.h>
 
-#include "../reduce.h"
+#include "reduce.h"
 #include "shm_allreduce.h"
 
 int hvd__shm_usable(const hvd_comm *c) {

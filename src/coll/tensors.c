@@ -41,13 +41,26 @@ static int lay_out(const hvd_comm *c, const layout *l, void *const *bufs, const 
   return used;
 }
 
+/* A few tensors over a few ranks lay out on the stack (most responses:
+ * a small allreduce called in a loop is one tensor). */
+#define FEW_PIECES 32
+#define FEW 8
+
 int hvd__allreduce_tensors(hvd_comm *c, void *const *bufs, const size_t *counts, int k,
                            hvd_dtype dtype, hvd_op op) {
   size_t n = (size_t)c->size, esize = hvd_dtype_size(dtype);
-  char *m = calloc(1, n * (size_t)k * sizeof(hvd_piece) + n * sizeof(hvd_pieces) + (size_t)k);
-  if (!m) return hvd__err(HVD_E_NOMEM, "allocating the layout of %d tensors", k);
-  layout l = {NULL, (hvd_piece *)m, (hvd_pieces *)(m + n * (size_t)k * sizeof(hvd_piece))};
-  l.algo = (unsigned char *)(l.segs + n);
+  hvd_piece few_pieces[FEW_PIECES];
+  hvd_pieces few_segs[FEW];
+  unsigned char few_algo[FEW];
+  layout l = {few_algo, few_pieces, few_segs};
+  char *m = NULL;
+  if (n * (size_t)k > FEW_PIECES || n > FEW || k > FEW) {
+    m = calloc(1, n * (size_t)k * sizeof(hvd_piece) + n * sizeof(hvd_pieces) + (size_t)k);
+    if (!m) return hvd__err(HVD_E_NOMEM, "allocating the layout of %d tensors", k);
+    l.pieces = (hvd_piece *)m;
+    l.segs = (hvd_pieces *)(m + n * (size_t)k * sizeof(hvd_piece));
+    l.algo = (unsigned char *)(l.segs + n);
+  }
   for (int i = 0; i < k; i++) l.algo[i] = (unsigned char)hvd__allreduce_algo(c, counts[i] * esize);
   int rc = 0;
   for (int a = HVD_AR_AUTO + 1; rc == 0 && a < HVD_AR_N; a++)

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../coll/dispatch.h"
+#include "coll/dispatch.h"
 #include "core.h"
 #include "device_ready.h"
 

@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../coll/coll.h"
+#include "coll/coll.h"
 #include "engine_int.h"
 
 /* A tensor held this long without every rank holding it goes through the
@@ -118,12 +118,12 @@ static void hold(hvd_engine *e, entry *en, uint32_t id) {
 /* The queue the driver took: cached tensors are held, the others become
  * requests in *mine. */
 static int take_queue(hvd_engine *e, entry *taken, hvd_msg *mine) {
-  hvd__tuning_message(e, mine);
+  hvd__tuning_message(&e->tuning, mine);
   /* The cached ones are held; the others stay on the list, as requests. */
   size_t n = 0;
   for (entry **t = &taken; *t;) {
     entry *en = *t;
-    int64_t id = e->cache_on ? hvd__cache_find(e->cache, &en->w.req) : -1;
+    int64_t id = e->fast.on ? hvd__cache_find(e->cache, &en->w.req) : -1;
     if (id < 0 || e->core.held[id]) {
       n++, t = &en->next;
       continue;
@@ -168,7 +168,7 @@ static int needs_full(hvd_engine *e, const hvd_msg *mine) {
 /* Whether this cycle may take the fast path: the same answer on every
  * rank, from state every rank shares. */
 static int fast_possible(const hvd_engine *e) {
-  return e->cache_on && hvd__cache_capacity(e->cache) > 0 && !e->pending_head && !e->njoined;
+  return e->fast.on && hvd__cache_capacity(e->cache) > 0 && !e->table.head && !e->join.n;
 }
 
 /* ---- the fast path ---- */
@@ -177,18 +177,18 @@ static int fast_possible(const hvd_engine *e) {
  * exchange. */
 static int fast_exchange(hvd_engine *e, int need, int *full) {
   size_t used = hvd__cache_used(e->cache), n = 1 + used;
-  if (n > e->fast_cap) {
-    uint8_t *v = realloc(e->fast, n);
+  if (n > e->fast.cap) {
+    uint8_t *v = realloc(e->fast.vec, n);
     if (!v) return hvd__err(HVD_E_NOMEM, "allocating a vector of %zu cache bits", used);
-    e->fast = v, e->fast_cap = n;
+    e->fast.vec = v, e->fast.cap = n;
   }
-  e->fast[0] = need ? 0 : 1;
-  for (size_t id = 0; id < used; id++) e->fast[1 + id] = e->core.held[id] != NULL;
+  e->fast.vec[0] = need ? 0 : 1;
+  for (size_t id = 0; id < used; id++) e->fast.vec[1 + id] = e->core.held[id] != NULL;
   hvd_ar_algo algo;
   int64_t rider = hvd__rider_id(e, &algo);
   if (rider >= 0) HVD__CHECK(hvd__rider_exchange(e, rider, algo, n));
-  else HVD__CHECK(hvd__allreduce_small(e->global, e->fast, n, HVD_UINT8, HVD_MIN));
-  *full = e->fast[0] == 0;
+  else HVD__CHECK(hvd__allreduce_small(e->global, e->fast.vec, n, HVD_UINT8, HVD_MIN));
+  *full = e->fast.vec[0] == 0;
   return 0;
 }
 
@@ -197,9 +197,9 @@ static int fast_submit(hvd_engine *e) {
   size_t used = hvd__cache_used(e->cache);
   if (hvd__rider_finish(e)) return 0;
   for (size_t id = 0; id < used; id++)
-    if (e->fast[1 + id]) {
+    if (e->fast.vec[1 + id]) {
       HVD__CHECK(hvd__negotiate_agreed(e, (uint32_t)id));
-      HVD__BUMP(e->fast_tensors);
+      HVD__BUMP(e->fast.tensors);
     }
   return 0;
 }
@@ -233,12 +233,17 @@ static int add_held_bits(hvd_engine *e, hvd_msg *mine) {
   return 0;
 }
 
-static int full_exchange(hvd_engine *e, hvd_msg *mine, response **rs, int *nrs, int *stop) {
+/* blocked: this rank's HVD_MSG_BLOCKED, sent only here: a rank waiting on
+ * tensors of the fast path must not cost every cycle a full exchange. */
+static int full_exchange(hvd_engine *e, hvd_msg *mine, uint32_t blocked, response **rs,
+                         int *nrs, int *stop) {
   hvd_msg *all = calloc((size_t)e->size, sizeof *all);
   if (!all) return hvd__err(HVD_E_NOMEM, "allocating %d messages", e->size);
+  mine->flags |= blocked;
   int rc = add_held_bits(e, mine);
   if (rc == 0) rc = exchange(e, mine, all);
   if (rc == 0) rc = hvd__negotiate(e, all, rs, nrs, stop);
+  if (rc == 0) hvd__desync_check(e, all, stop);
   for (int q = 0; q < e->size; q++) hvd__msg_free(&all[q]);
   free(all);
   return rc;
@@ -246,12 +251,13 @@ static int full_exchange(hvd_engine *e, hvd_msg *mine, response **rs, int *nrs, 
 
 /* ---- the cycle ---- */
 
-static int decide(hvd_engine *e, hvd_msg *mine, response **rs, int *nrs, int *stop) {
+static int decide(hvd_engine *e, hvd_msg *mine, uint32_t blocked, response **rs, int *nrs,
+                  int *stop) {
   int full = 1;
   if (fast_possible(e)) HVD__CHECK(fast_exchange(e, needs_full(e, mine), &full));
   if (full) {
-    HVD__BUMP(e->full_cycles);
-    return full_exchange(e, mine, rs, nrs, stop);
+    HVD__BUMP(e->fast.full_cycles);
+    return full_exchange(e, mine, blocked, rs, nrs, stop);
   }
   HVD__CHECK(fast_submit(e));
   hvd__rider_learn(e);
@@ -288,12 +294,13 @@ int hvd__cycle(hvd_engine *e, entry *taken, uint32_t flags) {
   response *rs = NULL;
   int nrs = 0, stop = 0, i = 0;
   memset(&mine, 0, sizeof mine);
-  mine.flags = flags;
+  mine.flags = flags & ~(uint32_t)HVD_MSG_BLOCKED;
   switch_timeline(e);
   hvd__timeline_cycle(e->tl);
   int rc = take_queue(e, taken, &mine);
   if (rc == 0 && e->rank == 0) hvd__stall_inspect(e, &mine);
-  if (rc == 0) rc = decide(e, &mine, &rs, &nrs, &stop);
+  if (rc == 0 && e->rank == 0) hvd__desync_inspect(e, &mine);
+  if (rc == 0) rc = decide(e, &mine, flags & HVD_MSG_BLOCKED, &rs, &nrs, &stop);
   for (; rc == 0 && i < nrs; i++) rc = hvd__execute(e, &rs[i]);
   if (rc < 0) fail_all(e, rc, rs + i, nrs - i);
   hvd__responses_free(rs, nrs);

@@ -1,5 +1,15 @@
 /*
- * device_nccl.c -- device tensors through NCCL (device_nccl.h).
+ * device_nccl.c -- the NCCL path for tensors in device memory (the
+ * hvd__device_nccl table, device.h), chosen as Horovod chooses it:
+ * HOROVOD_GPU_OPERATIONS=NCCL, or HOROVOD_GPU_ALLREDUCE=NCCL for
+ * allreduces (device.c reads the knobs, the ranks negotiate the path with
+ * each request).
+ *
+ * One NCCL communicator per process set, made at the set's first NCCL
+ * response (rank 0's ncclUniqueId sent by the set's host broadcast) and
+ * kept until shutdown; the collectives run on a stream of the path's own,
+ * and the engine completes the tensors when an event recorded after them
+ * has completed, waiting with a deadline (docs/gpu.md).
  *
  * Each response goes: (1) a refusal decided from the request alone, so
  * identical on every rank (a dtype NCCL cannot reduce, scale factors it
@@ -20,16 +30,15 @@
  * call may return ncclInProgress and is then polled to its end, so that
  * a rank that never arrives costs a deadline, not a hang.
  */
-#include "device_nccl.h"
-
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "../coll/dispatch.h"
-#include "../reduce.h"
+#include "coll/dispatch.h"
+#include "reduce.h"
+#include "transport/live.h"
 #include "device.h"
 #include "engine_int.h"
 #ifdef HVD_WITH_NCCL
@@ -43,14 +52,16 @@
 
 #ifndef HVD_WITH_NCCL
 
-int hvd__nccl_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
-  HVD__UNUSED(e), HVD__UNUSED(r);
+static int nccl_execute(hvd__device *d, response *r, hvd_comm *c, hvd_timeline *tl, int *fatal) {
+  HVD__UNUSED(d), HVD__UNUSED(r), HVD__UNUSED(tl);
   int rc = hvd__err(HVD_E_UNSUPPORTED, "this libhvd was built without NCCL (HVD_WITH_NCCL)");
   HVD__CHECK(hvd__coll_agree(c, rc, NO_PATH, fatal));
   return hvd__err(HVD_E_PROTOCOL, "the ranks agreed on NCCL that no rank has");
 }
 
-void hvd__nccl_close(hvd_engine *e) { HVD__UNUSED(e); }
+static void nccl_close(hvd__device *d, int broken) { HVD__UNUSED(d), HVD__UNUSED(broken); }
+
+const hvd__device_ops hvd__device_nccl = {"NCCL", NULL, nccl_execute, nccl_close};
 
 #else
 
@@ -205,6 +216,7 @@ static int wait_done(const path *np, ncclComm_t comm, uint64_t deadline) {
     if (q != ncclSuccess) state = q;
     if (state != ncclSuccess && state != ncclInProgress)
       return nccl_error(np, comm, state, "NCCL (asynchronous)");
+    hvd__live_beat(); /* a long collective on a slow link is progress (live.h) */
     if (hvd__now_ms() >= deadline)
       return hvd__err(HVD_E_TIMEOUT, "the NCCL collectives did not complete within %d s "
                       "(a rank missing, or the GPU hung)", DEADLINE_MS / 1000);
@@ -227,8 +239,8 @@ static void path_free(path *np) {
 }
 
 /* This rank's path on `device`, made at the first NCCL response. */
-static int open_path(hvd_engine *e, int device) {
-  path *np = e->nccl;
+static int open_path(hvd__device *d, int device) {
+  path *np = d->nccl;
   if (np) {
     if (device != np->device)
       return hvd__err(HVD_E_INVALID, "a tensor on CUDA device %d, where this process's NCCL "
@@ -255,7 +267,7 @@ static int open_path(hvd_engine *e, int device) {
     path_free(np);
     return rc;
   }
-  e->nccl = np;
+  d->nccl = np;
   return 0;
 }
 
@@ -294,10 +306,10 @@ static int init_comm(path *np, const ncclUniqueId *id, const hvd_comm *c, ncclCo
 /* The communicator of c's ranks (key: the process set, or HOST_KEY),
  * every rank agreeing that it has one: made at the first NCCL response
  * that needs it.  *fatal 0 when every rank fails alike. */
-static int agree_on_comm(hvd_engine *e, hvd_comm *c, const response *r, int key,
+static int agree_on_comm(hvd__device *d, hvd_comm *c, const response *r, int key,
                          ncclComm_t *out, int *fatal) {
-  int rc = open_path(e, r->items[0]->mine->w.device);
-  path *np = e->nccl;
+  int rc = open_path(d, r->items[0]->mine->w.device);
+  path *np = d->nccl;
   nccl_comm *k = rc == 0 ? find_comm(np, key, c) : NULL;
   ncclUniqueId id;
   memset(&id, 0, sizeof id);
@@ -324,14 +336,14 @@ static int agree_on_comm(hvd_engine *e, hvd_comm *c, const response *r, int key,
   return 0;
 }
 
-void hvd__nccl_close(hvd_engine *e) {
-  path *np = e->nccl;
+static void nccl_close(hvd__device *d, int broken) {
+  path *np = d->nccl;
   if (!np) return;
   np->rt->SetDevice(np->device);
   uint64_t deadline = hvd__now_ms() + CLOSE_MS;
   for (nccl_comm *k = np->comms, *next; k; k = next) {
     next = k->next;
-    int rc = e->core.broken ? -1 : settle(np, k->comm, np->nc->CommFinalize(k->comm),
+    int rc = broken ? -1 : settle(np, k->comm, np->nc->CommFinalize(k->comm),
                                      "ncclCommFinalize", deadline);
     if (rc == 0) np->nc->CommDestroy(k->comm);
     else np->nc->CommAbort(k->comm); /* never waits for the peers */
@@ -339,7 +351,7 @@ void hvd__nccl_close(hvd_engine *e) {
   }
   np->comms = NULL;
   path_free(np);
-  e->nccl = NULL;
+  d->nccl = NULL;
 }
 
 /* ---- the collectives ---- */
@@ -693,33 +705,33 @@ static int run_gathers(path *np, ncclComm_t comm, hvd_comm *c, const response *r
  * response, so whether one exists is alike on every rank: the branch
  * below is the same everywhere, and afterwards one agreement of the
  * whole job is all a response costs. */
-static int agree(hvd_engine *e, hvd_comm *c, const response *r, int hier, ncclComm_t *comm,
+static int agree(hvd__device *d, hvd_comm *c, const response *r, int hier, ncclComm_t *comm,
                  int *fatal) {
-  if (!hier) return agree_on_comm(e, c, r, r->items[0]->req.process_set, comm, fatal);
-  nccl_comm *k = find_comm(e->nccl, HOST_KEY, c->local);
+  if (!hier) return agree_on_comm(d, c, r, r->items[0]->req.process_set, comm, fatal);
+  nccl_comm *k = find_comm(d->nccl, HOST_KEY, c->local);
   int rc;
   if (k) {
-    rc = open_path(e, r->items[0]->mine->w.device);
+    rc = open_path(d, r->items[0]->mine->w.device);
     *comm = k->comm;
   } else {
-    rc = agree_on_comm(e, c->local, r, HOST_KEY, comm, fatal);
+    rc = agree_on_comm(d, c->local, r, HOST_KEY, comm, fatal);
     if (rc < 0 && *fatal) return rc;
   }
   return hvd__coll_agree(c, rc, "has no NCCL path within its host", fatal);
 }
 
-int hvd__nccl_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
+/* r (refuse() let it through) on c: every rank agreeing it has the path,
+ * then the collectives, waited for. */
+static int nccl_execute(hvd__device *d, response *r, hvd_comm *c, hvd_timeline *tl, int *fatal) {
   const hvd_request *q = &r->items[0]->req;
-  *fatal = 0;
-  HVD__CHECK(refuse(r, c->size));
   int hier = hierarchical(c, q);
   ncclComm_t comm;
-  HVD__CHECK(agree(e, c, r, hier, &comm, fatal));
+  HVD__CHECK(agree(d, c, r, hier, &comm, fatal));
   *fatal = 1;
-  path *np = e->nccl;
+  path *np = d->nccl;
   uint64_t deadline = hvd__now_ms() + DEADLINE_MS;
   for (int i = 0; i < r->n; i++)
-    hvd__timeline_begin(e->tl, r->items[i]->req.name, timeline_name(q->type, hier), NULL);
+    hvd__timeline_begin(tl, r->items[i]->req.name, timeline_name(q->type, hier), NULL);
   int rc;
   if (q->type == HVD_REQ_ALLGATHER || q->type == HVD_REQ_ALLTOALL) {
     rc = run_gathers(np, comm, c, r, deadline);
@@ -730,7 +742,7 @@ int hvd__nccl_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
     int wrc = wait_done(np, comm, deadline);
     if (rc == 0) rc = wrc;
   }
-  for (int i = 0; i < r->n; i++) hvd__timeline_end(e->tl, r->items[i]->req.name);
+  for (int i = 0; i < r->n; i++) hvd__timeline_end(tl, r->items[i]->req.name);
   if (rc == 0) return 0;
   nccl_comm *k = hier ? find_comm(np, HOST_KEY, c->local) : find_comm(np, q->process_set, c);
   if (k) drop_comm(np, k);
@@ -740,5 +752,7 @@ int hvd__nccl_execute(hvd_engine *e, response *r, hvd_comm *c, int *fatal) {
                            hvd__req_type_name(q->type), r->n, q->name);
   return rc;
 }
+
+const hvd__device_ops hvd__device_nccl = {"NCCL", refuse, nccl_execute, nccl_close};
 
 #endif /* HVD_WITH_NCCL */

@@ -4,7 +4,7 @@
  */
 #include "device_ready.h"
 
-#include "../common.h"
+#include "common.h"
 #ifdef HVD_WITH_CUDA
 #include "gpu/cuda/copier_cuda.h"
 #include "gpu/cuda/cudart.h"

@@ -36,13 +36,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "../affinity.h"
-#include "../coll/coll.h"
-#include "../env.h"
-#include "../startup.h"
+#include "affinity.h"
+#include "coll/coll.h"
+#include "env.h"
+#include "startup.h"
+#include "transport/live.h"
 #include "device.h"
-#include "device_nccl.h"
 #include "engine_int.h"
+#include "waits.h"
 
 void hvd__engine_set_epoch(hvd_engine *e, uint32_t epoch) {
   pthread_mutex_lock(&e->core.lock);
@@ -76,7 +77,7 @@ int hvd__engine_set_timeline(hvd_engine *e, hvd_timeline *tl) {
  * negotiation.  The driver's state may be read here: the last driver left
  * it under the lock. */
 static int is_idle(const hvd_engine *e) {
-  return !e->pending_head && e->core.unsent.n == e->core.nheld;
+  return !e->table.head && e->core.unsent.n == e->core.nheld;
 }
 
 /* Under lock, nobody driving: a cycle is due now whatever the clock says. */
@@ -110,12 +111,16 @@ static void timed_wait(pthread_cond_t *cond, pthread_mutex_t *lock, uint64_t ns)
  * gives the role back.  now: the clock, read just before (0: not read).
  * The queue and the flags are taken here, under the lock held anyway. */
 static void drive(hvd_engine *e, uint64_t now) {
+  hvd__live_beat(); /* the driver's sign of life, whichever thread drives */
   e->core.cycle_ns = now;
   entry *taken = e->core.queue;
   e->core.queue = NULL;
   e->core.queue_tail = &e->core.queue;
+  /* blocked read with the queue: a thread that enqueued then waits has
+   * its tensor in this cycle's message */
   uint32_t flags = (e->stop_requested ? HVD_MSG_SHUTDOWN : 0u) |
-                   (e->core.join_requested ? HVD_MSG_JOINED : 0u);
+                   (e->core.join_requested ? HVD_MSG_JOINED : 0u) |
+                   (hvd__waits_blocked() ? HVD_MSG_BLOCKED : 0u);
   pthread_mutex_unlock(&e->core.lock);
   int finished = hvd__cycle(e, taken, flags);
   pthread_mutex_lock(&e->core.lock);
@@ -148,8 +153,9 @@ static int drive_or_wait(hvd_engine *e, pthread_cond_t *cond) {
   if (!due_now(e)) {
     now = hvd__now_ns();
     uint64_t due = due_at(e, now);
-    if (due > now) {
-      timed_wait(cond, &e->core.lock, due);
+    if (due > now) { /* in slices, for the signs of life of a long period (live.h) */
+      uint64_t slice = now + (uint64_t)HVD_LIVE_SLICE_MS * 1000000u;
+      timed_wait(cond, &e->core.lock, due < slice ? due : slice);
       return 0;
     }
   }
@@ -201,6 +207,7 @@ static void *engine_main(void *arg) {
   hvd__log_set_rank(e->rank);
   pthread_mutex_lock(&e->core.lock);
   while (!e->finished) {
+    if (!e->driving) hvd__live_beat(); /* idle: alive; another driver beats for itself */
     uint32_t completions = atomic_load_explicit(&e->core.completions, memory_order_relaxed);
     if (drive_or_wait(e, &e->work) && !e->finished && !e->driving && !due_now(e)) {
       uint64_t now = hvd__now_ns();
@@ -210,6 +217,7 @@ static void *engine_main(void *arg) {
   e->stopped = 1;
   pthread_cond_broadcast(&e->core.cond);
   pthread_mutex_unlock(&e->core.lock);
+  hvd__live_active(0);
   return NULL;
 }
 
@@ -218,11 +226,11 @@ static void *engine_main(void *arg) {
 /* The cache and what is sized by its capacity. */
 static int cache_create(hvd_engine *e, uint32_t capacity) {
   hvd__cache_destroy(e->cache);
-  free(e->alone_next);
+  free(e->fast.alone_next);
   e->cache = NULL;
-  e->alone_next = calloc(capacity ? capacity : 1, sizeof *e->alone_next);
-  e->rider = e->alone_last = -1;
-  if (!e->alone_next)
+  e->fast.alone_next = calloc(capacity ? capacity : 1, sizeof *e->fast.alone_next);
+  e->fast.rider = e->fast.alone_last = -1;
+  if (!e->fast.alone_next)
     return hvd__err(HVD_E_NOMEM, "allocating %u cache entries", (unsigned)capacity);
   HVD__CHECK(hvd__core_held_alloc(&e->core, capacity));
   return hvd__cache_create(capacity, &e->cache);
@@ -235,12 +243,13 @@ static int read_config(hvd_engine *e) {
   HVD__CHECK(hvd__param_int(HVD_P_FUSION_THRESHOLD, &fusion));
   HVD__CHECK(hvd__param_int(HVD_P_CACHE_CAPACITY, &cache_cap));
   HVD__CHECK(hvd__param_int(HVD_P_FAST_PATH_RIDER_BYTES, &rider));
-  e->rider_max = (size_t)rider;
-  HVD__CHECK(hvd__param_bool(HVD_P_STALL_CHECK_DISABLE, &e->stall_disable));
-  HVD__CHECK(hvd__param_int(HVD_P_STALL_CHECK_TIME_SECONDS, &e->stall_check_s));
-  HVD__CHECK(hvd__param_int(HVD_P_STALL_SHUTDOWN_TIME_SECONDS, &e->stall_shutdown_s));
+  e->fast.rider_max = (size_t)rider;
+  HVD__CHECK(hvd__param_bool(HVD_P_STALL_CHECK_DISABLE, &e->stall.disable));
+  HVD__CHECK(hvd__param_int(HVD_P_STALL_CHECK_TIME_SECONDS, &e->stall.check_s));
+  HVD__CHECK(hvd__param_int(HVD_P_STALL_SHUTDOWN_TIME_SECONDS, &e->stall.shutdown_s));
+  HVD__CHECK(hvd__param_int(HVD_P_DESYNC_TIMEOUT_SECONDS, &e->desync.timeout_s));
   HVD__CHECK(hvd__param_bool(HVD_P_TIMELINE_MARK_CYCLES, &mark));
-  HVD__CHECK(hvd__param_bool(HVD_P_AUTOTUNE, &e->autotune));
+  HVD__CHECK(hvd__param_bool(HVD_P_AUTOTUNE, &e->tuning.on));
   e->fusion_threshold = (size_t)fusion;
   HVD__CHECK(cache_create(e, (uint32_t)cache_cap));
   const char *path = hvd__param_raw(HVD_P_TIMELINE);
@@ -256,37 +265,35 @@ static int agree_on_config(hvd_engine *e) {
   uint64_t cycle_bits;
   memcpy(&cycle_bits, &e->cycle_ms, sizeof cycle_bits);
   uint64_t v[5] = {(uint64_t)e->fusion_threshold, hvd__cache_capacity(e->cache),
-                   (uint64_t)e->autotune, cycle_bits, (uint64_t)e->rider_max};
+                   (uint64_t)e->tuning.on, cycle_bits, (uint64_t)e->fast.rider_max};
   HVD__CHECK(hvd__broadcast(e->global, v, sizeof v, 0));
   e->fusion_threshold = (size_t)v[0];
-  e->autotune = v[2] != 0;
-  e->rider_max = (size_t)v[4];
-  if (e->autotune) memcpy(&e->cycle_ms, &v[3], sizeof e->cycle_ms); /* rank 0 tunes from its own */
+  e->tuning.on = v[2] != 0;
+  e->fast.rider_max = (size_t)v[4];
+  if (e->tuning.on) memcpy(&e->cycle_ms, &v[3], sizeof e->cycle_ms); /* rank 0 tunes from its own */
   if (v[1] != hvd__cache_capacity(e->cache)) HVD__CHECK(cache_create(e, (uint32_t)v[1]));
   /* the autotuner may switch the hierarchical allreduce on: build it */
-  return hvd__startup_agree(e->global, e->autotune);
+  return hvd__startup_agree(e->global, e->tuning.on);
 }
 
 void hvd__engine_dealloc(hvd_engine *e) {
   if (!e) return;
-  for (pending *p = e->pending_head, *next; p; p = next) next = p->next, hvd__pending_free(p);
+  hvd__table_free(&e->table);
   hvd__engine_timeline_waits(e);
   hvd__cache_destroy(e->cache);
   hvd__timeline_close(e->tl);
   hvd__timeline_close(e->tl_next);
   hvd__psets_free(e);
-  free(e->joined);
-  free(e->join_cycle);
+  free(e->join.joined);
+  free(e->join.cycle);
+  free(e->desync.blocked);
+  free(e->desync.stuck);
   free(e->scratch);
-  hvd__device_close(e);
-  hvd__nccl_close(e);
-  free(e->alone_next);
-  free(e->ready);
-  free(e->fast);
-  free(e->rider_buf);
-  hvd__autotune_destroy(e->tuner);
-  free(e->tune_log);
-  hvd__index_free(&e->table);
+  hvd__device_close(&e->dev, e->core.broken);
+  free(e->fast.alone_next);
+  free(e->fast.vec);
+  free(e->fast.rider_buf);
+  hvd__tuning_free(&e->tuning);
   hvd__core_free(&e->core);
   pthread_cond_destroy(&e->work);
   free(e);
@@ -301,11 +308,14 @@ int hvd__engine_alloc(int rank, int size, uint32_t cache_capacity, hvd_engine **
   e->size = size;
   e->next_pset_id = 1;
   e->cycle_ms = 1;
-  e->cache_on = 1;
-  e->joined = calloc((size_t)size, 1);
-  e->join_cycle = calloc((size_t)size, sizeof *e->join_cycle);
-  int rc = e->joined && e->join_cycle ? cache_create(e, cache_capacity)
-                                      : hvd__err(HVD_E_NOMEM, "allocating the engine");
+  e->fast.on = 1;
+  e->join.joined = calloc((size_t)size, 1);
+  e->join.cycle = calloc((size_t)size, sizeof *e->join.cycle);
+  e->desync.blocked = calloc((size_t)size, 1);
+  e->desync.stuck = calloc((size_t)size, 1);
+  int rc = e->join.joined && e->join.cycle && e->desync.blocked && e->desync.stuck
+               ? cache_create(e, cache_capacity)
+               : hvd__err(HVD_E_NOMEM, "allocating the engine");
   if (rc < 0) {
     hvd__engine_dealloc(e);
     return rc;
@@ -317,6 +327,7 @@ int hvd__engine_alloc(int rank, int size, uint32_t cache_capacity, hvd_engine **
 int hvd__engine_start(hvd_comm *global, hvd_engine **out) {
   hvd_engine *e;
   HVD__CHECK(hvd__engine_alloc(global->rank, global->size, 0, &e));
+  hvd__waits_reset();
   e->global = global;
   /* the ranks of this host, not of the job: those are who share its cores */
   e->watch_ns = hvd__core_each(global->place.local_size) ? WATCH_NS : 0;
@@ -327,6 +338,9 @@ int hvd__engine_start(hvd_comm *global, hvd_engine **out) {
   if (rc == 0 && pthread_create(&e->thread, NULL, engine_main, e) != 0)
     rc = hvd__err(HVD_E_SYSTEM, "starting the engine thread");
   if (rc == 0) {
+    /* alive from here (live.h), whichever thread drives first: the
+     * engine's may not have run yet when a caller's cycles are done */
+    hvd__live_active(1);
     pthread_setname_np(e->thread, "hvd engine"); /* for ps, top, gdb, and the tests */
     hvd__affinity_apply(e->thread, global->place.local_rank, global->place.local_size);
   }
@@ -439,6 +453,7 @@ static int queue_locked(hvd_engine *e, const hvd_work *works, entry *const *ens,
 
 hvd_handle hvd__engine_enqueue(hvd_engine *e, const hvd_work *works, int n, hvd_callback cb,
                                void *arg, int will_wait) {
+  if (!will_wait) hvd__waits_submitted(); /* it may come back to wait, or never */
   entry *one = NULL, **ens = n == 1 ? &one : calloc((size_t)n, sizeof *ens);
   int rc = ens ? 0 : hvd__err(HVD_E_NOMEM, "allocating %d entries", n);
   entry *spare = NULL;
@@ -479,8 +494,15 @@ int hvd__engine_poll(hvd_engine *e, hvd_handle h) {
 static int wait_locked(hvd_engine *e, op *o, int64_t *value) {
   uint64_t start_ns = o->done || !e->tl_on ? 0 : hvd__now_ns(); /* for the timeline */
   /* A stopped engine has finished every entry it knew; one it lost would
-   * leave this wait without an end, so stop waiting then too. */
-  while (!o->done && !e->stopped) drive_or_wait(e, &e->core.cond);
+   * leave this wait without an end, so stop waiting then too.  The thread
+   * counts as waiting (waits.h) once a first drive did not end it: a small
+   * operation that completes in its own cycle pays nothing for it. */
+  int waits = 0;
+  while (!o->done && !e->stopped) {
+    drive_or_wait(e, &e->core.cond);
+    if (!waits && !o->done) hvd__waits_enter(), waits = 1;
+  }
+  if (waits) hvd__waits_leave();
   if (!o->done) /* o stays: a lost entry may still point to it */
     return hvd__err(HVD_E_ABORTED, "the engine stopped before handle %lld completed: %s",
                     (long long)o->id, e->core.why);
@@ -551,9 +573,9 @@ int hvd__engine_join(hvd_engine *e) {
 }
 
 void hvd__engine_cycle_counts(hvd_engine *e, uint64_t *fast, uint64_t *full, uint64_t *rode) {
-  *fast = atomic_load_explicit(&e->fast_tensors, memory_order_relaxed);
-  *full = atomic_load_explicit(&e->full_cycles, memory_order_relaxed);
-  if (rode) *rode = atomic_load_explicit(&e->rider_tensors, memory_order_relaxed);
+  *fast = atomic_load_explicit(&e->fast.tensors, memory_order_relaxed);
+  *full = atomic_load_explicit(&e->fast.full_cycles, memory_order_relaxed);
+  if (rode) *rode = atomic_load_explicit(&e->fast.rider_tensors, memory_order_relaxed);
 }
 
 uint64_t hvd__engine_watched(hvd_engine *e) {

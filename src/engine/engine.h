@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../comm.h"
+#include "comm.h"
 #include "message.h"
 #include "request.h"
 #include "timeline.h"

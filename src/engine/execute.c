@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../coll/dispatch.h"
-#include "../reduce.h"
+#include "coll/dispatch.h"
+#include "reduce.h"
 #include "device.h"
 #include "engine_int.h"
 
@@ -279,7 +279,7 @@ int hvd__execute(hvd_engine *e, response *r) {
   int64_t value = 0;
   int rc, fatal = !everyone; /* a collective may have left frames half sent */
   if (req->on_device) {
-    rc = hvd__device_execute(e, r, j.c, &fatal);
+    rc = hvd__device_execute(&e->dev, r, j.c, e->tl, &fatal);
   } else if (req->type == HVD_REQ_ALLREDUCE) {
     rc = run_allreduce(&j);
   } else { /* one collective per tensor: a group's in index order */
@@ -298,7 +298,7 @@ int hvd__execute(hvd_engine *e, response *r) {
     finish_all(e, r, rc, hvd_last_error(), 0);
     return fatal ? rc : 0;
   }
-  hvd__tuning_record(e, r);
+  hvd__tuning_record(&e->tuning, r);
   finish_all(e, r, 0, NULL, value);
   return 0;
 }

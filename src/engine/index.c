@@ -4,7 +4,7 @@
  */
 #include <stdlib.h>
 
-#include "../hash.h"
+#include "hash.h"
 #include "index.h"
 
 #define MIN_SLOTS 64

@@ -23,7 +23,8 @@
 #include "reduce.h"
 #include "wire/frame.h"
 
-#define KNOWN_FLAGS (HVD_MSG_SHUTDOWN | HVD_MSG_JOINED | HVD_MSG_SETTINGS | HVD_MSG_JOIN_STALLED)
+#define KNOWN_FLAGS (HVD_MSG_SHUTDOWN | HVD_MSG_JOINED | HVD_MSG_SETTINGS | \
+                     HVD_MSG_JOIN_STALLED | HVD_MSG_BLOCKED | HVD_MSG_DESYNC)
 #define SETTINGS_WIRE (8 + 8 + 1 + 1)
 
 /* The wire size of a name (u16 length + bytes) and of a request. */

@@ -6,7 +6,12 @@
  *              HVD_MSG_JOINED (this rank called hvd_join),
  *              HVD_MSG_JOIN_STALLED (rank 0 only: the ranks in hvd_join
  *              waited past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; every
- *              rank gives up in this cycle)
+ *              rank gives up in this cycle),
+ *              HVD_MSG_BLOCKED (every thread of this rank that could still
+ *              submit waits on hvd: engine/waits.h; in full exchanges),
+ *              HVD_MSG_DESYNC (rank 0 only: a certain deadlock lasted
+ *              HOROVOD_DESYNC_TIMEOUT_SECONDS; every rank that still finds
+ *              it in this cycle's messages gives up: desync.c)
  *   cache bits one bit per response-cache entry this rank has newly
  *              enqueued with exactly the cached parameters: the cheap path
  *              for tensors seen before (Horovod's response cache)
@@ -48,7 +53,9 @@ enum {
   HVD_MSG_SHUTDOWN = 1u << 0,
   HVD_MSG_JOINED = 1u << 1,
   HVD_MSG_SETTINGS = 1u << 2,
-  HVD_MSG_JOIN_STALLED = 1u << 3
+  HVD_MSG_JOIN_STALLED = 1u << 3,
+  HVD_MSG_BLOCKED = 1u << 4,
+  HVD_MSG_DESYNC = 1u << 5
 };
 
 /* The autotuner's settings (HVD_MSG_SETTINGS). */

@@ -49,25 +49,26 @@ static int same_tensor(const hvd_request *a, const char *name, int32_t set) {
 
 /* Names belong to their process set (as in Horovod, where each set has
  * its own queue): the same name in two sets is two tensors. */
-static pending *pending_find_key(hvd_engine *e, const char *name, int32_t set, uint64_t key) {
-  for (hvd_ilink *l = hvd__index_first(&e->table, key); l; l = hvd__index_next(&e->table, l)) {
+static pending *pending_find_key(hvd__table *t, const char *name, int32_t set, uint64_t key) {
+  for (hvd_ilink *l = hvd__index_first(&t->by_name, key); l;
+       l = hvd__index_next(&t->by_name, l)) {
     pending *p = HVD_CONTAINER_OF(l, pending, link);
     if (same_tensor(&p->req, name, set)) return p;
   }
   return NULL;
 }
 
-static pending *pending_find(hvd_engine *e, const char *name, int32_t set) {
-  return pending_find_key(e, name, set, hvd__index_key(name, set));
+static pending *pending_find(hvd__table *t, const char *name, int32_t set) {
+  return pending_find_key(t, name, set, hvd__index_key(name, set));
 }
 
-static void pending_unlink(hvd_engine *e, pending *p) {
+static void pending_unlink(hvd__table *t, pending *p) {
   if (p->prev) p->prev->next = p->next;
-  else e->pending_head = p->next;
+  else t->head = p->next;
   if (p->next) p->next->prev = p->prev;
-  else e->pending_tail = p->prev;
+  else t->tail = p->prev;
   p->prev = p->next = NULL;
-  hvd__index_remove(&e->table, &p->link);
+  hvd__index_remove(&t->by_name, &p->link);
 }
 
 static const char *phase_name(int type) {
@@ -101,12 +102,12 @@ static int pending_new(hvd_engine *e, const hvd_request *req, uint64_t key, int 
     return hvd__err(HVD_E_NOMEM, "allocating negotiation state for '%s'", req->name);
   }
   p->req = *req;
-  p->seq = e->next_seq++;
-  p->prev = e->pending_tail;
-  if (e->pending_tail) e->pending_tail->next = p;
-  else e->pending_head = p;
-  e->pending_tail = p;
-  hvd__index_add(&e->table, &p->link, key);
+  p->seq = e->table.next_seq++;
+  p->prev = e->table.tail;
+  if (e->table.tail) e->table.tail->next = p;
+  else e->table.head = p;
+  e->table.tail = p;
+  hvd__index_add(&e->table.by_name, &p->link, key);
   hvd__timeline_begin_at(e->tl, req->name, phase_name(req->type), NULL, since_us);
   *out = p;
   return 0;
@@ -151,19 +152,19 @@ static int missing_ranks(hvd_engine *e, const pending *p, const pset *s, int *ou
   int n = 0;
   for (int i = 0; i < nmembers(e, s); i++) {
     int r = member(s, i);
-    if (!submitted_by(p, r) && !e->joined[r]) out[n++] = r;
+    if (!submitted_by(p, r) && !e->join.joined[r]) out[n++] = r;
   }
   return n;
 }
 
-static int ready_push(hvd_engine *e, pending *p) {
-  if (e->nready == e->ready_cap) {
-    size_t cap = e->ready_cap ? 2 * e->ready_cap : 64;
-    pending **r = realloc(e->ready, cap * sizeof *r);
+static int ready_push(hvd__table *t, pending *p) {
+  if (t->nready == t->ready_cap) {
+    size_t cap = t->ready_cap ? 2 * t->ready_cap : 64;
+    pending **r = realloc(t->ready, cap * sizeof *r);
     if (!r) return hvd__err(HVD_E_NOMEM, "allocating the list of %zu ready tensors", cap);
-    e->ready = r, e->ready_cap = cap;
+    t->ready = r, t->ready_cap = cap;
   }
-  e->ready[e->nready++] = p;
+  t->ready[t->nready++] = p;
   p->state = P_READY;
   return 0;
 }
@@ -173,21 +174,21 @@ static int ready_push(hvd_engine *e, pending *p) {
 static int complete(hvd_engine *e, const pending *p, int *scratch) {
   const pset *s = set_of(e, p);
   if (missing_set(p) && !s) return 1;
-  if (!e->njoined && p->nsubmitted < nmembers(e, s)) return 0;
+  if (!e->join.n && p->nsubmitted < nmembers(e, s)) return 0;
   return missing_ranks(e, p, s, scratch) == 0;
 }
 
 static int update_ready(hvd_engine *e, pending *p, int *scratch) {
-  e->visits++;
+  e->table.visits++;
   if (p->state != P_WAITING || !complete(e, p, scratch)) return 0;
-  return ready_push(e, p);
+  return ready_push(&e->table, p);
 }
 
 /* Joins and removed sets change readiness anywhere: one walk of the
  * whole table (rare events). */
 static int rescan(hvd_engine *e, int *scratch) {
-  for (pending *p = e->pending_head; p; p = p->next) HVD__CHECK(update_ready(e, p, scratch));
-  e->rescan = 0;
+  for (pending *p = e->table.head; p; p = p->next) HVD__CHECK(update_ready(e, p, scratch));
+  e->table.rescan = 0;
   return 0;
 }
 
@@ -199,7 +200,7 @@ static int *scratch_ranks(hvd_engine *e) {
 
 static int submit(hvd_engine *e, int q, const hvd_request *req, int *scratch) {
   uint64_t key = hvd__index_key(req->name, req->process_set);
-  pending *p = pending_find_key(e, req->name, req->process_set, key);
+  pending *p = pending_find_key(&e->table, req->name, req->process_set, key);
   if (!p) HVD__CHECK(pending_new(e, req, key, 0, 0, &p));
   if (!p->submitted)
     return hvd__err(HVD_E_PROTOCOL, "rank %d submitted '%s', which every rank had submitted",
@@ -233,7 +234,7 @@ int hvd__negotiate_agreed(hvd_engine *e, uint32_t id) {
   pending *p;
   if (!req) return hvd__err(HVD_E_PROTOCOL, "every rank holds cache id %u, an empty slot", id);
   uint64_t key = hvd__index_key(req->name, req->process_set);
-  if (pending_find_key(e, req->name, req->process_set, key))
+  if (pending_find_key(&e->table, req->name, req->process_set, key))
     return hvd__err(HVD_E_PROTOCOL, "cached tensor '%s' is negotiated twice", req->name);
   /* The vector of bits says only that every rank holds it now: of the
    * ranks' readiness, this rank knows its own, since it began holding the
@@ -244,8 +245,8 @@ int hvd__negotiate_agreed(hvd_engine *e, uint32_t id) {
   tick(e, req->name, e->rank, since);
   p->nsubmitted = e->size;
   p->mine = hvd__unsent_take(&e->core, req);
-  e->visits++;
-  HVD__CHECK(ready_push(e, p));
+  e->table.visits++;
+  HVD__CHECK(ready_push(&e->table, p));
   if (!p->mine) /* it would run with this rank's zeros */
     return hvd__err(HVD_E_PROTOCOL, "every rank holds cached tensor '%s', this one does not",
                     req->name);
@@ -255,7 +256,11 @@ int hvd__negotiate_agreed(hvd_engine *e, uint32_t id) {
 /* ---- step 3: agreement ---- */
 
 /* "[1, 3]" */
-static void format_ranks(char *buf, size_t cap, const int *ranks, int n) {
+int hvd__pending_missing(hvd_engine *e, const pending *p, int *out) {
+  return missing_ranks(e, p, set_of(e, p), out);
+}
+
+void hvd__format_ranks(char *buf, size_t cap, const int *ranks, int n) {
   size_t len = (size_t)snprintf(buf, cap, "[");
   for (int i = 0; i < n && len < cap; i++)
     len += (size_t)snprintf(buf + len, cap - len, "%s%d", i ? ", " : "", ranks[i]);
@@ -268,12 +273,12 @@ static void check_joined(hvd_engine *e, const pending *p, const pset *s, char *w
                          size_t cap) {
   int *ranks = malloc((size_t)nmembers(e, s) * sizeof *ranks), k = 0;
   for (int i = 0; ranks && i < nmembers(e, s); i++)
-    if (!submitted_by(p, member(s, i)) && e->joined[member(s, i)]) ranks[k++] = member(s, i);
+    if (!submitted_by(p, member(s, i)) && e->join.joined[member(s, i)]) ranks[k++] = member(s, i);
   if (!ranks) {
     snprintf(why, cap, "out of memory checking '%s'", p->req.name);
   } else if (k && !joinable(p->req.type)) {
     char list[256];
-    format_ranks(list, sizeof list, ranks, k);
+    hvd__format_ranks(list, sizeof list, ranks, k);
     snprintf(why, cap, "%s '%s': ranks %s joined (hvd_join), and a joined rank cannot take "
              "part: %s is not supported with Join at this time", hvd__req_type_name(p->req.type),
              p->req.name, list, horovod_kind(p->req.type));
@@ -363,7 +368,7 @@ static int take(hvd_engine *e, response *r, pending *p) {
     if (!items) return hvd__err(HVD_E_NOMEM, "planning a response of %d tensors", cap);
     r->items = items, r->cap = cap;
   }
-  pending_unlink(e, p);
+  pending_unlink(&e->table, p);
   fuse_unlink(p);
   p->state = P_TAKEN;
   if (e->tl) { /* the cycle, the same number on every rank, pairs the ranks' files */
@@ -403,10 +408,10 @@ static int by_kind(const void *x, const void *y) {
  * their own). */
 static int link_chains(hvd_engine *e) {
   size_t n = 0;
-  pending **v = malloc((e->nready ? e->nready : 1) * sizeof *v);
-  if (!v) return hvd__err(HVD_E_NOMEM, "allocating %zu ready tensors", e->nready);
-  for (size_t i = 0; i < e->nready; i++) {
-    pending *p = e->ready[i];
+  pending **v = malloc((e->table.nready ? e->table.nready : 1) * sizeof *v);
+  if (!v) return hvd__err(HVD_E_NOMEM, "allocating %zu ready tensors", e->table.nready);
+  for (size_t i = 0; i < e->table.nready; i++) {
+    pending *p = e->table.ready[i];
     char why[8];
     p->fuse_prev = p->fuse_next = NULL;
     p->bad = check(e, p, why, sizeof why) != 0;
@@ -434,7 +439,7 @@ static int plan_fused(hvd_engine *e, plan *pl, pending *p) {
   HVD__CHECK(take(e, r, p));
   for (pending *next; q && bytes + bytes_of(q) <= e->fusion_threshold; q = next) {
     next = q->fuse_next;
-    e->visits++;
+    e->table.visits++;
     bytes += bytes_of(q);
     HVD__CHECK(take(e, r, q));
   }
@@ -448,7 +453,7 @@ static int gather_group(hvd_engine *e, const pending *p, pending **group) {
   for (uint32_t i = 0; i < p->req.group_size; i++) {
     char name[HVD_NAME_MAX + 16];
     snprintf(name, sizeof name, "%.*s.%u", (int)plen, p->req.name, i);
-    pending *g = pending_find(e, name, p->req.process_set);
+    pending *g = pending_find(&e->table, name, p->req.process_set);
     if (!g || g->state != P_READY) return 0;
     group[i] = g;
   }
@@ -495,22 +500,22 @@ int hvd__negotiate_plan(hvd_engine *e, response **out, int *nout) {
   plan pl = {0};
   int rc = 0;
   *out = NULL, *nout = 0;
-  if (e->rescan || e->njoined) {
+  if (e->table.rescan || e->join.n) {
     int *scratch = scratch_ranks(e);
     rc = scratch ? rescan(e, scratch) : hvd__err(HVD_E_NOMEM, "allocating %d ranks", e->size);
     free(scratch);
   }
-  if (rc < 0 || e->nready == 0) return rc; /* the fast path's usual cycle: nothing to plan */
-  qsort(e->ready, e->nready, sizeof *e->ready, by_seq);
+  if (rc < 0 || e->table.nready == 0) return rc; /* the fast path's usual cycle: nothing to plan */
+  qsort(e->table.ready, e->table.nready, sizeof *e->table.ready, by_seq);
   rc = link_chains(e);
-  for (size_t i = 0; rc == 0 && i < e->nready; i++) {
-    e->visits++;
-    if (e->ready[i]->state == P_READY) rc = plan_one(e, &pl, e->ready[i]);
+  for (size_t i = 0; rc == 0 && i < e->table.nready; i++) {
+    e->table.visits++;
+    if (e->table.ready[i]->state == P_READY) rc = plan_one(e, &pl, e->table.ready[i]);
   }
   size_t kept = 0;
-  for (size_t i = 0; i < e->nready; i++)
-    if (e->ready[i]->state == P_READY) e->ready[kept++] = e->ready[i];
-  e->nready = kept;
+  for (size_t i = 0; i < e->table.nready; i++)
+    if (e->table.ready[i]->state == P_READY) e->table.ready[kept++] = e->table.ready[i];
+  e->table.nready = kept;
   *out = pl.rs, *nout = pl.n;
   return rc;
 }
@@ -522,19 +527,19 @@ int hvd__negotiate_plan(hvd_engine *e, response **out, int *nout) {
 static void apply_joins(hvd_engine *e, const hvd_msg *msgs) {
   int last = -1;
   for (int q = 0; q < e->size; q++)
-    if ((msgs[q].flags & HVD_MSG_JOINED) && !e->joined[q]) {
-      e->joined[q] = 1;
-      e->njoined++;
-      e->join_cycle[q] = e->cycle;
-      e->rescan = 1;
-      if (!e->join_since_ms) e->join_since_ms = hvd__engine_clock_ns(&e->core) / 1000000u;
+    if ((msgs[q].flags & HVD_MSG_JOINED) && !e->join.joined[q]) {
+      e->join.joined[q] = 1;
+      e->join.n++;
+      e->join.cycle[q] = e->cycle;
+      e->table.rescan = 1;
+      if (!e->join.since_ms) e->join.since_ms = hvd__engine_clock_ns(&e->core) / 1000000u;
     }
-  if (e->njoined < e->size) return;
-  e->join_since_ms = 0;
+  if (e->join.n < e->size) return;
+  e->join.since_ms = 0;
   for (int q = 0; q < e->size; q++)
-    if (last < 0 || e->join_cycle[q] >= e->join_cycle[last]) last = q;
-  memset(e->joined, 0, (size_t)e->size);
-  e->njoined = 0;
+    if (last < 0 || e->join.cycle[q] >= e->join.cycle[last]) last = q;
+  memset(e->join.joined, 0, (size_t)e->size);
+  e->join.n = 0;
   hvd__engine_join_done(&e->core, last);
 }
 
@@ -548,12 +553,12 @@ static void waits_by_rank(hvd_engine *e, char *out, size_t cap, size_t *len, int
   for (int q = 0; q < e->size && *len < cap; q++) {
     int k = 0;
     *len += (size_t)snprintf(out + *len, cap - *len, "%s rank %d:", q ? ";" : "", q);
-    for (pending *p = e->pending_head; p && *len < cap; p = p->next) {
+    for (pending *p = e->table.head; p && *len < cap; p = p->next) {
       if (!p->submitted || !p->submitted[q] || !missing_ranks(e, p, set_of(e, p), scratch))
         continue;
       *len += (size_t)snprintf(out + *len, cap - *len, "%s '%s'", k++ ? "," : "", p->req.name);
     }
-    if (*len < cap && e->joined[q])
+    if (*len < cap && e->join.joined[q])
       *len += (size_t)snprintf(out + *len, cap - *len, "%s in hvd_join()", k++ ? "," : "");
     if (*len < cap && !k) *len += (size_t)snprintf(out + *len, cap - *len, " nothing");
   }
@@ -569,11 +574,13 @@ static void stall_shutdown(hvd_engine *e, const hvd_msg *m0, int join_stalled) {
                                 "stall shutdown (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS on rank 0):");
   int *missing = malloc((size_t)e->size * sizeof *missing);
   for (uint32_t i = 0; missing && i < m0->nfail && len < sizeof msg; i++) {
-    pending *p = pending_find(e, m0->fails[i], 0);
-    for (pending *q = e->pending_head; !p && q; q = q->next)
+    pending *p = pending_find(&e->table, m0->fails[i], 0);
+    for (pending *q = e->table.head; !p && q; q = q->next)
       if (strcmp(q->req.name, m0->fails[i]) == 0) p = q;
     char ranks[256] = "[]";
-    if (p) format_ranks(ranks, sizeof ranks, missing, missing_ranks(e, p, set_of(e, p), missing));
+    if (p)
+      hvd__format_ranks(ranks, sizeof ranks, missing,
+                        missing_ranks(e, p, set_of(e, p), missing));
     len += (size_t)snprintf(msg + len, sizeof msg - len,
                             " tensor '%s' was not submitted by ranks %s;",
                             m0->fails[i], ranks);
@@ -599,7 +606,7 @@ int hvd__negotiate_flags(hvd_engine *e, const hvd_msg *msgs, int *stop) {
     }
   apply_joins(e, msgs);
   /* the join may have completed in this very cycle */
-  int join_stalled = (msgs[0].flags & HVD_MSG_JOIN_STALLED) && e->njoined > 0;
+  int join_stalled = (msgs[0].flags & HVD_MSG_JOIN_STALLED) && e->join.n > 0;
   if (msgs[0].nfail == 0 && !join_stalled) return 0;
   stall_shutdown(e, &msgs[0], join_stalled);
   *stop = HVD_E_TIMEOUT;
@@ -614,15 +621,23 @@ int hvd__negotiate(hvd_engine *e, hvd_msg *msgs, response **out, int *nout, int 
   return hvd__negotiate_plan(e, out, nout);
 }
 
+/* Frees the table's tensors, leaving it empty. */
+static void table_clear(hvd__table *t) {
+  for (pending *p = t->head, *next; p; p = next) next = p->next, hvd__pending_free(p);
+  t->head = t->tail = NULL;
+  hvd__index_free(&t->by_name);
+  t->nready = 0;
+}
+
 void hvd__table_fail(hvd_engine *e, int status, const char *msg) {
-  for (pending *p = e->pending_head, *next; p; p = next) {
-    next = p->next;
+  for (pending *p = e->table.head; p; p = p->next)
     if (p->mine) hvd__engine_fail_entry(&e->core, p->mine, status, msg);
-    hvd__pending_free(p);
-  }
-  e->pending_head = e->pending_tail = NULL;
-  hvd__index_free(&e->table);
-  e->nready = 0;
+  table_clear(&e->table);
+}
+
+void hvd__table_free(hvd__table *t) {
+  table_clear(t);
+  free(t->ready);
 }
 
 /* ---- the stall inspector (rank 0) ---- */
@@ -632,24 +647,24 @@ void hvd__table_fail(hvd_engine *e, int status, const char *msg) {
  * give up. */
 static void inspect_join(hvd_engine *e, hvd_msg *mine, uint64_t now, uint64_t check_ms,
                          uint64_t shut_ms, int *ranks) {
-  if (!e->join_since_ms || now - e->join_since_ms < check_ms) return;
-  if (shut_ms > 0 && now - e->join_since_ms >= shut_ms) mine->flags |= HVD_MSG_JOIN_STALLED;
-  if (now - e->join_warned_ms < check_ms) return;
+  if (!e->join.since_ms || now - e->join.since_ms < check_ms) return;
+  if (shut_ms > 0 && now - e->join.since_ms >= shut_ms) mine->flags |= HVD_MSG_JOIN_STALLED;
+  if (now - e->join.warned_ms < check_ms) return;
   char joined[256], missing[256], waits[1024] = "";
   int nj = 0, nm = 0;
   size_t len = 0;
   for (int q = 0; q < e->size; q++)
-    if (e->joined[q]) ranks[nj++] = q;
-  format_ranks(joined, sizeof joined, ranks, nj);
+    if (e->join.joined[q]) ranks[nj++] = q;
+  hvd__format_ranks(joined, sizeof joined, ranks, nj);
   for (int q = 0; q < e->size; q++)
-    if (!e->joined[q]) ranks[nm++] = q;
-  format_ranks(missing, sizeof missing, ranks, nm);
+    if (!e->join.joined[q]) ranks[nm++] = q;
+  hvd__format_ranks(missing, sizeof missing, ranks, nm);
   waits_by_rank(e, waits, sizeof waits, &len, ranks);
-  e->join_warned_ms = now;
+  e->join.warned_ms = now;
   hvd__log(HVD_LOG_WARNING,
            "Stall: ranks %s called hvd_join() and have waited more than %ld s "
            "(HOROVOD_STALL_CHECK_TIME_SECONDS) for the others; missing ranks: %s;%s", joined,
-           e->stall_check_s, missing, waits);
+           e->stall.check_s, missing, waits);
 }
 
 /* Asks every rank, through rank 0's next message, to give up on p. */
@@ -662,24 +677,24 @@ static void request_fail(hvd_msg *mine, const pending *p) {
 
 void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine) {
   /* Nothing waits (the table is empty, nobody joined): no clock to read. */
-  if (e->stall_disable || (!e->pending_head && !e->join_since_ms)) return;
+  if (e->stall.disable || (!e->table.head && !e->join.since_ms)) return;
   uint64_t now = hvd__engine_clock_ns(&e->core) / 1000000u;
-  uint64_t check_ms = (uint64_t)e->stall_check_s * 1000;
-  uint64_t shut_ms = (uint64_t)e->stall_shutdown_s * 1000;
+  uint64_t check_ms = (uint64_t)e->stall.check_s * 1000;
+  uint64_t shut_ms = (uint64_t)e->stall.shutdown_s * 1000;
   /* Tensors new since the last cycle (at the table's end) wait from now:
    * timed here, not where negotiation adds them, so that a cycle that
    * negotiates and runs them at once reads no clock. */
-  for (pending *p = e->pending_tail; p && !p->first_seen_ms; p = p->prev) p->first_seen_ms = now;
-  if (now - e->inspected_ms < INSPECT_EVERY_MS) return;
-  e->inspected_ms = now;
+  for (pending *p = e->table.tail; p && !p->first_seen_ms; p = p->prev) p->first_seen_ms = now;
+  if (now - e->stall.inspected_ms < INSPECT_EVERY_MS) return;
+  e->stall.inspected_ms = now;
   int *missing = malloc((size_t)e->size * sizeof *missing);
   char warn[3072];
   size_t len = 0;
   warn[0] = '\0';
   if (!missing) return;
   inspect_join(e, mine, now, check_ms, shut_ms, missing);
-  for (pending *p = e->pending_head; p; p = p->next) {
-    e->visits++;
+  for (pending *p = e->table.head; p; p = p->next) {
+    e->table.visits++;
     int n = missing_ranks(e, p, set_of(e, p), missing);
     uint64_t age = now - p->first_seen_ms;
     if (n == 0 || age < check_ms) continue;
@@ -687,7 +702,7 @@ void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine) {
     if (now - p->warned_ms < check_ms || len >= sizeof warn) continue;
     p->warned_ms = now;
     char ranks[256];
-    format_ranks(ranks, sizeof ranks, missing, n);
+    hvd__format_ranks(ranks, sizeof ranks, missing, n);
     len += (size_t)snprintf(warn + len, sizeof warn - len, "%s'%s' missing ranks: %s",
                             len ? "; " : "", p->req.name, ranks);
   }
@@ -701,5 +716,5 @@ void hvd__stall_inspect(hvd_engine *e, hvd_msg *mine) {
              "Stall: one or more tensors were submitted by some ranks and have waited more "
              "than %ld s (HOROVOD_STALL_CHECK_TIME_SECONDS) for the others, which may mean "
              "the ranks submit different tensors or only some of them reach this step: %s.",
-             e->stall_check_s, warn);
+             e->stall.check_s, warn);
 }

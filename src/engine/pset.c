@@ -68,7 +68,7 @@ int hvd__pset_remove(hvd_engine *e, int id) {
   pthread_mutex_unlock(&e->core.lock);
   if (!p) return hvd__err(HVD_E_INVALID, "process set %d does not exist", id);
   pset_free(p);
-  e->rescan = 1; /* its tensors still waiting now fail: they are ready to */
+  e->table.rescan = 1; /* its tensors still waiting now fail: they are ready to */
   return 0;
 }
 

@@ -41,8 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../coll/coll.h"
-#include "../reduce.h"
+#include "coll/coll.h"
+#include "reduce.h"
 #include "engine_int.h"
 
 /* Records and the values in them start at multiples of 8, every dtype's
@@ -58,14 +58,14 @@ static int rides(const hvd_engine *e, const hvd_request *q, hvd_ar_algo *algo) {
       q->group_size || q->op == HVD_ADASUM || e->global->coll)
     return 0;
   size_t bytes = q->count * hvd_dtype_size((hvd_dtype)q->dtype);
-  if (bytes == 0 || bytes > e->rider_max) return 0; /* 0: nothing to carry */
+  if (bytes == 0 || bytes > e->fast.rider_max) return 0; /* 0: nothing to carry */
   *algo = hvd__allreduce_algo(e->global, bytes);
   return *algo == HVD_AR_SHM || *algo == HVD_AR_RECURSIVE_DOUBLING;
 }
 
 int64_t hvd__rider_id(const hvd_engine *e, hvd_ar_algo *algo) {
-  if (e->rider < 0 || e->size < 2) return -1;
-  return rides(e, hvd__cache_get(e->cache, (uint32_t)e->rider), algo) ? e->rider : -1;
+  if (e->fast.rider < 0 || e->size < 2) return -1;
+  return rides(e, hvd__cache_get(e->cache, (uint32_t)e->fast.rider), algo) ? e->fast.rider : -1;
 }
 
 /* The cache id this fast cycle runs alone (the vector's only 1), or -1. */
@@ -73,7 +73,7 @@ static int64_t alone(const hvd_engine *e) {
   uint32_t used = hvd__cache_used(e->cache);
   int64_t only = -1;
   for (uint32_t id = 0; id < used; id++)
-    if (e->fast[1 + id]) {
+    if (e->fast.vec[1 + id]) {
       if (only >= 0) return -1;
       only = id;
     }
@@ -81,20 +81,21 @@ static int64_t alone(const hvd_engine *e) {
 }
 
 void hvd__rider_learn(hvd_engine *e) {
+  hvd__fast *f = &e->fast;
   int64_t id = alone(e);
   if (id < 0) return;
-  if (e->alone_last >= 0) e->alone_next[e->alone_last] = (uint32_t)id + 1;
-  e->alone_last = id;
-  int64_t guess = e->alone_next[id] ? (int64_t)e->alone_next[id] - 1 : id;
+  if (f->alone_last >= 0) f->alone_next[f->alone_last] = (uint32_t)id + 1;
+  f->alone_last = id;
+  int64_t guess = f->alone_next[id] ? (int64_t)f->alone_next[id] - 1 : id;
   /* The same id again needs no second look: hvd__rider_id() checks it
    * before every exchange. */
-  if (guess == e->rider) return;
+  if (guess == f->rider) return;
   hvd_ar_algo algo;
-  if (rides(e, hvd__cache_get(e->cache, (uint32_t)guess), &algo)) e->rider = guess;
-  else if (id != e->rider && rides(e, hvd__cache_get(e->cache, (uint32_t)id), &algo)) e->rider = id;
+  if (rides(e, hvd__cache_get(e->cache, (uint32_t)guess), &algo)) f->rider = guess;
+  else if (id != f->rider && rides(e, hvd__cache_get(e->cache, (uint32_t)id), &algo)) f->rider = id;
 }
 
-/* The records gathered: the vectors' MIN into e->fast; 1 if every rank
+/* The records gathered: the vectors' MIN into fast.vec; 1 if every rank
  * sent the rider's values. */
 static int merge(hvd_engine *e, const uint8_t *all, size_t n, size_t stride) {
   int every = 1;
@@ -102,7 +103,7 @@ static int merge(hvd_engine *e, const uint8_t *all, size_t n, size_t stride) {
     const uint8_t *v = all + (size_t)r * stride;
     every &= v[0] == 1;
     for (size_t i = 0; i < n; i++)
-      if (v[1 + i] < e->fast[i]) e->fast[i] = v[1 + i];
+      if (v[1 + i] < e->fast.vec[i]) e->fast.vec[i] = v[1 + i];
   }
   return every;
 }
@@ -123,7 +124,7 @@ static int finish(hvd_engine *e, entry *en, hvd_ar_algo algo, uint8_t *all, size
   if (vecs != few) free(vecs);
   if (rc < 0) return hvd__err_prefix(rc, "allreduce '%s' on the fast path", q->name);
   en->prereduced = 1;
-  HVD__BUMP(e->rider_tensors);
+  HVD__BUMP(e->fast.rider_tensors);
   return 0;
 }
 
@@ -132,37 +133,38 @@ int hvd__rider_exchange(hvd_engine *e, int64_t id, hvd_ar_algo algo, size_t n) {
   hvd_dtype dt = (hvd_dtype)q->dtype;
   size_t bytes = q->count * hvd_dtype_size(dt), head = align8(1 + n);
   size_t stride = head + align8(bytes), total = stride * (size_t)e->size;
-  if (total > e->rider_cap) {
-    uint8_t *b = realloc(e->rider_buf, total);
+  hvd__fast *f = &e->fast;
+  if (total > f->rider_cap) {
+    uint8_t *b = realloc(f->rider_buf, total);
     if (!b) return hvd__err(HVD_E_NOMEM, "allocating %zu bytes for the fast path", total);
-    e->rider_buf = b, e->rider_cap = total;
+    f->rider_buf = b, f->rider_cap = total;
   }
-  uint8_t *mine = e->rider_buf + (size_t)e->rank * stride;
+  uint8_t *mine = f->rider_buf + (size_t)e->rank * stride;
   entry *en = e->core.held[id];
   memset(mine, 0, stride); /* the padding too: no stale bytes on the wire */
   mine[0] = en != NULL;
-  memcpy(mine + 1, e->fast, n);
+  memcpy(mine + 1, f->vec, n);
   if (en) {
     memcpy(mine + head, en->w.sendbuf, bytes);
     hvd__reduce_scale(mine + head, q->count, dt, q->prescale);
   }
-  HVD__CHECK(hvd__allgather_equal(e->global, mine, stride, e->rider_buf));
-  if (!merge(e, e->rider_buf, n, stride) || !e->fast[0] || !e->fast[1 + id] || !en) return 0;
-  return finish(e, en, algo, e->rider_buf, head, stride);
+  HVD__CHECK(hvd__allgather_equal(e->global, mine, stride, f->rider_buf));
+  if (!merge(e, f->rider_buf, n, stride) || !f->vec[0] || !f->vec[1 + id] || !en) return 0;
+  return finish(e, en, algo, f->rider_buf, head, stride);
 }
 
 int hvd__rider_finish(hvd_engine *e) {
-  entry *en = e->rider >= 0 ? e->core.held[e->rider] : NULL;
-  if (!en || !en->prereduced || e->tl || e->tuner) return 0;
-  if (alone(e) != e->rider) return 0; /* others run too: through the plan, in order */
+  entry *en = e->fast.rider >= 0 ? e->core.held[e->fast.rider] : NULL;
+  if (!en || !en->prereduced || e->tl || e->tuning.tuner) return 0;
+  if (alone(e) != e->fast.rider) return 0; /* others run too: through the plan, in order */
   const hvd_request *q = &en->w.req;
   hvd__unsent_remove(&e->core, en); /* unholds it */
-  hvd__cache_touch(e->cache, (uint32_t)e->rider); /* held under it: equal */
+  hvd__cache_touch(e->cache, (uint32_t)e->fast.rider); /* held under it: equal */
   hvd__reduce_scale(en->w.recvbuf, q->count, (hvd_dtype)q->dtype, q->postscale);
   en->op->value = 0;
   /* counted before the handle completes, as negotiation counts it: a
    * caller woken by it reads the count with its result */
-  HVD__BUMP(e->fast_tensors);
+  HVD__BUMP(e->fast.tensors);
   e->core.finish_later = en; /* drive() finishes it when it takes the lock back */
   return 1;
 }

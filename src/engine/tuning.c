@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../env.h"
-#include "../hash.h"
+#include "env.h"
+#include "hash.h"
 #include "engine_int.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -29,7 +29,7 @@ static double now_s(void) {
 }
 
 static hvd_tune current(const hvd_engine *e) {
-  return (hvd_tune){(double)e->fusion_threshold / MIB, e->cycle_ms, e->cache_on,
+  return (hvd_tune){(double)e->fusion_threshold / MIB, e->cycle_ms, e->fast.on,
                     e->global && e->global->hierarchical};
 }
 
@@ -41,7 +41,7 @@ int hvd__tuning_start(hvd_engine *e) {
   HVD__CHECK(hvd__param_int(HVD_P_AUTOTUNE_BAYES_OPT_MAX_SAMPLES, &samples));
   HVD__CHECK(hvd__param_double(HVD_P_AUTOTUNE_GAUSSIAN_PROCESS_NOISE, &cfg.noise));
   HVD__CHECK(hvd__param_double(HVD_P_AUTOTUNE_RETUNE_DROP, &cfg.retune_drop));
-  if (!e->autotune || e->rank != 0) return 0;
+  if (!e->tuning.on || e->rank != 0) return 0;
   cfg.warmup_samples = (int)warmup;
   cfg.steps_per_sample = (int)steps;
   cfg.max_samples = (int)samples;
@@ -49,7 +49,7 @@ int hvd__tuning_start(hvd_engine *e) {
   cfg.tune_hierarchical = e->global && e->global->local != NULL;
   cfg.log_path = hvd__param_raw(HVD_P_AUTOTUNE_LOG);
   hvd_tune start = current(e);
-  return hvd__autotune_create(&cfg, &start, &e->tuner);
+  return hvd__autotune_create(&cfg, &start, &e->tuning.tuner);
 }
 
 /* Bytes a tensor moved, as Horovod's autotuner counts them. */
@@ -60,34 +60,34 @@ static uint64_t bytes_of(const pending *p) {
   return p->req.count * es;
 }
 
-void hvd__tuning_record(hvd_engine *e, const response *r) {
+void hvd__tuning_record(hvd__tuning *t, const response *r) {
   hvd_tune next;
-  if (!e->tuner || r->error) return;
+  if (!t->tuner || r->error) return;
   double now = now_s();
   for (int i = 0; i < r->n; i++)
-    if (hvd__autotune_tensor(e->tuner, hvd__hash_str(r->items[i]->req.name),
+    if (hvd__autotune_tensor(t->tuner, hvd__hash_str(r->items[i]->req.name),
                              bytes_of(r->items[i]), now, &next)) {
-      e->tune_send = 1;
-      e->tune_next = (hvd_msg_settings){(uint64_t)(next.fusion_mb * MIB), next.cycle_ms,
-                                        (uint8_t)next.cache_on, (uint8_t)next.hierarchical};
+      t->send = 1;
+      t->next = (hvd_msg_settings){(uint64_t)(next.fusion_mb * MIB), next.cycle_ms,
+                                   (uint8_t)next.cache_on, (uint8_t)next.hierarchical};
     }
 }
 
-int hvd__tuning_message(hvd_engine *e, hvd_msg *mine) {
-  if (!e->tune_send) return 0;
+int hvd__tuning_message(hvd__tuning *t, hvd_msg *mine) {
+  if (!t->send) return 0;
   mine->flags |= HVD_MSG_SETTINGS;
-  mine->settings = e->tune_next;
-  e->tune_send = 0;
+  mine->settings = t->next;
+  t->send = 0;
   return 1;
 }
 
 static void remember(hvd_engine *e, const hvd_msg_settings *s) {
   pthread_mutex_lock(&e->core.lock);
-  if (e->ntune_log < HISTORY_MAX) {
-    hvd_tune_change *c = realloc(e->tune_log, (size_t)(e->ntune_log + 1) * sizeof *c);
+  if (e->tuning.nlog < HISTORY_MAX) {
+    hvd_tune_change *c = realloc(e->tuning.log, (size_t)(e->tuning.nlog + 1) * sizeof *c);
     if (c) {
-      e->tune_log = c;
-      c[e->ntune_log++] = (hvd_tune_change){e->cycle, *s};
+      e->tuning.log = c;
+      c[e->tuning.nlog++] = (hvd_tune_change){e->cycle, *s};
     }
   }
   e->cycle_ms = s->cycle_ms; /* the waiting threads read it under the lock */
@@ -101,18 +101,23 @@ int hvd__tuning_apply(hvd_engine *e, const hvd_msg *msgs) {
   if (!(msgs[0].flags & HVD_MSG_SETTINGS)) return 0;
   const hvd_msg_settings *s = &msgs[0].settings;
   e->fusion_threshold = (size_t)s->fusion_bytes;
-  e->cache_on = s->cache_on && hvd__cache_capacity(e->cache) > 0;
+  e->fast.on = s->cache_on && hvd__cache_capacity(e->cache) > 0;
   if (e->global && e->global->local) e->global->hierarchical = s->hierarchical;
   remember(e, s);
-  if (e->tuner) hvd__autotune_applied(e->tuner, now_s());
+  if (e->tuning.tuner) hvd__autotune_applied(e->tuning.tuner, now_s());
   return 0;
+}
+
+void hvd__tuning_free(hvd__tuning *t) {
+  hvd__autotune_destroy(t->tuner);
+  free(t->log);
 }
 
 int hvd__engine_tune_history(hvd_engine *e, hvd_tune_change *out, int cap) {
   pthread_mutex_lock(&e->core.lock);
-  int n = e->ntune_log < cap ? e->ntune_log : cap;
-  if (out && n > 0) memcpy(out, e->tune_log, (size_t)n * sizeof *out);
-  n = e->ntune_log;
+  int n = e->tuning.nlog < cap ? e->tuning.nlog : cap;
+  if (out && n > 0) memcpy(out, e->tuning.log, (size_t)n * sizeof *out);
+  n = e->tuning.nlog;
   pthread_mutex_unlock(&e->core.lock);
   return n;
 }

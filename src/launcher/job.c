@@ -438,10 +438,11 @@ static int start_rendezvous(job *j) {
   const hvdrun_options *o = j->ctx.opt;
   uint32_t size = j->ext ? j->ext->rdzv_size : (uint32_t)o->np;
   hvd_rdzv_server_config cfg = {size, &j->key, a->list, a->n, "hvdrun", rdzv_log, &j->err,
-                                o->verbose, j->ext ? &j->ext->rdzv_hooks : NULL};
+                                o->verbose};
   if (hvd__secret_generate(&j->key) < 0 ||
       hvd__secret_encode(&j->key, j->ctx.secret, sizeof j->ctx.secret) < 0 ||
-      hvd__rdzv_server_start(&cfg, j->port, &j->rdzv) < 0) {
+      (j->ext ? hvd__rdzv_server_start_elastic(&cfg, &j->ext->rdzv_hooks, j->port, &j->rdzv)
+              : hvd__rdzv_server_start(&cfg, j->port, &j->rdzv)) < 0) {
     job_say(j, 1, "cannot start the rendezvous: %s", hvd_last_error());
     return -1;
   }

@@ -16,19 +16,12 @@
  * calls MPI from the engine thread, needs MPI_THREAD_MULTIPLE and is
  * refused otherwise.
  */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../env.h"
-#include "hvd_mpi.h"
+#include "env.h"
 #include "mpi_int.h"
-
-/* Tests of a request before waiting starts to yield the core. */
-#define SPINS_BEFORE_YIELD 4096
-
-hvd_mpi_state hvd__mpi = {0, MPI_THREAD_SINGLE, MPI_COMM_NULL, 0, 0};
 
 int hvd__mpi_built(void) { return 1; }
 int hvd__mpi_enabled(void) { return hvd__mpi.enabled; }
@@ -49,32 +42,14 @@ static const char *level_name(int level) {
   }
 }
 
-int hvd__mpi_fail(int mpi_rc, const char *what) {
-  char text[MPI_MAX_ERROR_STRING] = "";
-  int len = 0;
-  MPI_Error_string(mpi_rc, text, &len);
-  return hvd__err(HVD_E_PEER_LOST, "%s failed: %s", what, text);
-}
+static int (*exit_shutdown)(void); /* api.c's, hvd__mpi_on_exit */
 
-int hvd__mpi_wait(MPI_Request *req, uint64_t deadline, const char *what, const char *knob) {
-  for (unsigned long spins = 0;; spins++) {
-    int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return hvd__mpi_fail(rc, what);
-    if (done) return 0;
-    if ((spins & 255) == 255 && hvd__now_ms() >= deadline)
-      return hvd__err(HVD_E_TIMEOUT, "%s: not done within the deadline (%s); a rank is lost "
-                      "or stuck", what, knob);
-    if (spins >= SPINS_BEFORE_YIELD) sched_yield(); /* ranks may outnumber cores */
-  }
-}
+void hvd__mpi_on_exit(int (*shutdown)(void)) { exit_shutdown = shutdown; }
 
 /* At exit: what hvd_shutdown would have done, if the program did not. */
 static void at_exit(void) {
   if (!hvd__mpi.ours) return;
-  if (hvd_is_initialized()) {
-    hvd_shutdown(); /* finalises unless the job broke */
-    return;
-  }
+  if (exit_shutdown && exit_shutdown()) return; /* finalised unless the job broke */
   int fin = 1;
   MPI_Finalized(&fin);
   if (!fin && !hvd__mpi.dead) MPI_Finalize();
@@ -130,17 +105,4 @@ void hvd__mpi_release(hvd_mpi_end how) {
     MPI_Finalize();
     hvd__mpi.ours = 0;
   }
-}
-
-int hvd_init_comm(MPI_Comm comm) {
-  if (comm == MPI_COMM_NULL)
-    return hvd__err(HVD_E_INVALID, "hvd_init_comm: MPI_COMM_NULL (a rank outside the "
-                    "communicator has no job to join)");
-  int init = 0;
-  MPI_Initialized(&init);
-  if (!init)
-    return hvd__err(HVD_E_INVALID, "hvd_init_comm: MPI is not initialised: the program "
-                    "initialises MPI before it hands hvd a communicator");
-  hvd_init_spec spec = {NULL, 0, &comm};
-  return hvd__init(&spec);
 }

@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../bootstrap/host_plan.h"
-#include "../env.h"
-#include "../wire/iface.h"
+#include "bootstrap/host_plan.h"
+#include "env.h"
+#include "wire/iface.h"
 #include "mpi_int.h"
 
 #define KNOB "HOROVOD_START_TIMEOUT"

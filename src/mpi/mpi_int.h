@@ -1,7 +1,9 @@
 /*
  * mpi_int.h -- the MPI controller's private state, shared by its files:
+ *   call.c        the state, a failed call as hvd's error, waiting
  *   controller.c  MPI's life in hvd: initialise or adopt it, hvd's own
- *                 communicator, hvd_init_comm(), release, waiting
+ *                 communicator, release
+ *   init_comm.c   hvd_init_comm(), over the rest of hvd as hvd_init is
  *   meet.c        forming the job: entries and a fresh secret through MPI
  *   ops.c         the collectives through MPI (HOROVOD_CPU_OPERATIONS=mpi)
  *   types.c       hvd's dtypes and ops as MPI's, with user-defined ops
@@ -12,8 +14,8 @@
 
 #include <mpi.h>
 
-#include "../coll/coll.h"
-#include "../mpi_controller.h"
+#include "coll/coll.h"
+#include "mpi_controller.h"
 
 typedef struct {
   int ours;         /* hvd called MPI_Init_thread, so hvd finalises it */
@@ -24,7 +26,7 @@ typedef struct {
 } hvd_mpi_state;
 
 /* The thread driving the engine's cycles and hvd_init only
- * (mpi_controller.h). */
+ * (mpi_controller.h); call.c's. */
 extern hvd_mpi_state hvd__mpi;
 
 /* Waits for req, calling MPI_Test (which is what drives MPI's progress),
@@ -38,7 +40,7 @@ int hvd__mpi_wait(MPI_Request *req, uint64_t deadline, const char *what, const c
 int hvd__mpi_fail(int mpi_rc, const char *what);
 
 /* Starts MPI (or adopts the program's) for forming a job; HVD_E_ENV when
- * it was finalised already. */
+ * it was finalised already (controller.c). */
 int hvd__mpi_start(void);
 
 /* types.c: MPI's datatype and op for an hvd dtype and op (AVERAGE: the

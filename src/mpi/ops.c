@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../coll/coll.h"
-#include "../env.h"
-#include "../reduce.h"
+#include "coll/coll.h"
+#include "env.h"
+#include "reduce.h"
 #include "mpi_int.h"
 
 #define CHUNK (1u << 30) /* elements per call */

@@ -18,7 +18,7 @@
  * bytes), so a user op knows which kernel to run from the datatype it is
  * handed.
  */
-#include "../reduce.h"
+#include "reduce.h"
 #include "mpi_int.h"
 
 enum { OP_SUM, OP_PRODUCT, OP_MIN, OP_MAX, N_OPS };

@@ -4,7 +4,7 @@
  * A job under mpirun still runs: its source (source_ompi.c) meets at
  * rank 0's rendezvous instead.
  */
-#include "../mpi_controller.h"
+#include "mpi_controller.h"
 
 int hvd__mpi_built(void) { return 0; }
 int hvd__mpi_enabled(void) { return 0; }
@@ -22,3 +22,5 @@ int hvd__mpi_ops_attach(hvd_comm *c) {
 }
 
 void hvd__mpi_release(hvd_mpi_end how) { (void)how; }
+
+void hvd__mpi_on_exit(int (*shutdown)(void)) { (void)shutdown; }

@@ -1,5 +1,6 @@
 /*
- * layer.h -- the interface between a model (model.c) and its layers.
+ * layer.h -- the interface between a model (model.c) and its layers
+ * (dense.c, conv2d.c, relu.c, maxpool.c, over layer.c).
  *
  * A layer is a struct that starts with an hvd_nn__layer and a table of
  * operations.  The model owns the activations: it hands each layer its
@@ -65,7 +66,7 @@ int hvd_nn__conv2d_new(hvd_nn__layer **lp, int index, hvd_nn__shape in, int out_
 int hvd_nn__relu_new(hvd_nn__layer **lp, int index, hvd_nn__shape in);
 int hvd_nn__maxpool_new(hvd_nn__layer **lp, int index, hvd_nn__shape in, int kernel, int stride);
 
-/* What the constructors share (model.c).  hvd_nn__layer_new allocates a
+/* What the constructors share (layer.c).  hvd_nn__layer_new allocates a
  * zeroed struct of size bytes (which starts with an hvd_nn__layer) and
  * fills in the common fields; hvd_nn__layer_alloc_params gives it a zeroed
  * weight and bias, with their gradients.  Both set the message on failure. */

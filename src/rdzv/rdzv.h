@@ -30,10 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common.h"
-#include "../wire/auth.h"
-#include "../wire/frame.h"
-#include "../wire/net.h"
+#include "common.h"
+#include "wire/auth.h"
+#include "wire/frame.h"
+#include "wire/net.h"
 
 #define HVD_RDZV_SERVER_ID 0xFFFFFFFFu
 #define HVD_RDZV_PURPOSE "rdzv"

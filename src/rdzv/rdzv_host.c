@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../common.h"
+#include "common.h"
 #include "rdzv_server.h"
 
 struct hvd_rdzv_host {
@@ -74,7 +74,7 @@ int hvd__rdzv_host_start(const char *addr, int port, uint32_t size, const hvd_se
   atomic_store(&h->until, HVD__NEVER);
   const char *addrs[1] = {addr};
   int ports[1] = {port};
-  hvd_rdzv_server_config cfg = {size, key, addrs, 1, "rank 0", host_log, NULL, 0, NULL};
+  hvd_rdzv_server_config cfg = {size, key, addrs, 1, "rank 0", host_log, NULL, 0};
   int rc = hvd__rdzv_server_start(&cfg, ports, &h->server);
   if (rc < 0) {
     host_free(h);

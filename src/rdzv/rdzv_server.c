@@ -10,8 +10,9 @@
  *   JOINED    elastic: a worker joined; waiting to be placed (EOF = gone)
  *   CONTROL   elastic: placed; kept open for NOTICEs (EOF = it left)
  *
- * The elastic states are rdzv_server_elastic.c's; this file calls it where
- * an elastic server differs (the frame expected, a joined worker gone).
+ * The elastic states are rdzv_server_elastic.c's, a layer over this file:
+ * it replaces how a newcomer is admitted (s->admit: the frame expected,
+ * what to do with it, a joined worker gone).
  * A connection is strictly half duplex: while it has bytes to send it is
  * polled for POLLOUT only, otherwise for POLLIN, and it reads exactly the
  * bytes of the message it waits for.  Nothing is trusted before the HMAC
@@ -35,7 +36,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../common.h"
+#include "common.h"
 #include "rdzv_server_int.h"
 
 #define ACCEPT_PAUSE_MS 100 /* after running out of descriptors */
@@ -99,7 +100,7 @@ void hvd__rdzv_conn_drop(hvd_rdzv_server *s, conn *c, const char *why) {
   if (c->state == C_DEAD) return;
   if (why) hvd__rdzv_say(s, "dropped %s: %s", c->peer, why);
   unregister(s, c);
-  if (c->state == C_JOINED) hvd__rdzv_elastic_left(s, c);
+  if (s->admit->dropped) s->admit->dropped(s, c);
   hvd__rdzv_blob_unref(c->next);
   c->next = NULL;
   hvd__rdzv_blob_unref(c->out);
@@ -112,8 +113,8 @@ void hvd__rdzv_conn_drop(hvd_rdzv_server *s, conn *c, const char *why) {
  * printed: the job is misconfigured, and this says how. */
 void hvd__rdzv_conn_refuse(hvd_rdzv_server *s, conn *c, const char *reason) {
   char line[1024];
-  snprintf(line, sizeof line, "refused %s %u (%s): %s", s->elastic ? "worker" : "rank", c->rank,
-           c->peer, reason);
+  snprintf(line, sizeof line, "refused %s %u (%s): %s", s->admit->member, c->rank, c->peer,
+           reason);
   s->log(s->log_arg, line);
   unregister(s, c); /* the owner refuses it: no need to tell it the worker left */
   char text[400]; /* the client takes reasons up to 511 bytes */
@@ -206,9 +207,9 @@ static void on_response(hvd_rdzv_server *s, conn *c) {
 static void on_header(hvd_rdzv_server *s, conn *c) {
   hvd_frame f;
   char reason[256];
-  int want = s->elastic ? HVD_FRAME_RDZV_JOIN : HVD_FRAME_RDZV_REGISTER;
-  size_t max = s->elastic ? HVD_RDZV_JOIN_MAX : HVD_RDZV_REGISTER_MAX;
-  const char *name = s->elastic ? "JOIN" : "REGISTER";
+  int want = s->admit->frame;
+  size_t max = s->admit->max;
+  const char *name = s->admit->name;
   if (hvd__frame_decode(c->in, &f) < 0) {
     hvd__rdzv_conn_refuse(s, c, hvd_last_error());
   } else if (f.type != want || f.tag != 0) {
@@ -264,16 +265,14 @@ static void on_register(hvd_rdzv_server *s, conn *c) {
   if (s->nwaiting == s->size) complete_round(s);
 }
 
+static const hvd_rdzv_admission registration = {
+    HVD_FRAME_RDZV_REGISTER, HVD_RDZV_REGISTER_MAX, "REGISTER", "rank", on_register, NULL};
+
 static void on_message(hvd_rdzv_server *s, conn *c) {
   switch (c->state) {
     case C_AUTH: on_response(s, c); break;
     case C_HEADER: on_header(s, c); break;
-    case C_BODY:
-      if (s->elastic)
-        hvd__rdzv_elastic_on_join(s, c);
-      else
-        on_register(s, c);
-      break;
+    case C_BODY: s->admit->arrived(s, c); break;
     default: hvd__rdzv_conn_drop(s, c, "unexpected state"); break;
   }
 }
@@ -470,7 +469,7 @@ int hvd__rdzv_server_start(const hvd_rdzv_server_config *cfg, int *ports,
   s->log = cfg->log;
   s->log_arg = cfg->log_arg;
   s->verbose = cfg->verbose;
-  s->elastic = cfg->elastic;
+  s->admit = &registration;
   s->max_conns = 2 * (size_t)size + STRANGERS_MAX;
   s->conns = calloc(s->max_conns, sizeof *s->conns);
   s->polled = calloc(s->max_conns, sizeof *s->polled);

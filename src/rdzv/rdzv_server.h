@@ -54,7 +54,6 @@ typedef struct {
   hvd_rdzv_log_fn log;       /* refusals of a real rank always; the rest under verbose */
   void *log_arg;
   int verbose;
-  const hvd_rdzv_elastic_hooks *elastic; /* NULL: a job of `size` ranks registering */
 } hvd_rdzv_server_config;
 
 /* Listens on each of cfg->addrs, addrs[i] on ports[i] (0: an ephemeral
@@ -75,7 +74,13 @@ uint64_t hvd__rdzv_server_deadline(const hvd_rdzv_server *s);
 uint64_t hvd__rdzv_server_rounds(const hvd_rdzv_server *s);
 int hvd__rdzv_server_busy(const hvd_rdzv_server *s);
 
-/* ---- elastic jobs (config.elastic) ---- */
+/* ---- elastic jobs (rdzv_server_elastic.c) ---- */
+
+/* hvd__rdzv_server_start for an elastic job: workers JOIN instead of
+ * registering, and `hooks` (kept) hear of them. */
+int hvd__rdzv_server_start_elastic(const hvd_rdzv_server_config *cfg,
+                                   const hvd_rdzv_elastic_hooks *hooks, int *ports,
+                                   hvd_rdzv_server **out);
 
 /* A member of a job the owner formed, in rank order. */
 typedef struct {

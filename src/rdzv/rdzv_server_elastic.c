@@ -1,8 +1,8 @@
 /*
  * rdzv_server_elastic.c -- the rendezvous server's side of an elastic job
- * (rdzv_elastic.h, rdzv_server.h): workers JOIN with their ids, the owner
- * places them in jobs it forms, and announces host changes to those it
- * placed.
+ * (rdzv_elastic.h, rdzv_server.h), a layer over the plain server
+ * (rdzv_server.c): workers JOIN with their ids, the owner places them in
+ * jobs it forms, and announces host changes to those it placed.
  *
  * A worker's newest connection is the one that counts: when a worker
  * joins again (it left one job for the next), its older connections are
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common.h"
+#include "common.h"
 #include "rdzv_server_int.h"
 
 static conn *joined_conn(hvd_rdzv_server *s, uint32_t worker, conn_state state) {
@@ -23,7 +23,7 @@ static conn *joined_conn(hvd_rdzv_server *s, uint32_t worker, conn_state state) 
   return NULL;
 }
 
-void hvd__rdzv_elastic_on_join(hvd_rdzv_server *s, conn *c) {
+static void on_join(hvd_rdzv_server *s, conn *c) {
   uint32_t worker;
   hvd_rdzv_entry e;
   char why[160];
@@ -52,9 +52,22 @@ void hvd__rdzv_elastic_on_join(hvd_rdzv_server *s, conn *c) {
   s->elastic->joined(s->elastic->arg, worker);
 }
 
-void hvd__rdzv_elastic_left(hvd_rdzv_server *s, conn *c) {
+static void on_drop(hvd_rdzv_server *s, conn *c) {
+  if (c->state != C_JOINED) return;
   c->state = C_DEAD; /* callers drop it; the owner must not place it meanwhile */
   s->elastic->left(s->elastic->arg, c->rank);
+}
+
+static const hvd_rdzv_admission joining = {HVD_FRAME_RDZV_JOIN, HVD_RDZV_JOIN_MAX, "JOIN",
+                                           "worker", on_join, on_drop};
+
+int hvd__rdzv_server_start_elastic(const hvd_rdzv_server_config *cfg,
+                                   const hvd_rdzv_elastic_hooks *hooks, int *ports,
+                                   hvd_rdzv_server **out) {
+  HVD__CHECK(hvd__rdzv_server_start(cfg, ports, out));
+  (*out)->elastic = hooks;
+  (*out)->admit = &joining;
+  return 0;
 }
 
 /* One member's PLACE: its place, then the whole table. */

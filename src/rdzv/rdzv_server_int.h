@@ -1,7 +1,9 @@
 /*
  * rdzv_server_int.h -- what rdzv_server.c and rdzv_server_elastic.c share
- * of the rendezvous server: its connections and their states, and the
- * helpers that send, refuse and drop.  Not for anyone else.
+ * of the rendezvous server: its connections and their states, how a
+ * newcomer is admitted, and the helpers that send, refuse and drop.  Not
+ * for anyone else.  The elastic server is a layer over the plain one: it
+ * starts a plain server and gives it its own admission.
  */
 #ifndef HVD_RDZV_SERVER_INT_H
 #define HVD_RDZV_SERVER_INT_H
@@ -41,6 +43,19 @@ typedef struct {
   char peer[HVD_NET_ADDR_MAX + 8];
 } conn;
 
+/* How a newcomer is admitted: a rank's REGISTER (the plain server's), or
+ * an elastic worker's JOIN (rdzv_server_elastic.c's). */
+typedef struct {
+  uint8_t frame;      /* the frame a newcomer sends after the handshake */
+  size_t max;         /* its largest payload */
+  const char *name;   /* the frame's name in refusals: "REGISTER" */
+  const char *member; /* what a newcomer is in refusals: "rank", "worker" */
+  /* Its payload arrived in c->in. */
+  void (*arrived)(hvd_rdzv_server *s, conn *c);
+  /* c is being dropped (any state but DEAD); NULL: nothing to do. */
+  void (*dropped)(hvd_rdzv_server *s, conn *c);
+} hvd_rdzv_admission;
+
 struct hvd_rdzv_server {
   int listen_fd[HVD_RDZV_LISTEN_MAX];
   size_t nlisten;
@@ -50,7 +65,8 @@ struct hvd_rdzv_server {
   hvd_rdzv_log_fn log;
   void *log_arg;
   int verbose;
-  const hvd_rdzv_elastic_hooks *elastic; /* NULL: a job of `size` ranks */
+  const hvd_rdzv_admission *admit;
+  const hvd_rdzv_elastic_hooks *elastic; /* the elastic layer's owner; NULL when plain */
   uint64_t rounds;
   uint64_t accept_resume; /* 0, or when to accept again after EMFILE */
   uint64_t serial;
@@ -78,10 +94,5 @@ void hvd__rdzv_conn_send(conn *c, blob *b);
 void hvd__rdzv_conn_drop(hvd_rdzv_server *s, conn *c, const char *why);
 /* Answers with an ERROR saying why, always logged, then closes. */
 void hvd__rdzv_conn_refuse(hvd_rdzv_server *s, conn *c, const char *reason);
-
-/* rdzv_server_elastic.c: a JOIN's payload arrived in c->in; a joined
- * worker's connection is going away. */
-void hvd__rdzv_elastic_on_join(hvd_rdzv_server *s, conn *c);
-void hvd__rdzv_elastic_left(hvd_rdzv_server *s, conn *c);
 
 #endif /* HVD_RDZV_SERVER_INT_H */

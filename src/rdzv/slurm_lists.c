@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common.h"
+#include "common.h"
 #include "rdzv.h"
 
 #define NUMBER_DIGITS 18 /* fits a long */

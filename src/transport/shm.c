@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "shm.h"
 #include "shm_seg.h"
 #include "transport.h"
 
@@ -74,8 +75,8 @@
  * (a cached 1 KiB allreduce took 11 s at 512 ranks on 2 cores).  A rank
  * that sleeps leaves the run queue to the ranks with work. */
 #define YIELDING_RANKS_PER_CORE 2
-#define WAIT_SLICE_MS 50    /* longest sleep between liveness checks */
-#define STALE_MS 500        /* a waiting rank silent this long has stopped running */
+#define WAIT_SLICE_MS 50 /* longest sleep between liveness checks */
+#define STALE_MS 500     /* a waiting rank silent this long has stopped running */
 #define WHY_MAX 512
 #define CHAIN_MAX 256
 
@@ -83,26 +84,29 @@ typedef struct {
   hvd_transport base;
   seg_hdr *seg;
   size_t seg_bytes;
-  size_t cap;          /* of each ring, validated */
+  size_t cap; /* of each ring, validated */
   seg_rank *ranks;
   hvd_ring **out, **in; /* out[p]: ring to p; in[p]: ring from p */
-  pid_t *pids;         /* read once after setup */
-  int *names;          /* the job's rank of each rank here; NULL: the same */
+  pid_t *pids;          /* read once after setup */
+  int *names;           /* the job's rank of each rank here; NULL: the same */
   int timeout_ms;
   uint32_t reports_seen;
-  uint64_t syncs;      /* syncs this rank has reached */
-  int counted;         /* syncs count arrivals (seg_hdr.shared_cores) */
-  int spin_pauses;     /* before yielding (see SPIN_PAUSES_*) */
-  int spin_yields;     /* then before sleeping */
+  uint64_t syncs;  /* syncs this rank has reached */
+  int counted;     /* syncs count arrivals (seg_hdr.shared_cores) */
+  int spin_pauses; /* before yielding (see SPIN_PAUSES_*) */
+  int spin_yields; /* then before sleeping */
   int broken;
-  int lost;            /* the rank whose failure broke it, -1 if none or unknown */
-  int announced;       /* our record is in the segment */
-  uint64_t probe_word; /* for the single-copy probe: the others read it */
+  int lost;                          /* the rank whose failure broke it, -1 if none or unknown */
+  int announced;                     /* our record is in the segment */
+  uint64_t probe_word;               /* for the single-copy probe: the others read it */
+  hvd_transport_ops single_copy_ops; /* shm_ops with peer_read, once the probe passed */
+  int live_ms;                       /* hvd__shm_liveness's */
+  hvd_alarm *alarm;
   char why[WHY_MAX];
 } shm_transport;
 
 typedef struct {
-  int peer; /* -1: skipped */
+  int peer;    /* -1: skipped */
   int checked; /* receiving: the header was checked */
   hvd_ring *ring;
   hvd_ring_msg m;
@@ -118,6 +122,10 @@ struct waiter {
   int (*ready)(const shm_transport *t, const waiter *w);
   /* The i-th rank still waited on (i from 0), -1 past the last. */
   int (*peer)(const shm_transport *t, const waiter *w, int i);
+  /* The first rank waited on, its sign of life (live.h) when last seen
+   * to move, and since when (check_live): seen is the rank + 1, 0 none. */
+  int seen;
+  uint64_t seen_value, seen_ms;
 };
 
 /* sendrecv's wait: w first, so a waiter * is an exchange *. */
@@ -158,17 +166,6 @@ static const hvd_transport_ops shm_ops = {.name = "shm",
                                                    .sync = shm_sync,
                                                    .sync_small = shm_sync_small,
                                                    .synced = shm_synced}};
-
-/* The same, where the probe found every rank's memory readable. */
-static const hvd_transport_ops shm_single_copy_ops = {.name = "shm",
-                                                      .sendrecv = shm_sendrecv,
-                                                      .abort = shm_abort,
-                                                      .destroy = shm_destroy,
-                                                      .caps = {.window = shm_window,
-                                                               .sync = shm_sync,
-                                                               .sync_small = shm_sync_small,
-                                                               .synced = shm_synced,
-                                                               .peer_read = hvd__shm_peer_read}};
 
 /* The job's number of rank r (r may be -1: no rank). */
 static int job_rank(const shm_transport *t, int r) {
@@ -218,7 +215,8 @@ static void wake_rank(seg_rank *r) { wake_all(&r->wake); }
  * sleeps, or we see its flag. */
 static void notify(shm_transport *t, int peer) {
   FULL_FENCE();
-  if (atomic_load_explicit(&t->ranks[peer].sleeping, memory_order_relaxed)) wake_rank(&t->ranks[peer]);
+  if (atomic_load_explicit(&t->ranks[peer].sleeping, memory_order_relaxed))
+    wake_rank(&t->ranks[peer]);
 }
 
 static void cpu_relax(void) {
@@ -246,9 +244,7 @@ static void unwait(shm_transport *t) {
     beat(t, -1);
 }
 
-static int half_done(const half *h) {
-  return h->peer < 0 || hvd__ring_msg_done(&h->m);
-}
+static int half_done(const half *h) { return h->peer < 0 || hvd__ring_msg_done(&h->m); }
 
 static int exchange_ready(const shm_transport *t, const waiter *w) {
   const exchange *x = (const exchange *)w;
@@ -391,11 +387,15 @@ static void blame(shm_transport *t, int start, verdict *v) {
 static int conclude(shm_transport *t, int rc, int start, const verdict *v, const char *detail) {
   int me = job_rank(t, t->base.rank), who = job_rank(t, v->rank);
   if (v->aborted)
-    return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s (waits: %d -> %s)",
-                                 who, v->why, me, v->chain), v->rank);
+    return fail_lost(t,
+                     hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s (waits: %d -> %s)", who, v->why,
+                              me, v->chain),
+                     v->rank);
   if (v->rank == start) return fail_lost(t, hvd__err(rc, "%s", detail), start);
-  return fail_lost(t, hvd__err(rc, "rank %d stopped responding (waits: %d -> %s); here: %s",
-                               who, me, v->chain, detail), v->rank);
+  return fail_lost(t,
+                   hvd__err(rc, "rank %d stopped responding (waits: %d -> %s); here: %s", who, me,
+                            v->chain, detail),
+                   v->rank);
 }
 
 /* Some rank wrote a record.  Prefer the ranks this one waits on. */
@@ -418,10 +418,12 @@ static int peer_aborted(shm_transport *t, const waiter *w) {
      * the rank to blame is further down our own chain of waits. */
     int q = w->peer(t, w, 0);
     if (q < 0)
-      return fail(t, hvd__err(HVD_E_PEER_LOST, "rank %d gave up on this rank: %s",
-                              job_rank(t, p), why));
-    snprintf(detail, sizeof detail, "rank %d is not responding (this rank waited on it when "
-             "rank %d gave up on this rank: %s)", job_rank(t, q), job_rank(t, p), why);
+      return fail(t, hvd__err(HVD_E_PEER_LOST, "rank %d gave up on this rank: %s", job_rank(t, p),
+                              why));
+    snprintf(detail, sizeof detail,
+             "rank %d is not responding (this rank waited on it when "
+             "rank %d gave up on this rank: %s)",
+             job_rank(t, q), job_rank(t, p), why);
     announce(t, q, detail);
     blame(t, q, &v);
     return conclude(t, HVD_E_TIMEOUT, q, &v, detail);
@@ -436,8 +438,8 @@ static int peer_aborted(shm_transport *t, const waiter *w) {
 /* A peer's process is gone. */
 static int peer_dead(shm_transport *t, int peer) {
   char detail[128];
-  snprintf(detail, sizeof detail, "rank %d lost: its process (pid %d) exited",
-           job_rank(t, peer), (int)t->pids[peer]);
+  snprintf(detail, sizeof detail, "rank %d lost: its process (pid %d) exited", job_rank(t, peer),
+           (int)t->pids[peer]);
   announce(t, peer, detail);
   return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "%s", detail), peer);
 }
@@ -457,8 +459,7 @@ static int exchange_timed_out(shm_transport *t, const exchange *x, uint32_t tag)
   const half *s = &x->s, *r = &x->r;
   if (!half_done(r))
     snprintf(what[n++], sizeof what[0], "rank %d %s (%zu of %zu bytes received)",
-             job_rank(t, r->peer),
-             r->m.done ? "stopped sending" : "sent nothing",
+             job_rank(t, r->peer), r->m.done ? "stopped sending" : "sent nothing",
              hvd__ring_msg_payload_done(&r->m), r->m.len);
   if (!half_done(s))
     snprintf(what[n++], sizeof what[0], "rank %d is not receiving (%zu of %zu bytes sent)",
@@ -490,8 +491,8 @@ static int check_header(shm_transport *t, half *h, uint32_t tag) {
   uint64_t got_len;
   h->checked = 1;
   if (hvd__ring_msg_header(&h->m, &got_tag, &got_len) < 0)
-    return fail(t, hvd__err(HVD_E_PROTOCOL, "rank %d sent a malformed message",
-                            job_rank(t, h->peer)));
+    return fail(t,
+                hvd__err(HVD_E_PROTOCOL, "rank %d sent a malformed message", job_rank(t, h->peer)));
   if (got_tag != tag)
     return fail(t, hvd__err(HVD_E_MISMATCH,
                             "rank %d is at collective #%u, this rank at #%u (collectives "
@@ -526,19 +527,50 @@ static long send_step(shm_transport *t, half *h) {
   return n;
 }
 
+/* Another transport's watchdog gave up on a rank (hybrid.c): that rank
+ * is not ours to name in the segment's records, its verdict is. */
+static int alarmed(shm_transport *t) {
+  announce(t, -1, t->alarm->why);
+  return fail(t, hvd__err(HVD_E_PEER_LOST, "%s", t->alarm->why));
+}
+
+/* The first rank w waits on shows no sign of life (live.h) for the
+ * window: lost.  It is stopped (SIGSTOP, its host), or the thread that
+ * drives its engine is stuck outside hvd; a rank busy in its own code
+ * still cycles.  0, or the verdict. */
+static int check_live(shm_transport *t, waiter *w) {
+  int q = w->peer(t, w, 0);
+  if (q < 0 || t->live_ms <= 0) return 0;
+  uint64_t v = atomic_load_explicit(&t->ranks[q].live, memory_order_relaxed), now = now_ms();
+  if (w->seen != q + 1 || v != w->seen_value || (v & HVD_LIVE_RESTING)) {
+    w->seen = q + 1, w->seen_value = v, w->seen_ms = now;
+    return 0;
+  }
+  if (now - w->seen_ms < (uint64_t)t->live_ms) return 0;
+  char why[WHY_MAX];
+  snprintf(why, sizeof why,
+           "rank %d gave no sign of life for %.1f s (its process is "
+           "stopped, or the thread that drives its engine is stuck outside hvd)",
+           job_rank(t, q), (double)(now - w->seen_ms) / 1000.0);
+  announce(t, q, why);
+  return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "%s", why), q);
+}
+
 /* Nothing to do: spin, then sleep a slice.  1: go on, 0: the deadline
- * passed, <0: a peer died.  *deadline (0: not set yet) is set when the
- * spinning ends: a wait that ends while spinning, as most do, reads no
- * clock (a read is 20 ns, a twentieth of a small sync). */
-static int idle(shm_transport *t, const waiter *w, int *spins, uint64_t *deadline) {
+ * passed, <0: a peer died or shows no life.  *deadline (0: not set yet)
+ * is set when the spinning ends: a wait that ends while spinning, as most
+ * do, reads no clock (a read is 20 ns, a twentieth of a small sync). */
+static int idle(shm_transport *t, waiter *w, int *spins, uint64_t *deadline) {
   int n = (*spins)++;
   if (n < t->spin_pauses) {
     /* Even with a core for every rank the scheduler may put the peer on
      * ours (nothing is pinned); a yield now and then lets it run at once
      * instead of after the whole spin.  Alone on the core it returns at
      * once. */
-    if (n % SPIN_PAUSES_PER_YIELD == SPIN_PAUSES_PER_YIELD - 1) sched_yield();
-    else cpu_relax();
+    if (n % SPIN_PAUSES_PER_YIELD == SPIN_PAUSES_PER_YIELD - 1)
+      sched_yield();
+    else
+      cpu_relax();
     return 1;
   }
   if (n < t->spin_pauses + t->spin_yields) {
@@ -551,25 +583,28 @@ static int idle(shm_transport *t, const waiter *w, int *spins, uint64_t *deadlin
   beat(t, w->peer(t, w, 0));
   sleep_on(t, w, ms < WAIT_SLICE_MS ? ms : WAIT_SLICE_MS);
   beat(t, w->peer(t, w, 0));
+  hvd__live_beat();
+  if (t->alarm && hvd__alarm_raised(t->alarm)) return alarmed(t);
   if (w->ready(t, w) || news(t)) return 1;
   /* A peer that wrote its record before it exited is read by the caller:
    * the record says more than its death (checked after it, as it was
    * written before). */
   for (int i = 0, q; (q = w->peer(t, w, i)) >= 0; i++)
     if (!alive(t, q)) return news(t) ? 1 : peer_dead(t, q);
+  HVD__CHECK(check_live(t, w));
   return 1;
 }
 
 static int usable(shm_transport *t) {
   if (!t->broken) return 0;
-  return hvd__err(HVD_E_ABORTED, "the shared memory to the other ranks broke earlier: %s",
-                  t->why);
+  return hvd__err(HVD_E_ABORTED, "the shared memory to the other ranks broke earlier: %s", t->why);
 }
 
 static int shm_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t slen, int from,
                         void *rbuf, size_t rlen, uint32_t tag) {
   shm_transport *t = (shm_transport *)base;
-  exchange x = {.w = {NULL, exchange_ready, exchange_peer}, .s = {.peer = to},
+  exchange x = {.w = {.ready = exchange_ready, .peer = exchange_peer},
+                .s = {.peer = to},
                 .r = {.peer = from}};
   half *s = &x.s, *r = &x.r;
   HVD__CHECK(usable(t));
@@ -617,8 +652,8 @@ static int compare_stamps(shm_transport *t, uint64_t k, const hvd_sync_stamp *mi
                           hvd_sync_stamp *odd, int *odd_rank) {
   for (int r = 0; r < t->base.size; r++) {
     hvd_sync_stamp theirs = t->ranks[r].sync[k % 2].stamp;
-    if (r == t->base.rank || (theirs.tag == mine->tag && theirs.kind == mine->kind &&
-                              theirs.bytes == mine->bytes))
+    if (r == t->base.rank ||
+        (theirs.tag == mine->tag && theirs.kind == mine->kind && theirs.bytes == mine->bytes))
       continue;
     *odd = theirs;
     *odd_rank = job_rank(t, r);
@@ -649,7 +684,9 @@ static int shm_sync_small(hvd_transport *base, const hvd_sync_stamp *mine, const
   HVD__CHECK(usable(t));
   if (n > HVD_SYNC_SMALL)
     return hvd__err(HVD_E_INVALID, "%zu bytes for a sync, at most %d", n, HVD_SYNC_SMALL);
-  gate g = {.w = {t->counted ? &t->seg->sync_wake : NULL, gate_ready, gate_peer},
+  gate g = {.w = {.word = t->counted ? &t->seg->sync_wake : NULL,
+                  .ready = gate_ready,
+                  .peer = gate_peer},
             .k = ++t->syncs};
   seg_sync *rec = &t->ranks[base->rank].sync[g.k % 2];
   rec->stamp = *mine;
@@ -697,7 +734,12 @@ int hvd__shm_job_rank(hvd_transport *base, int rank) {
 
 uint64_t *hvd__shm_probe_word(hvd_transport *base) { return &((shm_transport *)base)->probe_word; }
 
-void hvd__shm_enable_peer_read(hvd_transport *base) { base->ops = &shm_single_copy_ops; }
+void hvd__shm_enable_peer_read(hvd_transport *base, hvd_peer_read_fn *peer_read) {
+  shm_transport *t = (shm_transport *)base;
+  t->single_copy_ops = shm_ops;
+  t->single_copy_ops.caps.peer_read = peer_read;
+  base->ops = &t->single_copy_ops;
+}
 
 /* ---- abort, destroy, creation ---- */
 
@@ -714,6 +756,7 @@ static void shm_abort(hvd_transport *base, int lost_rank, const char *why) {
 static void shm_destroy(hvd_transport *base) {
   shm_transport *t = (shm_transport *)base;
   if (!t) return;
+  hvd__live_unpublish(&t->ranks[base->rank].live);
   munmap(t->seg, t->seg_bytes);
   free(t->out);
   free(t->in);
@@ -756,9 +799,17 @@ int hvd__shm_transport_new(seg_hdr *seg, int size, size_t cap, int rank, int tim
   t->reports_seen = atomic_load_explicit(&seg->reports, memory_order_acquire);
   t->counted = seg->shared_cores != 0;
   t->spin_pauses = t->counted ? 0 : SPIN_PAUSES_OWN_CORE;
-  t->spin_yields = !t->counted                                   ? SPIN_YIELDS_OWN_CORE
+  t->spin_yields = !t->counted                                     ? SPIN_YIELDS_OWN_CORE
                    : size <= YIELDING_RANKS_PER_CORE * hvd__cpus() ? SPIN_YIELDS_SHARED
                                                                    : 0;
+  /* Without a free slot the word stays resting: this rank is not judged */
+  (void)hvd__live_publish(&t->ranks[rank].live);
   *out = &t->base;
   return 0;
+}
+
+void hvd__shm_liveness(hvd_transport *base, int live_ms, hvd_alarm *alarm) {
+  shm_transport *t = (shm_transport *)base;
+  t->live_ms = live_ms;
+  t->alarm = alarm;
 }

@@ -12,7 +12,7 @@
 #ifndef HVD_SHM_H
 #define HVD_SHM_H
 
-#include "../wire/shm_name.h"
+#include "wire/shm_name.h"
 #include "transport.h"
 
 typedef struct {
@@ -30,5 +30,11 @@ typedef struct {
  * the group keeps TCP (a rank could not create or map the segment: a
  * warning says why).  tcp stays the caller's.  An error means tcp failed. */
 int hvd__shm_setup(const hvd_shm_config *cfg, hvd_transport *tcp, hvd_transport **out);
+
+/* Liveness (live.h) for the transport hvd__shm_setup made: a rank it
+ * waits on whose sign of life has not moved for live_ms (0: never mind)
+ * is lost; and the alarm, when set, is another transport's verdict (under
+ * hybrid.c, the TCP watchdog's) that fails a wait here too. */
+void hvd__shm_liveness(hvd_transport *t, int live_ms, hvd_alarm *alarm);
 
 #endif /* HVD_SHM_H */

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "../wire/le.h"
+#include "wire/le.h"
 
 void hvd__ring_init(hvd_ring *r) {
   atomic_init(&r->head, 0);

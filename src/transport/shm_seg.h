@@ -74,6 +74,10 @@ typedef struct {
   uint64_t probe_addr, probe_value;
   int32_t probe_result, probe_peer;
   uint64_t probe_min; /* HOROVOD_SHM_SINGLE_COPY_MIN_BYTES: the first rank's holds */
+  /* The rank's sign of life (live.h), which its engine advances every
+   * cycle: a line of its own, rewritten that often, read only by ranks
+   * that wait on this one. */
+  _Alignas(HVD_RING_LINE) _Atomic uint64_t live;
 } seg_rank;
 
 static inline size_t seg_ring_stride(size_t cap) {
@@ -124,22 +128,22 @@ static inline unsigned char *seg_window(seg_hdr *h, size_t size, size_t cap, int
 /* What shm_single_copy.c needs of a transport made by
  * hvd__shm_transport_new (shm.c): every rank's record, a rank's pid and
  * its number in the job, a word of this rank's own for the probe, and the
- * switch that turns peer_read on. */
+ * switch that turns its peer_read on (shm.c knows no more of it). */
 struct hvd_transport;
+typedef int hvd_peer_read_fn(struct hvd_transport *t, int rank, const struct iovec *local,
+                             size_t nl, const struct iovec *remote, size_t nr);
 seg_rank *hvd__shm_ranks(struct hvd_transport *t);
 int hvd__shm_pid(struct hvd_transport *t, int rank);
 int hvd__shm_job_rank(struct hvd_transport *t, int rank);
 uint64_t *hvd__shm_probe_word(struct hvd_transport *t);
-void hvd__shm_enable_peer_read(struct hvd_transport *t);
+void hvd__shm_enable_peer_read(struct hvd_transport *t, hvd_peer_read_fn *peer_read);
 
-/* shm_single_copy.c: the peer_read op, and the probe every rank of the
- * transport runs together at setup (two syncs).  wanted 0: this rank
+/* shm_single_copy.c: the probe every rank of the transport runs together
+ * at setup (two syncs), which turns its peer_read op on.  wanted 0: this rank
  * refuses (HOROVOD_SHM_SINGLE_COPY=0); min: the smallest allreduce to read
  * directly (0: the measured default), rank 0's applies.  1 when every rank
  * could read every other's memory (peer_read is then on), 0 when some
  * could not (*why says who and why), or an error. */
-int hvd__shm_peer_read(struct hvd_transport *t, int rank, const struct iovec *local, size_t nl,
-                       const struct iovec *remote, size_t nr);
 int hvd__shm_single_copy_probe(struct hvd_transport *t, int wanted, uint64_t min, char *why,
                                size_t cap);
 

@@ -82,8 +82,8 @@ static int read_failed(hvd_transport *t, int rank, size_t got, size_t want, int 
   return hvd__err_sys(HVD_E_SYSTEM, err, "reading rank %d's memory (process_vm_readv)", who);
 }
 
-int hvd__shm_peer_read(hvd_transport *t, int rank, const struct iovec *local, size_t nl,
-                       const struct iovec *remote, size_t nr) {
+static int peer_read(hvd_transport *t, int rank, const struct iovec *local, size_t nl,
+                     const struct iovec *remote, size_t nr) {
   HVD__CHECK(hvd__check_peer(t, rank, local, nl, "source"));
   cursor lc = {local, nl, 0, 0}, rc = {remote, nr, 0, 0};
   struct iovec lv[BATCH], rv[BATCH];
@@ -181,7 +181,7 @@ int hvd__shm_single_copy_probe(hvd_transport *t, int wanted, uint64_t min, char 
       describe(t, r, &ranks[r], why, cap);
       return 0;
     }
-  hvd__shm_enable_peer_read(t);
+  hvd__shm_enable_peer_read(t, peer_read);
   t->peer_read_min = ranks[0].probe_min ? (size_t)ranks[0].probe_min : direct_min(t->size);
   return 1;
 }

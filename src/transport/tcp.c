@@ -33,8 +33,9 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "../wire/frame.h"
+#include "wire/frame.h"
 #include "transport.h"
+#include "watch.h"
 
 #define TCP_PURPOSE "data"
 /* What a send may leave in the socket buffers without the receiver
@@ -53,6 +54,8 @@
 #define WHY_MAX 512
 /* Ranks named in one message before "and N more". */
 #define RANKS_LISTED 16
+/* Watch connections of a rank: its two neighbours on the ring. */
+#define WATCH_MAX 2
 
 typedef struct {
   int fd;
@@ -95,6 +98,14 @@ struct tcp_transport {
   int announced;      /* our ABORT went out already (see blame) */
   const struct half *cur_r; /* the receiving half of the sendrecv in progress */
   char why[WHY_MAX];  /* what broke it, for those later calls */
+  /* Liveness (live.h): the watchdog, its alarm, and until it starts the
+   * watch connections being made (watch_fd[i] to watch_peer[i]). */
+  hvd_alarm alarm;
+  hvd_watch *watch;
+  int live_ms;
+  int nwatch;
+  int watch_peer[WATCH_MAX], watch_fd[WATCH_MAX];
+  char watch_host[WATCH_MAX][256]; /* for the verdicts' messages */
 };
 
 static int tcp_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t slen, int from,
@@ -153,25 +164,54 @@ static int check_config(const hvd_tcp_config *cfg) {
   return 0;
 }
 
-/* Connects and authenticates to each lower rank in turn. */
-static int connect_lower(struct tcp_transport *t, const hvd_tcp_config *cfg) {
-  for (int r = 0; r < t->base.rank; r++) {
-    const hvd_peer_addr *p = &cfg->peers[r];
-    uint32_t id;
-    int fd;
-    int rc = hvd__net_connect(p->addr, p->port, cfg->connect_deadline, &fd);
-    if (rc < 0) return hvd__err_prefix(rc, "connecting to rank %d", r);
-    rc = hvd__auth_connect(fd, &cfg->key, TCP_PURPOSE, (uint32_t)t->base.rank,
-                           cfg->connect_deadline, &id);
-    if (rc == 0 && id != (uint32_t)r)
-      rc = hvd__err(HVD_E_AUTH, "the peer proved it is rank %u (peer table out of date?)", id);
-    if (rc < 0) {
-      hvd__net_close(&fd);
-      return hvd__err_prefix(rc, "authenticating with rank %d (%s port %d)", r, p->addr,
-                             p->port);
-    }
-    t->conns[r].fd = fd;
+/* The ranks this one watches and is watched by: its neighbours on the
+ * ring of ranks (watch.h).  As on the data mesh the higher rank of each
+ * pair connects, so the ring's last rank connects to rank 0. */
+static void watch_ring(struct tcp_transport *t) {
+  int r = t->base.rank, n = t->base.size;
+  t->nwatch = 0;
+  for (int i = 0; i < WATCH_MAX; i++) t->watch_fd[i] = -1;
+  if (n < 2) return;
+  t->watch_peer[t->nwatch++] = (r + n - 1) % n;
+  if (n > 2) t->watch_peer[t->nwatch++] = (r + 1) % n;
+}
+
+/* Which of t's watch connections goes to `rank`, or -1. */
+static int watch_slot(const struct tcp_transport *t, uint32_t rank) {
+  for (int i = 0; i < t->nwatch; i++)
+    if ((uint32_t)t->watch_peer[i] == rank) return i;
+  return -1;
+}
+
+/* Connects and authenticates to rank r for `purpose`. */
+static int connect_one(struct tcp_transport *t, const hvd_tcp_config *cfg, int r,
+                       const char *purpose, int *out) {
+  const hvd_peer_addr *p = &cfg->peers[r];
+  uint32_t id;
+  int fd;
+  int rc = hvd__net_connect(p->addr, p->port, cfg->connect_deadline, &fd);
+  if (rc < 0) return hvd__err_prefix(rc, "connecting to rank %d", r);
+  rc = hvd__auth_connect(fd, &cfg->key, purpose, (uint32_t)t->base.rank,
+                         cfg->connect_deadline, &id);
+  if (rc == 0 && id != (uint32_t)r)
+    rc = hvd__err(HVD_E_AUTH, "the peer proved it is rank %u (peer table out of date?)", id);
+  if (rc < 0) {
+    hvd__net_close(&fd);
+    return hvd__err_prefix(rc, "authenticating with rank %d (%s port %d)", r, p->addr,
+                           p->port);
   }
+  *out = fd;
+  return 0;
+}
+
+/* Connects and authenticates to each lower rank in turn, then to the
+ * lower of its watch neighbours. */
+static int connect_lower(struct tcp_transport *t, const hvd_tcp_config *cfg) {
+  for (int r = 0; r < t->base.rank; r++)
+    HVD__CHECK(connect_one(t, cfg, r, TCP_PURPOSE, &t->conns[r].fd));
+  for (int i = 0; i < t->nwatch; i++)
+    if (t->watch_peer[i] < t->base.rank)
+      HVD__CHECK(connect_one(t, cfg, t->watch_peer[i], HVD_WATCH_PURPOSE, &t->watch_fd[i]));
   return 0;
 }
 
@@ -185,6 +225,7 @@ typedef struct {
   uint64_t deadline;
   int phase;
   uint32_t id; /* the rank it proved, from SEND_PROOF on */
+  int watch;   /* it proved the watch purpose (watch.h), not data */
   hvd_auth_state st;
   uint8_t buf[HVD_AUTH_RESPONSE_LEN]; /* the message in flight; the largest fits */
   size_t len, done;
@@ -198,12 +239,24 @@ typedef struct {
   int missing; /* higher ranks not connected yet */
 } acceptor;
 
-/* 1 if rank id is connected or about to be. */
-static int rank_taken(const acceptor *a, uint32_t id) {
-  if (a->t->conns[id].fd >= 0) return 1;
+/* 1 if rank id's data (or watch) connection is made or about to be. */
+static int rank_taken(const acceptor *a, uint32_t id, int watch) {
+  int slot = watch ? watch_slot(a->t, id) : -1;
+  if (watch ? a->t->watch_fd[slot] >= 0 : a->t->conns[id].fd >= 0) return 1;
   for (int i = 0; i < a->n; i++)
-    if (a->hs[i].phase == SEND_PROOF && a->hs[i].id == id) return 1;
+    if (a->hs[i].phase == SEND_PROOF && a->hs[i].id == id && a->hs[i].watch == watch) return 1;
   return 0;
+}
+
+/* The response proves the data purpose, or else the watch purpose. */
+static int verify_purpose(acceptor *a, handshake *h, uint8_t *proof) {
+  const hvd_secret *key = &a->cfg->key;
+  uint32_t rank = (uint32_t)a->t->base.rank;
+  h->watch = 0;
+  int rc = hvd__auth_verify_response(key, TCP_PURPOSE, rank, h->buf, &h->st, proof);
+  if (rc != HVD_E_AUTH) return rc;
+  h->watch = 1;
+  return hvd__auth_verify_response(key, HVD_WATCH_PURPOSE, rank, h->buf, &h->st, proof);
 }
 
 /* The response is complete: check it and the rank it proves, and put the
@@ -211,15 +264,18 @@ static int rank_taken(const acceptor *a, uint32_t id) {
 static int check_response(acceptor *a, handshake *h) {
   uint8_t proof[HVD_AUTH_PROOF_LEN];
   int rank = a->t->base.rank, size = a->t->base.size;
-  HVD__CHECK(hvd__auth_verify_response(&a->cfg->key, TCP_PURPOSE, (uint32_t)rank, h->buf,
-                                       &h->st, proof));
+  HVD__CHECK(verify_purpose(a, h, proof));
   uint32_t id = h->st.id_c;
   if (id <= (uint32_t)rank || id >= (uint32_t)size)
     return hvd__err(HVD_E_PROTOCOL,
                     "it proved rank %u, but only ranks %d to %d connect to rank %d", id,
                     rank + 1, size - 1, rank);
-  if (rank_taken(a, id))
-    return hvd__err(HVD_E_PROTOCOL, "it proved rank %u, which is already connected", id);
+  if (h->watch && watch_slot(a->t, id) < 0)
+    return hvd__err(HVD_E_PROTOCOL, "it proved rank %u, which does not watch rank %d", id,
+                    rank);
+  if (rank_taken(a, id, h->watch))
+    return hvd__err(HVD_E_PROTOCOL, "it proved rank %u, which is already connected%s", id,
+                    h->watch ? " to watch" : "");
   h->id = id;
   h->phase = SEND_PROOF;
   memcpy(h->buf, proof, sizeof proof);
@@ -271,9 +327,11 @@ static void handshake_advance(acceptor *a, int i) {
   if (rc < 0) {
     handshake_drop(a, i, hvd_last_error());
   } else if (rc == 1) {
-    hvd__log(HVD_LOG_DEBUG, "rank %d: rank %u connected from %s", a->t->base.rank,
-             a->hs[i].id, a->hs[i].addr);
-    a->t->conns[a->hs[i].id].fd = a->hs[i].fd;
+    const handshake *h = &a->hs[i];
+    hvd__log(HVD_LOG_DEBUG, "rank %d: rank %u connected from %s%s", a->t->base.rank, h->id,
+             h->addr, h->watch ? " (watch)" : "");
+    if (h->watch) a->t->watch_fd[watch_slot(a->t, h->id)] = h->fd;
+    else a->t->conns[h->id].fd = h->fd;
     a->missing--;
     handshake_remove(a, i);
   }
@@ -310,7 +368,8 @@ static int mesh_timeout(const acceptor *a, uint64_t start) {
   int n = 0;
   list[0] = '\0';
   for (int r = t->base.rank + 1; r < t->base.size; r++) {
-    if (t->conns[r].fd >= 0) continue;
+    int slot = watch_slot(t, (uint32_t)r);
+    if (t->conns[r].fd >= 0 && (slot < 0 || t->watch_fd[slot] >= 0)) continue;
     if (n++ < RANKS_LISTED)
       len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", n > 1 ? ", " : "", r);
   }
@@ -367,6 +426,7 @@ static int accept_higher(struct tcp_transport *t, const hvd_tcp_config *cfg, uin
   a->t = t;
   a->cfg = cfg;
   a->missing = t->base.size - 1 - t->base.rank;
+  for (int i = 0; i < t->nwatch; i++) a->missing += t->watch_peer[i] > t->base.rank;
   while (a->missing > 0) {
     if (hvd__ms_left(cfg->connect_deadline) == 0) {
       rc = mesh_timeout(a, start);
@@ -415,6 +475,17 @@ static int tcp_alloc(const hvd_tcp_config *cfg, struct tcp_transport **out) {
   t->base.in_flight = TCP_IN_FLIGHT;
   t->timeout_ms = cfg->timeout_ms;
   t->spin_us = cfg->spin_us;
+  t->live_ms = cfg->live_ms;
+  watch_ring(t);
+  for (int i = 0; i < t->nwatch; i++)
+    snprintf(t->watch_host[i], sizeof t->watch_host[i], "%s",
+             cfg->hosts && cfg->hosts[t->watch_peer[i]] ? cfg->hosts[t->watch_peer[i]] : "");
+  int rc = hvd__alarm_init(&t->alarm);
+  if (rc < 0) {
+    free(t->conns);
+    free(t);
+    return rc;
+  }
   *out = t;
   return 0;
 
@@ -423,6 +494,18 @@ free_t:
 fail:
   return hvd__err(HVD_E_NOMEM, "tcp transport: out of memory for %d ranks", cfg->size);
 }
+
+/* The mesh is complete: the watchdog takes the watch connections. */
+static int start_watch(struct tcp_transport *t) {
+  const char *hosts[WATCH_MAX];
+  for (int i = 0; i < t->nwatch; i++) hosts[i] = t->watch_host[i];
+  hvd_watch_config wc = {.rank = t->base.rank, .n = t->nwatch, .fds = t->watch_fd,
+                         .peers = t->watch_peer, .hosts = hosts, .window_ms = t->live_ms,
+                         .alarm = &t->alarm};
+  return hvd__watch_start(&wc, &t->watch);
+}
+
+hvd_alarm *hvd__tcp_alarm(hvd_transport *base) { return &((struct tcp_transport *)base)->alarm; }
 
 int hvd__tcp_create(const hvd_tcp_config *cfg, hvd_transport **out) {
   int listen_fd = cfg->listen_fd; /* ours from here on, whatever happens */
@@ -436,6 +519,7 @@ int hvd__tcp_create(const hvd_tcp_config *cfg, hvd_transport **out) {
 
   rc = connect_lower(t, cfg);
   if (rc == 0) rc = accept_higher(t, cfg, start);
+  if (rc == 0) rc = start_watch(t);
   if (rc < 0) goto destroy;
   hvd__net_close(&listen_fd);
   check_buffers(t);
@@ -624,6 +708,8 @@ static long recv_step(struct tcp_transport *t, half *h, uint32_t tag) {
 /* The no-progress deadline passed.  Before failing, tell every peer whom
  * we waited on and learn whom they waited on, so the error names the rank
  * that is really stuck rather than the neighbour it stalled. */
+static void note_cut(struct tcp_transport *t, const half *s);
+
 static int timed_out(struct tcp_transport *t, const half *s, const half *r, uint32_t tag) {
   char what[2][160], mine[WHY_MAX];
   verdict v;
@@ -637,9 +723,7 @@ static int timed_out(struct tcp_transport *t, const half *s, const half *r, uint
   snprintf(mine, sizeof mine, "timed out after %g s without progress at collective #%u: %s%s%s",
            t->timeout_ms / 1000.0, tag, what[0], n > 1 ? "; " : "", n > 1 ? what[1] : "");
   int suspect = !half_done(r) ? r->peer : s->peer;
-  if (!half_done(s) && s->done > 0) /* announce() must finish this frame first */
-    t->conns[s->peer].unsent =
-        s->done < HVD_FRAME_HDR_LEN ? SIZE_MAX : HVD_FRAME_HDR_LEN + s->len - s->done;
+  note_cut(t, s);
   announce(t, suspect, mine);
   blame(t, suspect, REPORT_NONE, &v);
   if (v.aborted)
@@ -651,21 +735,34 @@ static int timed_out(struct tcp_transport *t, const half *s, const half *r, uint
                                t->base.rank, v.chain, mine), v.rank);
 }
 
-/* Waits until a socket of an unfinished half is ready.  1: ready, 0: the
- * no-progress deadline passed, <0: error. */
+/* The watchdog gave up on a rank (live.h): its verdict is our error, and
+ * the peers hear it as they hear any. */
+static int alarmed(struct tcp_transport *t) {
+  hvd_alarm *a = &t->alarm;
+  announce(t, a->lost, a->why);
+  return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "%s", a->why), a->lost);
+}
+
+/* Waits until a socket of an unfinished half is ready, in slices, with a
+ * sign of life after each (live.h).  1: ready, 0: the no-progress deadline
+ * passed, 2: the alarm was raised, <0: error. */
 static int sendrecv_wait(struct tcp_transport *t, const half *s, const half *r,
                          uint64_t deadline) {
-  struct pollfd p[2];
+  struct pollfd p[3];
   int np = 0;
+  p[np++] = (struct pollfd){.fd = t->alarm.fd, .events = POLLIN};
   if (!half_done(s)) p[np++] = (struct pollfd){.fd = s->fd, .events = POLLOUT};
   if (!half_done(r)) {
-    if (np && p[0].fd == r->fd)
-      p[0].events |= POLLIN; /* to == from: one socket, both ways */
+    if (np > 1 && p[1].fd == r->fd)
+      p[1].events |= POLLIN; /* to == from: one socket, both ways */
     else
       p[np++] = (struct pollfd){.fd = r->fd, .events = POLLIN};
   }
   for (;;) {
-    int n = poll(p, (nfds_t)np, hvd__ms_left(deadline));
+    int left = hvd__ms_left(deadline);
+    int n = poll(p, (nfds_t)np, left < HVD_LIVE_SLICE_MS ? left : HVD_LIVE_SLICE_MS);
+    hvd__live_beat();
+    if (hvd__alarm_raised(&t->alarm)) return 2;
     if (n > 0) return 1;
     if (n == 0 && hvd__ms_left(deadline) == 0) return 0;
     if (n < 0 && errno != EINTR) return fail(t, hvd__err_sys(HVD_E_SYSTEM, errno, "poll"));
@@ -699,6 +796,7 @@ static int tcp_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
   if (t->broken)
     return hvd__err(HVD_E_ABORTED, "the connections to the other ranks broke earlier: %s",
                     t->why);
+  if (hvd__alarm_raised(&t->alarm)) return alarmed(t);
   HVD__CHECK(check_peer(t, to, sbuf, slen, "destination"));
   HVD__CHECK(check_peer(t, from, rbuf, rlen, "source"));
 
@@ -739,17 +837,27 @@ static int tcp_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
     }
     rc = sendrecv_wait(t, &s, &r, deadline);
     if (rc == 0) rc = timed_out(t, &s, &r, tag);
+    if (rc == 2) {
+      note_cut(t, &s);
+      rc = alarmed(t);
+    }
     if (rc < 0) goto mark_cut;
   }
   t->cur_r = NULL;
   return 0;
 
 mark_cut:
-  if (s.peer >= 0 && s.done > 0 && !half_done(&s))
-    t->conns[s.peer].unsent =
-        s.done < HVD_FRAME_HDR_LEN ? SIZE_MAX : HVD_FRAME_HDR_LEN + s.len - s.done;
+  note_cut(t, &s);
   t->cur_r = NULL;
   return rc;
+}
+
+/* A frame to s's peer stopped half-way: what announce() must finish
+ * before its ABORT can follow. */
+static void note_cut(struct tcp_transport *t, const half *s) {
+  if (s->peer >= 0 && s->done > 0 && !half_done(s))
+    t->conns[s->peer].unsent =
+        s->done < HVD_FRAME_HDR_LEN ? SIZE_MAX : HVD_FRAME_HDR_LEN + s->len - s->done;
 }
 
 /* ================================================================== */
@@ -808,18 +916,25 @@ static void announce(struct tcp_transport *t, int lost_rank, const char *why) {
 static void tcp_abort(hvd_transport *base, int lost_rank, const char *why) {
   struct tcp_transport *t = (struct tcp_transport *)base;
   if (lost_rank < 0 && t->broken) lost_rank = t->lost; /* what our own failure found */
+  if (lost_rank < 0 && hvd__alarm_raised(&t->alarm)) lost_rank = t->alarm.lost; /* a watchdog's */
   announce(t, lost_rank, why);
   if (!t->broken) {
     t->broken = 1;
     snprintf(t->why, sizeof t->why, "aborted: %s", why ? why : "");
   }
   for (int r = 0; r < t->base.size; r++) close_conn(&t->conns[r]);
+  /* Nothing more to watch for: the peers heard why, and stop watching us */
+  hvd__watch_stop(t->watch);
+  t->watch = NULL;
 }
 
 static void tcp_destroy(hvd_transport *base) {
   struct tcp_transport *t = (struct tcp_transport *)base;
   if (!t) return;
+  hvd__watch_stop(t->watch);
   for (int r = 0; r < t->base.size; r++) close_conn(&t->conns[r]);
+  for (int i = 0; i < t->nwatch; i++) hvd__net_close(&t->watch_fd[i]);
+  hvd__alarm_close(&t->alarm);
   free(t->conns);
   free(t);
 }

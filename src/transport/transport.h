@@ -34,9 +34,10 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "../common.h"
-#include "../wire/auth.h"
-#include "../wire/net.h"
+#include "common.h"
+#include "wire/auth.h"
+#include "wire/net.h"
+#include "transport/live.h"
 
 typedef struct hvd_transport hvd_transport;
 
@@ -131,14 +132,27 @@ typedef struct {
    * would.  0 where the ranks of this host share cores: spinning then
    * takes the core a peer needs. */
   int spin_us;
+  /* How long a rank may show no sign of life (live.h) before this rank
+   * gives up on it, in ms; 0: never (the watch connections are made and
+   * this rank's life is sent all the same, so that the peers' setting
+   * needs no agreement). */
+  int live_ms;
+  const char *const *hosts; /* [size]: each rank's host, for messages; NULL: none */
 } hvd_tcp_config;
 
 /* Builds a full mesh: connects to every lower rank, accepts every higher
- * rank, authenticates each connection ("data" purpose, ids = ranks).
+ * rank, authenticates each connection ("data" purpose, ids = ranks), and
+ * the watch connections to this rank's neighbours on the ring of ranks
+ * ("watch" purpose, watch.h), served by a watchdog thread.
  * Connections that fail authentication or send garbage are dropped and
  * accepting goes on until every real peer has arrived or the deadline
  * passes (HVD_E_TIMEOUT naming the ranks still missing). */
 int hvd__tcp_create(const hvd_tcp_config *cfg, hvd_transport **out);
+
+/* The TCP transport's alarm (live.h): raised by its watchdog, it fails
+ * the wait in progress; a transport that waits for the same ranks in
+ * another way (shared memory under hybrid.c) listens to it too. */
+hvd_alarm *hvd__tcp_alarm(hvd_transport *t);
 
 /* The checks every sendrecv makes of a peer argument (-1: that half is
  * skipped); 0 if usable.  role: "destination" or "source". */

@@ -159,8 +159,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 .who = "hvdrun", .log = log_line, .verbose = 1};
   owner own = {0, 0};
   hvd_rdzv_elastic_hooks hooks = {&own, on_joined, on_left};
-  if (flags & 8) cfg.elastic = &hooks;
-  FUZZ_CHECK(hvd__rdzv_server_start(&cfg, &port, &g.s) == 0);
+  FUZZ_CHECK((flags & 8 ? hvd__rdzv_server_start_elastic(&cfg, &hooks, &port, &g.s)
+                        : hvd__rdzv_server_start(&cfg, &port, &g.s)) == 0);
   g.fds = calloc(hvd__rdzv_server_poll_max(g.s) + 1, sizeof *g.fds);
   g.got = malloc(REPLY_MAX);
   FUZZ_CHECK(g.fds && g.got);

@@ -5,8 +5,9 @@
  *
  * Each input builds a real job of 2 ranks over loopback: this thread is
  * rank 1, whose hvd__tcp_create connects and authenticates to rank 0; a
- * second thread plays rank 0, completes the handshake, then sends the
- * input's bytes and ends its stream.  Rank 1 sends 16 bytes to rank 0 while
+ * second thread plays rank 0, completes the handshake (and that of rank
+ * 1's watch connection, which it leaves alone), then sends the input's
+ * bytes and ends its stream.  Rank 1 sends 16 bytes to rank 0 while
  * it receives 64 (tag 1), then receives 8 (tag 2).  Properties:
  *   - each sendrecv ends at once (the stream ends after the input) with
  *     success or an error that says why;
@@ -20,6 +21,7 @@
 #include "fuzz.h"
 #include "wire/frame.h"
 #include "transport/transport.h"
+#include "transport/watch.h"
 
 #define FIRST 64
 #define SECOND 8
@@ -47,15 +49,18 @@ static void *rank0(void *arg) {
   uint64_t deadline = hvd__deadline_in(5000);
   char addr[HVD_NET_ADDR_MAX];
   uint32_t id;
-  int fd = -1;
+  int fd = -1, watch = -1;
   if (hvd__net_accept(pr->listen_fd, deadline, &fd, addr) == 0 &&
-      hvd__auth_accept(fd, &key, "data", 0, deadline, &id) == 0) {
+      hvd__auth_accept(fd, &key, "data", 0, deadline, &id) == 0 &&
+      hvd__net_accept(pr->listen_fd, deadline, &watch, addr) == 0 &&
+      hvd__auth_accept(watch, &key, HVD_WATCH_PURPOSE, 0, deadline, &id) == 0) {
     (void)hvd__net_write_all(fd, pr->p, pr->n < FUZZ_PEER_MAX ? pr->n : FUZZ_PEER_MAX, deadline);
     shutdown(fd, SHUT_WR);
     uint8_t sink[4096];
     while (hvd__net_read_all(fd, sink, sizeof sink, deadline) == 0) {}
   }
   hvd__net_close(&fd);
+  hvd__net_close(&watch);
   return NULL;
 }
 

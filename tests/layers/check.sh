@@ -5,7 +5,10 @@
 #   check.sh includes SRC            no #include under SRC/launcher names
 #                                    transport/ or bootstrap/ (hvdrun
 #                                    reaches the library through wire/ and
-#                                    rdzv/ only)
+#                                    rdzv/ only); none under SRC climbs
+#                                    with ../ (docs/style.md: by the path
+#                                    from src/), but libhvd_nn's one of
+#                                    ../wire/le.h
 #   check.sh knobs SRC               the library reads HOROVOD_* variables
 #                                    only through env.h's table (env.c),
 #                                    which docs/environment.md is checked
@@ -31,12 +34,13 @@ set -eu
 engine_order='
 engine
 cycle
+desync
 negotiate rider
 execute
 device
-device_nccl
+device_nccl device_staged
 pset tuning
-core
+core waits
 autotune cache device_ready index message timeline
 gp request
 '
@@ -52,6 +56,9 @@ case $mode in
 includes)
   bad=$(grep -rnE '#include *"(\.\./)*(transport|bootstrap)/' "$1/launcher" || true)
   [ -z "$bad" ] || fail "src/launcher includes the library's insides:
+$bad"
+  bad=$(grep -rnE '#include *"\.\./' "$1" | grep -vE '^[^:]*/nn/[^:]*:[0-9]+:#include "\.\./wire/le\.h"' || true)
+  [ -z "$bad" ] || fail "includes that climb with ../ (write the path from src/, docs/style.md):
 $bad"
   ;;
 knobs)
@@ -92,18 +99,16 @@ order)
   trap 'rm -rf "$tmp"' EXIT
   # level of each engine object, and what each object defines and uses
   echo "$engine_order" | awk 'NF { for (i = 1; i <= NF; i++) print $i, NR }' >"$tmp/level"
-  for obj in "$@"; do
-    case $obj in
-    */src/engine/*.o | */src/coll/*.o) ;;
-    *) continue ;;
-    esac
-    name=$(basename "$obj" | sed 's/\.c\.o$//; s/\.o$//')
-    dir=engine
-    case $obj in */src/coll/*) dir=coll ;; esac
-    nm --defined-only -g "$obj" | awk -v f="$dir/$name" 'NF == 3 { print $3, f }' >>"$tmp/defs"
-    nm -u "$obj" | awk -v f="$dir/$name" '{ print $NF, f }' >>"$tmp/uses"
-  done
-  [ -s "$tmp/defs" ] || fail "no engine or collective objects among the arguments"
+  objs=$(for obj in "$@"; do
+    case $obj in */src/engine/*.o | */src/coll/*.o) echo "$obj" ;; esac
+  done)
+  [ -n "$objs" ] || fail "no engine or collective objects among the arguments"
+  # "engine/cycle" from ".../src/engine/cycle.c.o: ..." (nm -A names the file)
+  name='{ f = $1; sub(/^.*\/src\//, "", f); sub(/\.c\.o:.*$/, "", f); sub(/\.o:.*$/, "", f) }'
+  # shellcheck disable=SC2086
+  nm -A --defined-only -g $objs | awk "$name"' NF == 3 { print $3, f }' >"$tmp/defs"
+  # shellcheck disable=SC2086
+  nm -A -u $objs | awk "$name"' { print $NF, f }' >"$tmp/uses"
   unplaced=$(awk '$2 ~ /^engine\// { sub(/^engine\//, "", $2); print $2 }' "$tmp/defs" |
     sort -u | while read -r f; do grep -q "^$f " "$tmp/level" || echo "src/engine/$f.c"; done)
   [ -z "$unplaced" ] || fail "not in check.sh's engine_order (give each a line): $unplaced"

@@ -25,10 +25,10 @@
 #include "agent_proto.h"
 #include "common.h"
 #include "wire/frame.h"
+#include "rng.h"
 
 /* Deterministic, so a failure replays. */
-static unsigned seed = 12345;
-static unsigned rng(void) { return (unsigned)rand_r(&seed); }
+static rng gen = {12345};
 
 /* Feeds a whole stream to a fresh reader and expects exactly one frame
  * that uses every byte. */
@@ -509,7 +509,7 @@ static void test_stream_in_pieces(void **state) {
   size_t at = 0, total = bytes_pending(&q);
   int seen = 0;
   while (at < total) {
-    size_t n = 1 + rng() % 7, used;
+    size_t n = 1 + rng_next(&gen) % 7, used;
     if (n > total - at) n = total - at;
     int rc = agent_reader_feed(&r, (const uint8_t *)q.buf + at, n, &used);
     assert_true(rc >= 0 && used <= n);
@@ -535,10 +535,11 @@ static void test_fuzz(void **state) {
   uint8_t junk[4096];
   for (int round = 0; round < 2000; round++) {
     agent_reader r;
-    size_t n = rng() % sizeof junk, at = 0, used;
-    for (size_t i = 0; i < n; i++) junk[i] = (uint8_t)rng();
+    size_t n = rng_next(&gen) % sizeof junk, at = 0, used;
+    for (size_t i = 0; i < n; i++) junk[i] = (uint8_t)rng_next(&gen);
     if (round % 2) memcpy(junk, "HVDF\x01", n >= 5 ? 5 : n); /* get past the magic */
-    if (round % 4 == 1 && n >= 6) junk[5] = (uint8_t)(32 + rng() % (AGENT_TYPE_END - 32));
+    if (round % 4 == 1 && n >= 6)
+      junk[5] = (uint8_t)(32 + rng_next(&gen) % (AGENT_TYPE_END - 32));
     agent_reader_init(&r, round % 3 ? AGENT_FROM_AGENT : AGENT_FROM_HVDRUN);
     int rc;
     while ((rc = agent_reader_feed(&r, junk + at, n - at, &used)) == 1) {
@@ -563,7 +564,7 @@ static void test_fuzz(void **state) {
   for (int round = 0; round < 3000; round++) {
     agent_job j;
     memcpy(copy, q.buf + HVD_FRAME_HDR_LEN, plen);
-    for (int k = 0; k < 1 + round % 4; k++) copy[rng() % plen] = (uint8_t)rng();
+    for (int k = 0; k < 1 + round % 4; k++) copy[rng_next(&gen) % plen] = (uint8_t)rng_next(&gen);
     if (agent_job_decode(copy, plen - (round % 7 == 0), &j) == 0) {
       bytes again = {0};
       assert_int_equal(agent_put_job(&again, &j), 0); /* what decodes, encodes */

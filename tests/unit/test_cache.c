@@ -18,26 +18,10 @@
 
 #include "common.h"
 #include "engine/cache.h"
+#include "rng.h"
+#include "request.h"
 
-static uint64_t rng_state = 0x853c49e6748fea9bull;
-static uint64_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-
-static hvd_request make(const char *name, uint64_t count) {
-  hvd_request r;
-  memset(&r, 0, sizeof r);
-  snprintf(r.name, sizeof r.name, "%s", name);
-  r.type = HVD_REQ_ALLREDUCE;
-  r.dtype = HVD_FLOAT32;
-  r.op = HVD_SUM;
-  r.count = count;
-  r.prescale = r.postscale = 1.0;
-  return r;
-}
+static rng gen = {0x853c49e6748fea9bull};
 
 static hvd_cache *create(uint32_t capacity) {
   hvd_cache *c;
@@ -47,12 +31,12 @@ static hvd_cache *create(uint32_t capacity) {
 }
 
 static void put(hvd_cache *c, const char *name, uint64_t count) {
-  hvd_request r = make(name, count);
+  hvd_request r = req_allreduce(name, HVD_FLOAT32, count);
   hvd__cache_put(c, &r);
 }
 
 static int64_t find(const hvd_cache *c, const char *name, uint64_t count) {
-  hvd_request r = make(name, count);
+  hvd_request r = req_allreduce(name, HVD_FLOAT32, count);
   return hvd__cache_find(c, &r);
 }
 
@@ -77,7 +61,7 @@ static void test_find_get_put(void **state) {
   assert_null(hvd__cache_get(c, 4)); /* out of range */
   assert_null(hvd__cache_get(c, UINT32_MAX));
 
-  hvd_request r = make("b", 2);
+  hvd_request r = req_allreduce("b", HVD_FLOAT32, 2);
   r.prescale = 0.5; /* any field makes a different request */
   assert_int_equal(hvd__cache_find(c, &r), -1);
   hvd__cache_destroy(c);
@@ -159,7 +143,7 @@ static void test_capacity_too_large(void **state) {
 static void test_long_names(void **state) {
   (void)state;
   hvd_cache *c = create(8);
-  hvd_request a = make("", 1), b;
+  hvd_request a = req_allreduce("", HVD_FLOAT32, 1), b;
   memset(a.name, 'x', HVD_NAME_MAX - 1);
   b = a;
   b.name[HVD_NAME_MAX - 2] = 'y';
@@ -202,8 +186,8 @@ static int64_t model_find(const model *m, const hvd_request *r) {
 /* A random request over `names` names, each in one of two variants. */
 static hvd_request random_req(uint32_t names) {
   char name[64];
-  snprintf(name, sizeof name, "model.layer%llu.grad", (unsigned long long)(rng() % names));
-  return make(name, 100 + rng() % 2);
+  snprintf(name, sizeof name, "model.layer%llu.grad", (unsigned long long)(rng_next(&gen) % names));
+  return req_allreduce(name, HVD_FLOAT32, 100 + rng_next(&gen) % 2);
 }
 
 static void run_against_model(uint32_t capacity, uint32_t names, int puts) {
@@ -253,14 +237,10 @@ static void test_random_against_model(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_find_get_put),
-      cmocka_unit_test(test_eviction_is_lru),
-      cmocka_unit_test(test_touch_changes_order),
-      cmocka_unit_test(test_replace_same_name),
-      cmocka_unit_test(test_capacity_zero),
-      cmocka_unit_test(test_capacity_too_large),
-      cmocka_unit_test(test_long_names),
-      cmocka_unit_test(test_random_against_model),
+      cmocka_unit_test(test_find_get_put),        cmocka_unit_test(test_eviction_is_lru),
+      cmocka_unit_test(test_touch_changes_order), cmocka_unit_test(test_replace_same_name),
+      cmocka_unit_test(test_capacity_zero),       cmocka_unit_test(test_capacity_too_large),
+      cmocka_unit_test(test_long_names),          cmocka_unit_test(test_random_against_model),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,7 @@
 
 #include "half_ref.h"
 #include "reduce.h"
+#include "rng.h"
 
 #ifdef __FLT16_MAX__
 __extension__ typedef _Float16 f16;
@@ -58,14 +59,7 @@ static float bitsf(uint32_t u) {
   return f;
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15u;
-
-static uint64_t rnd(void) { /* splitmix64 */
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  return z ^ (z >> 31);
-}
+static rng gen = {0x9e3779b97f4a7c15ull};
 
 static int exp_max_field(const struct fmt *f) { return ref_exp_max(&f->bits); }
 
@@ -157,7 +151,7 @@ static void check_random(const struct fmt *f) {
   if (lo < 0) lo = 0;
   if (hi > 255) hi = 255;
   for (int i = 0; i < 1000000; i++) {
-    uint64_t r = rnd();
+    uint64_t r = rng_next(&gen);
     check_narrow(f, bitsf((uint32_t)r));
     uint32_t exp = (uint32_t)lo + (uint32_t)(r >> 32) % (uint32_t)(hi - lo + 1);
     check_narrow(f, bitsf((uint32_t)(r >> 63) << 31 | exp << 23 | ((uint32_t)r & 0x7fffff)));
@@ -183,7 +177,7 @@ static void check_blocks(const struct fmt *f) {
 
   /* Floats around every 16-bit value, and random ones. */
   for (size_t i = 0; i < N; i++) {
-    uint32_t r = (uint32_t)rnd();
+    uint32_t r = (uint32_t)rng_next(&gen);
     x[i] = (i & 1) ? bitsf(r) : bitsf(fbits(f->widen((uint16_t)i)) + (r & 0xffff) - 0x8000);
   }
   for (size_t i = 0, len = 0; i < N; i += len, len = (len + 1) % 41)
@@ -353,7 +347,7 @@ static void test_convert(void **state) {
   enum { N = 1000 };
   float x[N], back[N];
   uint16_t h[N];
-  for (int i = 0; i < N; i++) x[i] = bitsf((uint32_t)rnd());
+  for (int i = 0; i < N; i++) x[i] = bitsf((uint32_t)rng_next(&gen));
   assert_int_equal(hvd_convert(x, HVD_FLOAT32, h, HVD_FLOAT16, N), HVD_OK);
   assert_int_equal(hvd_convert(h, HVD_FLOAT16, back, HVD_FLOAT32, N), HVD_OK);
   for (int i = 0; i < N; i++) {

@@ -23,7 +23,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +30,7 @@
 #include <unistd.h>
 
 #include "coll/coll.h"
+#include "ranks.h"
 #include "transport/hybrid.h"
 #include "transport/shm_seg.h"
 
@@ -49,8 +49,7 @@ typedef struct {
   int seg_fd[MAX_RANKS]; /* per host */
   int wide_fd;            /* -1, or a segment of every rank standing in for TCP */
   hvd_comm comm[MAX_RANKS];
-  int rc[MAX_RANKS];
-  char err[MAX_RANKS][512];
+  thread_ranks t; /* the ranks' last results */
 } job;
 
 /* The host's ranks in rank order; returns how many, and r's index in *me. */
@@ -88,34 +87,30 @@ static hvd_transport *map_segment(int fd, int size, int me, const int *names) {
   return t;
 }
 
-static void *connect_main(void *p) {
-  void **a = p;
-  job *j = a[0];
-  int r = (int)(intptr_t)a[1];
+static int connect_rank(int r, void *arg) {
+  job *j = arg;
   hvd_tcp_config cfg = {.rank = r, .size = j->n, .key = j->key, .listen_fd = j->listen_fd[r],
                         .peers = j->peers, .connect_deadline = hvd__deadline_in(5000),
                         .timeout_ms = TIMEOUT_MS};
   hvd_transport *tcp = NULL, *shm = NULL, *x = NULL;
   int members[MAX_RANKS], me = 0, h = j->host[r];
   int n = host_members(j, h, r, members, &me);
-  j->rc[r] = j->wide_fd < 0 ? hvd__tcp_create(&cfg, &tcp) : 0;
+  int rc = j->wide_fd < 0 ? hvd__tcp_create(&cfg, &tcp) : 0;
   if (j->wide_fd >= 0) {
     hvd__net_close(&j->listen_fd[r]);
     tcp = map_segment(j->wide_fd, j->n, r, NULL);
   }
-  if (j->rc[r] == 0 && j->shm_host[h] && n > 1) {
+  if (rc == 0 && j->shm_host[h] && n > 1) {
     shm = map_segment(j->seg_fd[h], n, me, members);
   }
-  if (j->rc[r] == 0) j->rc[r] = hvd__hybrid_new(tcp, shm, members, &x);
-  if (j->rc[r] == 0) j->rc[r] = hvd__comm_init(&j->comm[r], r, j->n, x);
-  return NULL;
+  if (rc == 0) rc = hvd__hybrid_new(tcp, shm, members, &x);
+  if (rc == 0) rc = hvd__comm_init(&j->comm[r], r, j->n, x);
+  return rc;
 }
 
 /* hosts[r]: rank r's host; shm: which hosts have shared memory (bits);
  * wide: join the hosts with shared memory of small rings, not TCP. */
 static void job_start(job *j, int n, const int *hosts, unsigned shm, int wide) {
-  pthread_t th[MAX_RANKS];
-  void *args[MAX_RANKS][2];
   memset(j, 0, sizeof *j);
   j->n = n;
   assert_int_equal(hvd__secret_generate(&j->key), 0);
@@ -131,13 +126,8 @@ static void job_start(job *j, int n, const int *hosts, unsigned shm, int wide) {
     assert_int_equal(hvd__net_listen("127.0.0.1", 0, &j->listen_fd[r], &j->peers[r].port), 0);
     snprintf(j->peers[r].addr, sizeof j->peers[r].addr, "127.0.0.1");
   }
-  for (int r = 0; r < n; r++) {
-    args[r][0] = j;
-    args[r][1] = (void *)(intptr_t)r;
-    assert_int_equal(pthread_create(&th[r], NULL, connect_main, args[r]), 0);
-  }
-  for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
-  for (int r = 0; r < n; r++) assert_int_equal(j->rc[r], 0);
+  ranks_run(&j->t, n, -1, connect_rank, j);
+  ranks_assert_ok(&j->t, n);
   for (int h = 0; h < MAX_RANKS; h++)
     if (j->seg_fd[h] >= 0) close(j->seg_fd[h]);
   if (j->wide_fd >= 0) close(j->wide_fd);
@@ -147,37 +137,11 @@ static void job_end(job *j) {
   for (int r = 0; r < j->n; r++) hvd__comm_destroy(&j->comm[r]);
 }
 
-typedef int rank_fn(hvd_comm *c, int rank, void *arg);
-
-typedef struct {
-  job *j;
-  int rank;
-  rank_fn *fn;
-  void *arg;
-} run_arg;
-
-static void *run_main(void *p) {
-  run_arg *a = p;
-  a->j->rc[a->rank] = a->fn(&a->j->comm[a->rank], a->rank, a->arg);
-  snprintf(a->j->err[a->rank], sizeof a->j->err[0], "%s",
-           a->j->rc[a->rank] ? hvd_last_error() : "");
-  return NULL;
+static void run_ranks(job *j, ranks_comm_fn *fn, void *arg) {
+  ranks_run_comms(&j->t, j->comm, j->n, -1, fn, arg);
 }
 
-static void run_ranks(job *j, rank_fn *fn, void *arg) {
-  pthread_t th[MAX_RANKS];
-  run_arg a[MAX_RANKS];
-  for (int r = 0; r < j->n; r++) {
-    a[r] = (run_arg){j, r, fn, arg};
-    assert_int_equal(pthread_create(&th[r], NULL, run_main, &a[r]), 0);
-  }
-  for (int r = 0; r < j->n; r++) pthread_join(th[r], NULL);
-}
-
-static void assert_all_ok(const job *j) {
-  for (int r = 0; r < j->n; r++)
-    if (j->rc[r]) fail_msg("rank %d: %s", r, j->err[r]);
-}
+static void assert_all_ok(const job *j) { ranks_assert_ok(&j->t, j->n); }
 
 /* ---- the collectives ---- */
 
@@ -355,13 +319,13 @@ static void test_lost_rank_is_named_by_its_job_rank(void **state) {
   for (int r = 0; r < j.n; r++) j.comm[r].allreduce_algo = HVD_AR_RING;
   run_ranks(&j, give_up_or_reduce, NULL);
   for (int r = 0; r < 3; r++) {
-    assert_int_equal(j.rc[r], HVD_E_PEER_LOST);
-    if (!strstr(j.err[r], "rank 3"))
-      fail_msg("rank %d's error does not name rank 3: %s", r, j.err[r]);
+    assert_int_equal(j.t.rc[r], HVD_E_PEER_LOST);
+    if (!strstr(j.t.err[r], "rank 3"))
+      fail_msg("rank %d's error does not name rank 3: %s", r, j.t.err[r]);
   }
   /* rank 2 shares memory with rank 3, where rank 3 is number 1 */
-  if (!strstr(j.err[2], "rank 3 aborted: rank 3's test gives up"))
-    fail_msg("rank 2: %s", j.err[2]);
+  if (!strstr(j.t.err[2], "rank 3 aborted: rank 3's test gives up"))
+    fail_msg("rank 2: %s", j.t.err[2]);
   job_end(&j);
 }
 

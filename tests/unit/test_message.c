@@ -22,17 +22,12 @@
 
 #include "common.h"
 #include "engine/message.h"
+#include "rng.h"
 
 #define CAPACITY 1024
 
 /* A small deterministic generator, so a failure replays. */
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint64_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
+static rng gen = {0x2545f4914f6cdd1dull};
 
 static hvd_request make(const char *name, int type, int dtype, uint64_t count) {
   hvd_request r;
@@ -161,13 +156,14 @@ static void test_round_trip_many_requests(void **state) {
   for (uint32_t i = 0; i < in.nreq; i++) {
     char name[64];
     snprintf(name, sizeof name, "model.layer%u.grad", (unsigned)i);
-    int type = (int)(rng() % HVD_REQ__COUNT);
+    int type = (int)(rng_next(&gen) % HVD_REQ__COUNT);
     int counted = type != HVD_REQ_ALLGATHER && type != HVD_REQ_ALLTOALL;
-    in.reqs[i] = make(name, type, (int)(rng() % (HVD_BOOL + 1)), counted ? rng() >> 2 : 0);
-    in.reqs[i].op = (uint8_t)(rng() % (HVD_PRODUCT + 1));
-    in.reqs[i].root = (int32_t)rng();
-    in.reqs[i].process_set = (int32_t)rng();
-    in.reqs[i].prescale = (double)(int64_t)rng() / 3.0;
+    int dtype = (int)(rng_next(&gen) % (HVD_BOOL + 1));
+    in.reqs[i] = make(name, type, dtype, counted ? rng_next(&gen) >> 2 : 0);
+    in.reqs[i].op = (uint8_t)(rng_next(&gen) % (HVD_PRODUCT + 1));
+    in.reqs[i].root = (int32_t)rng_next(&gen);
+    in.reqs[i].process_set = (int32_t)rng_next(&gen);
+    in.reqs[i].prescale = (double)(int64_t)rng_next(&gen) / 3.0;
   }
   for (uint32_t i = 0; i < CAPACITY; i += 3) assert_int_equal(hvd__msg_set_bit(&in, i), 0);
   uint8_t *buf;
@@ -501,19 +497,20 @@ static void test_decode_trailing_byte(void **state) {
 /* ---- random damage ---- */
 
 static void mutate(uint8_t *p, size_t *len, size_t cap) {
-  switch (rng() % 4) {
+  switch (rng_next(&gen) % 4) {
   case 0: /* flip a few bytes */
   case 1:
-    for (int k = 1 + (int)(rng() % 4); k > 0; k--) p[rng() % *len] = (uint8_t)rng();
+    for (int k = 1 + (int)(rng_next(&gen) % 4); k > 0; k--)
+      p[rng_next(&gen) % *len] = (uint8_t)rng_next(&gen);
     break;
   case 2: /* a plausible small value in an aligned-ish field */
-    p[rng() % *len] = (uint8_t)(rng() % 8);
+    p[rng_next(&gen) % *len] = (uint8_t)(rng_next(&gen) % 8);
     break;
   default: /* cut or extend */
-    if (rng() % 2 || *len >= cap)
-      *len = (size_t)(rng() % *len);
+    if (rng_next(&gen) % 2 || *len >= cap)
+      *len = (size_t)(rng_next(&gen) % *len);
     else
-      p[(*len)++] = (uint8_t)rng();
+      p[(*len)++] = (uint8_t)rng_next(&gen);
     break;
   }
 }

@@ -27,6 +27,7 @@
 
 #include "common.h"
 #include "engine/engine_int.h"
+#include "request.h"
 
 /* malloc, failing while `fail_size` is set for blocks of exactly that many
  * bytes (the test links with --wrap=malloc). */
@@ -35,25 +36,11 @@ void *__wrap_malloc(size_t n);
 static size_t fail_size;
 void *__wrap_malloc(size_t n) { return fail_size && n == fail_size ? NULL : __real_malloc(n); }
 
-static hvd_request make(const char *name, int dtype, uint64_t count) {
-  hvd_request r;
-  memset(&r, 0, sizeof r);
-  snprintf(r.name, sizeof r.name, "%s", name);
-  r.type = HVD_REQ_ALLREDUCE;
-  r.dtype = (uint8_t)dtype;
-  r.op = HVD_SUM;
-  r.count = count;
-  r.ndims = 1;
-  r.shape[0] = (int64_t)count;
-  r.prescale = r.postscale = 1.0;
-  return r;
-}
-
 static hvd_engine *engine(int size, size_t threshold) {
   hvd_engine *e;
   assert_int_equal(hvd__engine_alloc(0, size, 64, &e), 0);
   e->fusion_threshold = threshold;
-  e->stall_disable = 1;
+  e->stall.disable = 1;
   return e;
 }
 
@@ -90,11 +77,11 @@ static void test_arrival_order_and_fusion_by_kind(void **state) {
   hvd_engine *e = engine(2, 1000);
   cycle_input in = {0};
   /* Rank 0 submits a, b (float64), c, d, e; rank 1 nothing yet. */
-  add_req(&in.m[0], make("a", HVD_FLOAT32, 100));
-  add_req(&in.m[0], make("b", HVD_FLOAT64, 10));
-  add_req(&in.m[0], make("c", HVD_FLOAT32, 100));
-  add_req(&in.m[0], make("d", HVD_FLOAT32, 100));
-  add_req(&in.m[0], make("e", HVD_FLOAT32, 10));
+  add_req(&in.m[0], req_allreduce("a", HVD_FLOAT32, 100));
+  add_req(&in.m[0], req_allreduce("b", HVD_FLOAT64, 10));
+  add_req(&in.m[0], req_allreduce("c", HVD_FLOAT32, 100));
+  add_req(&in.m[0], req_allreduce("d", HVD_FLOAT32, 100));
+  add_req(&in.m[0], req_allreduce("e", HVD_FLOAT32, 10));
   int n;
   response *rs = run(e, &in, &n);
   assert_int_equal(n, 0);
@@ -102,19 +89,19 @@ static void test_arrival_order_and_fusion_by_kind(void **state) {
   /* Rank 1 submits them in another order: the table's (arrival) order
    * decides.  a, c fit under 1000 bytes (800), d does not: the response
    * ends there (no skipping ahead to e), b is another kind. */
-  add_req(&in.m[1], make("e", HVD_FLOAT32, 10));
-  add_req(&in.m[1], make("d", HVD_FLOAT32, 100));
-  add_req(&in.m[1], make("c", HVD_FLOAT32, 100));
-  add_req(&in.m[1], make("b", HVD_FLOAT64, 10));
-  add_req(&in.m[1], make("a", HVD_FLOAT32, 100));
+  add_req(&in.m[1], req_allreduce("e", HVD_FLOAT32, 10));
+  add_req(&in.m[1], req_allreduce("d", HVD_FLOAT32, 100));
+  add_req(&in.m[1], req_allreduce("c", HVD_FLOAT32, 100));
+  add_req(&in.m[1], req_allreduce("b", HVD_FLOAT64, 10));
+  add_req(&in.m[1], req_allreduce("a", HVD_FLOAT32, 100));
   rs = run(e, &in, &n);
   assert_int_equal(n, 3);
   expect_items(&rs[0], (const char *[]){"a", "c"}, 2);
   expect_items(&rs[1], (const char *[]){"b"}, 1);
   expect_items(&rs[2], (const char *[]){"d", "e"}, 2);
   hvd__responses_free(rs, n);
-  assert_null(e->pending_head);
-  assert_int_equal(e->table.n, 0);
+  assert_null(e->table.head);
+  assert_int_equal(e->table.by_name.n, 0);
   hvd__engine_dealloc(e);
 }
 
@@ -122,12 +109,12 @@ static void test_mismatch_fails_alone(void **state) {
   (void)state;
   hvd_engine *e = engine(2, 1 << 20);
   cycle_input in = {0};
-  add_req(&in.m[0], make("x", HVD_FLOAT32, 4));
-  add_req(&in.m[0], make("y", HVD_FLOAT32, 4));
-  add_req(&in.m[0], make("z", HVD_FLOAT32, 4));
-  add_req(&in.m[1], make("x", HVD_FLOAT32, 4));
-  add_req(&in.m[1], make("y", HVD_FLOAT32, 5)); /* disagrees */
-  add_req(&in.m[1], make("z", HVD_FLOAT32, 4));
+  add_req(&in.m[0], req_allreduce("x", HVD_FLOAT32, 4));
+  add_req(&in.m[0], req_allreduce("y", HVD_FLOAT32, 4));
+  add_req(&in.m[0], req_allreduce("z", HVD_FLOAT32, 4));
+  add_req(&in.m[1], req_allreduce("x", HVD_FLOAT32, 4));
+  add_req(&in.m[1], req_allreduce("y", HVD_FLOAT32, 5)); /* disagrees */
+  add_req(&in.m[1], req_allreduce("z", HVD_FLOAT32, 4));
   int n;
   response *rs = run(e, &in, &n);
   assert_int_equal(n, 2);
@@ -146,7 +133,7 @@ static void test_out_of_memory_checking_is_not_a_mismatch(void **state) {
   (void)state;
   hvd_engine *e = engine(3, 1 << 20);
   cycle_input in = {0};
-  for (int q = 0; q < 3; q++) add_req(&in.m[q], make("w", HVD_FLOAT32, 4));
+  for (int q = 0; q < 3; q++) add_req(&in.m[q], req_allreduce("w", HVD_FLOAT32, 4));
   int n;
   fail_size = 3 * sizeof(hvd_request *); /* the 3 requests being compared */
   response *rs = run(e, &in, &n);
@@ -167,7 +154,7 @@ static void test_agreed_tensors_plan_like_negotiated(void **state) {
   for (int i = 0; i < 3; i++) {
     char name[8];
     snprintf(name, sizeof name, "g%d", i);
-    hvd_request r = make(name, HVD_FLOAT32, 8);
+    hvd_request r = req_allreduce(name, HVD_FLOAT32, 8);
     assert_int_equal(hvd__cache_put(e->cache, &r), -1);
   }
   entry held[3];
@@ -190,7 +177,7 @@ static void test_agreed_tensors_plan_like_negotiated(void **state) {
   /* An id nobody put, or one this rank does not hold, is a protocol
    * error, not a crash or a silent zero. */
   assert_int_equal(hvd__negotiate_agreed(e, 7), HVD_E_PROTOCOL);
-  hvd_request r = make("not.held", HVD_FLOAT32, 8);
+  hvd_request r = req_allreduce("not.held", HVD_FLOAT32, 8);
   hvd__cache_put(e->cache, &r);
   assert_int_equal(hvd__negotiate_agreed(e, 3), HVD_E_PROTOCOL);
   assert_non_null(strstr(hvd_last_error(), "'not.held'"));
@@ -206,7 +193,7 @@ static double now_s(void) {
 }
 
 static uint64_t cost(const hvd_engine *e) {
-  return e->visits + e->table.probes + e->core.unsent.probes;
+  return e->table.visits + e->table.by_name.probes + e->core.unsent.probes;
 }
 
 #define CYCLES 100
@@ -219,7 +206,7 @@ static uint64_t cost_per_cycle(int inflight, double *seconds) {
   char name[32];
   for (int i = 0; i < inflight; i++) {
     snprintf(name, sizeof name, "old.%d", i);
-    add_req(&in.m[0], make(name, HVD_FLOAT32, 1));
+    add_req(&in.m[0], req_allreduce(name, HVD_FLOAT32, 1));
   }
   int n;
   response *rs = run(e, &in, &n);
@@ -229,16 +216,16 @@ static uint64_t cost_per_cycle(int inflight, double *seconds) {
   double t0 = now_s();
   for (int c = 0; c < CYCLES; c++) {
     snprintf(name, sizeof name, "new.%d", c);
-    add_req(&in.m[0], make(name, HVD_FLOAT32, 1));
+    add_req(&in.m[0], req_allreduce(name, HVD_FLOAT32, 1));
     snprintf(name, sizeof name, "old.%d", inflight - 1 - c);
-    add_req(&in.m[1], make(name, HVD_FLOAT32, 1));
+    add_req(&in.m[1], req_allreduce(name, HVD_FLOAT32, 1));
     rs = run(e, &in, &n);
     assert_int_equal(n, 1);
     assert_string_equal(rs[0].items[0]->req.name, name);
     hvd__responses_free(rs, n);
   }
   *seconds = (now_s() - t0) / CYCLES;
-  assert_int_equal(e->table.n, inflight);
+  assert_int_equal(e->table.by_name.n, inflight);
   uint64_t per = (cost(e) - before) / CYCLES;
   hvd__engine_dealloc(e);
   return per;

@@ -23,18 +23,12 @@
 #include <string.h>
 
 #include "lossy.h"
+#include "rng.h"
 
-static uint64_t rng_state = 0x9d2c5680u;
-
-static float uniform(void) { /* [-1, 1), xorshift64* */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return (float)((double)((rng_state * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0 * 2 - 1);
-}
+static rng gen = {0x9d2c5680ull};
 
 static void fill(float *v, size_t n) {
-  for (size_t i = 0; i < n; i++) v[i] = uniform();
+  for (size_t i = 0; i < n; i++) v[i] = rng_uniform(&gen);
 }
 
 /* One whole PowerSGD step on one process (the allreduces are identities). */

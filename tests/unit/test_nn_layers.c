@@ -24,29 +24,20 @@
 
 #include "hvd_nn.h"
 #include "layer.h"
+#include "rng.h"
 
-/* ---- Random numbers, independent of rng.c ---- */
+/* ---- Random numbers (rng.h), independent of the library's rng.c ---- */
 
-static uint64_t rng_state = 0x9d2c5680u;
-
-static uint64_t rnd(void) { /* xorshift64* */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return rng_state * 0x2545f4914f6cdd1dull;
-}
-
-/* Uniform in [-1, 1). */
-static float uniform(void) { return (float)((double)(rnd() >> 11) / 9007199254740992.0 * 2 - 1); }
+static rng gen = {0x9d2c5680u};
 
 static void fill(float *v, size_t n) {
-  for (size_t i = 0; i < n; i++) v[i] = uniform();
+  for (size_t i = 0; i < n; i++) v[i] = rng_uniform(&gen);
 }
 
 /* Values at least 0.05 away from 0, where relu has its kink. */
 static void fill_away_from_zero(float *v, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    float u = uniform();
+    float u = rng_uniform(&gen);
     v[i] = u < 0 ? u - 0.05f : u + 0.05f;
   }
 }
@@ -55,7 +46,7 @@ static void fill_away_from_zero(float *v, size_t n) {
 static void fill_distinct(float *v, size_t n) {
   for (size_t i = 0; i < n; i++) v[i] = 0.01f * (float)i - 0.005f * (float)n;
   for (size_t i = n; i > 1; i--) {
-    size_t j = rnd() % i;
+    size_t j = rng_next(&gen) % i;
     float t = v[i - 1];
     v[i - 1] = v[j];
     v[j] = t;
@@ -519,7 +510,7 @@ static void test_xent(void **state) {
   double want = 0, grad[B * C];
   fill(z, B * C);
   for (int i = 0; i < B; i++) {
-    labels[i] = (int)(rnd() % C);
+    labels[i] = (int)(rng_next(&gen) % C);
     if (i < 2) z[i * C + labels[i]] = 3; /* some right answers */
     want += ref_xent(z + i * C, labels[i], C, grad + i * C) / B;
     int top = 0;

@@ -19,15 +19,9 @@
 #include <string.h>
 
 #include "hvd_nn.h"
+#include "rng.h"
 
-static uint64_t rng_state = 0x51ed2705u;
-
-static float uniform(void) { /* [-1, 1), xorshift64* */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return (float)((double)((rng_state * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0 * 2 - 1);
-}
+static rng gen = {0x51ed2705ull};
 
 /* A dense 5 -> 3 model: "0.dense.weight" (15) and "0.dense.bias" (3). */
 enum { NP = 2, TOTAL = 18 };
@@ -53,7 +47,7 @@ static float *grad_at(hvd_nn_model *m, int k) {
 
 /* New random gradients, also returned in g. */
 static void new_grads(hvd_nn_model *m, double *g) {
-  for (int k = 0; k < TOTAL; k++) g[k] = *grad_at(m, k) = uniform();
+  for (int k = 0; k < TOTAL; k++) g[k] = *grad_at(m, k) = rng_uniform(&gen);
 }
 
 static void expect_values(hvd_nn_model *m, const double *want, double tol) {

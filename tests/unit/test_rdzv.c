@@ -22,15 +22,10 @@
 
 #include "rdzv/rdzv.h"
 #include "common.h"
+#include "rng.h"
 
 /* A small deterministic generator, so a failure replays. */
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint64_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
+static rng gen = {0x2545f4914f6cdd1dull};
 
 static hvd_rdzv_entry entry(uint32_t rank, uint32_t size, const char *addr, int port) {
   hvd_rdzv_entry e;
@@ -373,10 +368,10 @@ static void test_fuzz_random(void **state) {
   hvd_rdzv_entry out[4];
   char reason[64];
   for (int i = 0; i < 20000; i++) {
-    size_t len = (size_t)(rng() % sizeof buf);
-    for (size_t k = 0; k < len; k++) buf[k] = (uint8_t)rng();
+    size_t len = (size_t)(rng_next(&gen) % sizeof buf);
+    for (size_t k = 0; k < len; k++) buf[k] = (uint8_t)rng_next(&gen);
     if (hvd__rdzv_decode_register(buf, len, &out[0]) == 0) assert_sane(&out[0]);
-    uint32_t size = (uint32_t)(1 + rng() % 4);
+    uint32_t size = (uint32_t)(1 + rng_next(&gen) % 4);
     if (hvd__rdzv_decode_table(buf, len, size, out) == 0)
       for (uint32_t r = 0; r < size; r++) assert_sane(&out[r]);
     hvd__rdzv_decode_error(buf, len, reason, sizeof reason);
@@ -395,8 +390,8 @@ static void test_fuzz_mutations(void **state) {
     int is_table = i % 2;
     size_t len = (size_t)(is_table ? tlen : rlen);
     memcpy(buf, is_table ? valid : valid + tlen, len);
-    for (int flips = 1 + (int)(rng() % 3); flips > 0; flips--)
-      buf[rng() % len] = (uint8_t)rng();
+    for (int flips = 1 + (int)(rng_next(&gen) % 3); flips > 0; flips--)
+      buf[rng_next(&gen) % len] = (uint8_t)rng_next(&gen);
     if (is_table ? hvd__rdzv_decode_table(buf, len, 3, out) == 0
                  : hvd__rdzv_decode_register(buf, len, out) == 0)
       assert_sane(&out[0]);

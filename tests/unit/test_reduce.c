@@ -25,19 +25,13 @@
 #include "half_ref.h"
 #include "common.h"
 #include "reduce.h"
+#include "rng.h"
 
 #define NDTYPES 11
 
 static const size_t sizes[NDTYPES] = {1, 1, 2, 2, 4, 8, 2, 2, 4, 8, 1};
 
-static uint64_t rng_state = 0x2545f4914f6cdd1du;
-
-static uint64_t rnd(void) { /* splitmix64 */
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  return z ^ (z >> 31);
-}
+static rng gen = {0x2545f4914f6cdd1dull};
 
 /* ---- element access by dtype ---- */
 
@@ -172,7 +166,7 @@ static void ref_elem(hvd_dtype dt, hvd_op op, int divisor, const unsigned char *
  * so that sums and products do more than saturate. */
 static void fill(hvd_dtype dt, unsigned char *p, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    uint64_t r = rnd();
+    uint64_t r = rng_next(&gen);
     if (dt == HVD_BOOL && (r & 0x300) == 0) r = 0;
     if (is_float(dt) && (r & 3) != 0) {
       double v = ldexp((double)(r >> 40), -24 + (int)((r >> 8) % 17) - 8);

@@ -25,7 +25,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +32,7 @@
 #include <unistd.h>
 
 #include "coll/coll.h"
+#include "ranks.h"
 #include "reduce.h"
 #include "transport/shm_seg.h"
 
@@ -71,35 +71,6 @@ static void job_end(job *j) {
   for (int r = 0; r < j->n; r++) hvd__comm_destroy(&j->comm[r]);
 }
 
-/* Runs fn(rank's comm, rank, arg) on a thread per rank (`skip`: a rank
- * that does not take part, -1 for none); rcs[r] gets its result. */
-typedef int rank_fn(hvd_comm *c, int rank, void *arg);
-
-typedef struct {
-  hvd_comm *c;
-  int rank, rc;
-  rank_fn *fn;
-  void *arg;
-  char err[512];
-} thread_arg;
-
-static void *thread_main(void *p) {
-  thread_arg *a = p;
-  a->rc = a->fn(a->c, a->rank, a->arg);
-  snprintf(a->err, sizeof a->err, "%s", a->rc ? hvd_last_error() : "");
-  return NULL;
-}
-
-static void run_ranks(job *j, rank_fn *fn, void *arg, int skip, thread_arg *out) {
-  pthread_t th[MAX_RANKS];
-  for (int r = 0; r < j->n; r++) {
-    out[r] = (thread_arg){&j->comm[r], r, 0, fn, arg, ""};
-    if (r != skip) assert_int_equal(pthread_create(&th[r], NULL, thread_main, &out[r]), 0);
-  }
-  for (int r = 0; r < j->n; r++)
-    if (r != skip) pthread_join(th[r], NULL);
-}
-
 /* ---- allreduce ---- */
 
 static const size_t counts[] = {0, 1, 5, 1023, 1024, 1025, 3000, 40000};
@@ -131,7 +102,7 @@ static int allreduce_all_sizes(hvd_comm *c, int r, void *arg) {
 static void check_allreduce(int n) {
   job j;
   results res;
-  thread_arg t[MAX_RANKS];
+  thread_ranks t;
   size_t total = 0;
   for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) total += counts[k];
   for (int r = 0; r < n; r++) {
@@ -139,8 +110,8 @@ static void check_allreduce(int n) {
     res.iout[r] = calloc(total + 1, sizeof(int32_t));
   }
   job_start(&j, n, 10000);
-  run_ranks(&j, allreduce_all_sizes, &res, -1, t);
-  for (int r = 0; r < n; r++) assert_int_equal(t[r].rc, 0);
+  ranks_run_comms(&t, j.comm, j.n, -1, allreduce_all_sizes, &res);
+  ranks_assert_ok(&t, j.n);
   size_t at = 0;
   for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
     for (size_t i = 0; i < counts[k]; i++) {
@@ -196,11 +167,11 @@ static int allgather_uneven(hvd_comm *c, int r, void *arg) {
 static void check_allgather(int n) {
   job j;
   gathered g;
-  thread_arg t[MAX_RANKS];
+  thread_ranks t;
   job_start(&j, n, 10000);
-  run_ranks(&j, allgather_uneven, &g, -1, t);
+  ranks_run_comms(&t, j.comm, j.n, -1, allgather_uneven, &g);
+  ranks_assert_ok(&t, j.n);
   for (int r = 0; r < n; r++) {
-    assert_int_equal(t[r].rc, 0);
     size_t at = 0;
     for (int q = 0; q < n; q++) {
       assert_int_equal(g.lens[r][q], gather_len(q));
@@ -254,12 +225,12 @@ static void test_rabenseifner_is_recursive_doubling(void **state) {
   (void)state;
   for (int n = 2; n <= MAX_RANKS; n++) {
     job j;
-    thread_arg t[MAX_RANKS];
+    thread_ranks t;
     two_runs *runs = calloc(1, sizeof *runs);
     job_start(&j, n, 10000);
-    run_ranks(&j, reduce_both_ways, runs, -1, t);
+    ranks_run_comms(&t, j.comm, j.n, -1, reduce_both_ways, runs);
+    ranks_assert_ok(&t, j.n);
     for (int r = 0; r < n; r++) {
-      assert_int_equal(t[r].rc, 0);
       assert_memory_equal(runs->v[0][r], runs->v[1][r], sizeof runs->v[0][r]);
       assert_memory_equal(runs->v[1][r], runs->v[1][0], sizeof runs->v[1][r]);
     }
@@ -288,12 +259,12 @@ static int probe(hvd_comm *c, int r, void *arg) {
  * none).  Returns whether single copy came on. */
 static int job_start_probed(job *j, int n, int refuse) {
   probe_run p;
-  thread_arg t[MAX_RANKS];
+  thread_ranks t;
   job_start(j, n, 10000);
   for (int r = 0; r < n; r++) p.wanted[r] = r != refuse;
-  run_ranks(j, probe, &p, -1, t);
+  ranks_run_comms(&t, j->comm, j->n, -1, probe, &p);
+  ranks_assert_ok(&t, j->n);
   for (int r = 0; r < n; r++) {
-    assert_int_equal(t[r].rc, 0);
     assert_int_equal(p.on[r], p.on[0]);
     assert_int_equal(j->comm[r].xport->ops->caps.peer_read != NULL, p.on[r]);
     if (p.on[r]) assert_int_equal(j->comm[r].xport->peer_read_min, 256 << 10);
@@ -349,14 +320,14 @@ static void fill_random(direct_case *dc, int n) {
 /* The bytes of every rank after a run over a job probed with `single`. */
 static void run_case(direct_case *dc, int n, int single, unsigned char **out) {
   job j;
-  thread_arg t[MAX_RANKS];
+  thread_ranks t;
   size_t bytes = dc->count * hvd_dtype_size(dc->dtype);
   if (single) assert_int_equal(job_start_probed(&j, n, -1), 1);
   else job_start(&j, n, 10000);
   fill_random(dc, n);
-  run_ranks(&j, reduce_in_pieces, dc, -1, t);
+  ranks_run_comms(&t, j.comm, j.n, -1, reduce_in_pieces, dc);
+  ranks_assert_ok(&t, j.n);
   for (int r = 0; r < n; r++) {
-    assert_int_equal(t[r].rc, 0);
     /* the direct path ran (it alone reads into peer_buf), unless rank
      * 1's pieces overflowed its window */
     if (single && !dc->many_pieces) assert_non_null(j.comm[r].peer_buf);
@@ -482,12 +453,11 @@ static void test_small_vectors_in_the_sync(void **state) {
   small_runs *s = calloc(1, sizeof *s);
   for (int ranks = 2; ranks <= MAX_RANKS; ranks++) {
     job j;
-    thread_arg t[MAX_RANKS];
+    thread_ranks t;
     job_start(&j, ranks, 10000);
-    run_ranks(&j, small_vectors, s, -1, t);
+    ranks_run_comms(&t, j.comm, j.n, -1, small_vectors, s);
+    ranks_assert_ok(&t, j.n);
     for (int r = 0; r < ranks; r++) {
-      if (t[r].rc) printf("rank %d: %s\n", r, t[r].err);
-      assert_int_equal(t[r].rc, 0);
       assert_int_equal(s->windows[r][0], 0); /* in the sync: no window */
       assert_int_equal(s->windows[r][1], 1);
     }
@@ -518,12 +488,12 @@ static int allreduce_uneven(hvd_comm *c, int r, void *arg) {
  * names its own (both given as "allreduce of B bytes"). */
 static void mismatch_names_the_rank(size_t n, const char *theirs, const char *ours) {
   job j;
-  thread_arg t[MAX_RANKS];
+  thread_ranks t;
   job_start(&j, 3, 10000);
-  run_ranks(&j, allreduce_uneven, &n, -1, t);
-  for (int r = 0; r < 3; r++) assert_int_equal(t[r].rc, HVD_E_MISMATCH);
-  assert_non_null(strstr(t[0].err, theirs));
-  assert_non_null(strstr(t[1].err, ours));
+  ranks_run_comms(&t, j.comm, j.n, -1, allreduce_uneven, &n);
+  for (int r = 0; r < 3; r++) assert_int_equal(t.rc[r], HVD_E_MISMATCH);
+  assert_non_null(strstr(t.err[0], theirs));
+  assert_non_null(strstr(t.err[1], ours));
   job_end(&j);
 }
 
@@ -545,11 +515,11 @@ static void test_mismatch_names_the_rank(void **state) {
 static void test_absent_rank_times_out(void **state) {
   (void)state;
   job j;
-  thread_arg t[MAX_RANKS];
+  thread_ranks t;
   job_start(&j, 2, 300);
-  run_ranks(&j, allreduce_uneven, NULL, 1, t);
-  assert_int_equal(t[0].rc, HVD_E_TIMEOUT);
-  assert_non_null(strstr(t[0].err, "rank 1 did not reach the shared-memory barrier"));
+  ranks_run_comms(&t, j.comm, j.n, 1, allreduce_uneven, NULL);
+  assert_int_equal(t.rc[0], HVD_E_TIMEOUT);
+  assert_non_null(strstr(t.err[0], "rank 1 did not reach the shared-memory barrier"));
   /* Rank 0 told everyone: rank 1's allreduce, the one rank 0 gave up
    * on, fails at once although rank 0 had arrived. */
   float v[100] = {0};

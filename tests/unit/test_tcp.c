@@ -3,12 +3,12 @@
  *
  * Each test builds a small mesh on 127.0.0.1 with one thread per rank,
  * runs a function on every rank at once, and checks what each rank saw
- * from the main thread (cmocka's asserts must not run in other threads,
- * so rank threads only record).  Covered: ring exchanges up to 16 MiB
- * (both directions at once, far beyond the socket buffers), strangers on
- * the port while the mesh forms, a peer that disappears, a peer that
- * stops answering, size and order mismatches, ABORT propagation, and a
- * mesh that cannot complete.
+ * from the main thread (ranks.h: cmocka's asserts must not run in other
+ * threads, so rank threads only return and record).  Covered: ring
+ * exchanges up to 16 MiB (both directions at once, far beyond the socket
+ * buffers), strangers on the port while the mesh forms, a peer that
+ * disappears, a peer that stops answering, size and order mismatches,
+ * ABORT propagation, and a mesh that cannot complete.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,50 +23,41 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "ranks.h"
 #include "transport/transport.h"
 
 #define MAX_RANKS 4
 #define BIG (16u << 20)
-#define ERR_MAX 512
-
-typedef struct mesh mesh;
-typedef void (*rank_fn)(mesh *m, int rank);
 
 typedef struct {
-  mesh *m;
   int rank;
   hvd_tcp_config cfg;
   hvd_transport *t;
-  rank_fn fn;
-  pthread_t th;
-  /* what the rank saw: up to two results, and bytes that came out wrong */
-  int rc, rc2;
-  char err[ERR_MAX], err2[ERR_MAX];
+  /* what the rank saw besides its function's result (in mesh.ranks): the
+   * first of two results, and bytes that came out wrong */
+  int first_rc;
+  char first_err[RANKS_ERR_MAX];
   long bad;
   uint64_t ms;
 } rank_ctx;
 
-struct mesh {
+typedef struct {
   int size;
   hvd_secret key;
   hvd_peer_addr peers[MAX_RANKS];
   rank_ctx r[MAX_RANKS];
+  thread_ranks ranks; /* each rank's result */
   pthread_barrier_t bar;
   /* parameters of the mismatch test */
   size_t send_len;
   uint32_t send_tag;
   /* of the abort test: the receiving ranks' buffer (0: 4 bytes) */
   size_t recv_len;
-};
+} mesh;
 
-static void record(rank_ctx *c, int rc) {
-  c->rc = rc;
-  snprintf(c->err, sizeof c->err, "%s", rc < 0 ? hvd_last_error() : "");
-}
-
-static void record2(rank_ctx *c, int rc) {
-  c->rc2 = rc;
-  snprintf(c->err2, sizeof c->err2, "%s", rc < 0 ? hvd_last_error() : "");
+static void record_first(rank_ctx *c, int rc) {
+  c->first_rc = rc;
+  snprintf(c->first_err, sizeof c->first_err, "%s", rc < 0 ? hvd_last_error() : "");
 }
 
 static void assert_contains(const char *text, const char *part) {
@@ -85,7 +76,6 @@ static mesh *mesh_prepare(int size, int timeout_ms, int connect_ms) {
     assert_int_equal(hvd__net_listen("127.0.0.1", 0, &fd, &port), 0);
     snprintf(m->peers[r].addr, sizeof m->peers[r].addr, "127.0.0.1");
     m->peers[r].port = port;
-    c->m = m;
     c->rank = r;
     c->cfg = (hvd_tcp_config){.rank = r,
                               .size = size,
@@ -99,23 +89,18 @@ static mesh *mesh_prepare(int size, int timeout_ms, int connect_ms) {
   return m;
 }
 
-static void *create_main(void *p) {
-  rank_ctx *c = p;
-  record(c, hvd__tcp_create(&c->cfg, &c->t));
-  return NULL;
+static int create_rank(int rank, void *arg) {
+  rank_ctx *c = &((mesh *)arg)->r[rank];
+  return hvd__tcp_create(&c->cfg, &c->t);
 }
 
-static void start_create(mesh *m, int rank) {
-  assert_int_equal(pthread_create(&m->r[rank].th, NULL, create_main, &m->r[rank]), 0);
-}
+static void start_create(mesh *m, int rank) { ranks_start(&m->ranks, rank, create_rank, m); }
 
-static void join(mesh *m, int rank) { assert_int_equal(pthread_join(m->r[rank].th, NULL), 0); }
+static void join(mesh *m, int rank) { ranks_join(&m->ranks, rank); }
 
 static void assert_created(mesh *m) {
-  for (int r = 0; r < m->size; r++) {
-    if (m->r[r].rc != 0) fail_msg("rank %d: %s", r, m->r[r].err);
-    assert_non_null(m->r[r].t);
-  }
+  ranks_assert_ok(&m->ranks, m->size);
+  for (int r = 0; r < m->size; r++) assert_non_null(m->r[r].t);
 }
 
 static mesh *mesh_build(int size, int timeout_ms) {
@@ -133,28 +118,12 @@ static void mesh_free(mesh *m) {
   test_free(m);
 }
 
-/* Runs fn on every rank at once. */
-static void *rank_main(void *p) {
-  rank_ctx *c = p;
-  c->fn(c->m, c->rank);
-  return NULL;
-}
-
-static void run_ranks(mesh *m, rank_fn fn) {
-  for (int r = 0; r < m->size; r++) {
-    m->r[r].fn = fn;
-    m->r[r].rc = m->r[r].rc2 = 0;
-    m->r[r].err[0] = m->r[r].err2[0] = '\0';
-    assert_int_equal(pthread_create(&m->r[r].th, NULL, rank_main, &m->r[r]), 0);
-  }
-  for (int r = 0; r < m->size; r++) join(m, r);
-}
+/* Runs fn(rank, m) on every rank at once. */
+static void run_ranks(mesh *m, ranks_fn *fn) { ranks_run(&m->ranks, m->size, -1, fn, m); }
 
 static void assert_all_ok(mesh *m) {
-  for (int r = 0; r < m->size; r++) {
-    if (m->r[r].rc != 0) fail_msg("rank %d: %s", r, m->r[r].err);
-    assert_int_equal(m->r[r].bad, 0);
-  }
+  ranks_assert_ok(&m->ranks, m->size);
+  for (int r = 0; r < m->size; r++) assert_int_equal(m->r[r].bad, 0);
 }
 
 /* ---- data ---- */
@@ -196,20 +165,22 @@ static int exchange(rank_ctx *c, int to, int from, size_t len, int step, uint8_t
 
 static const size_t ring_sizes[] = {0, 1, 1000, 1 << 20, BIG};
 
-static void ring_fn(mesh *m, int rank) {
+static int ring_fn(int rank, void *arg) {
+  mesh *m = arg;
   rank_ctx *c = &m->r[rank];
   int n = m->size, rc = 0;
   uint8_t *sbuf = malloc(BIG), *rbuf = malloc(BIG);
   for (size_t i = 0; sbuf && rbuf && rc == 0 && i < HVD__ARRAY_LEN(ring_sizes); i++)
     rc = exchange(c, (rank + 1) % n, (rank + n - 1) % n, ring_sizes[i], (int)i, sbuf, rbuf);
-  record(c, sbuf && rbuf ? rc : HVD_E_NOMEM);
   free(sbuf);
   free(rbuf);
+  return sbuf && rbuf ? rc : HVD_E_NOMEM;
 }
 
 /* Ranks 0 and 1 swap 16 MiB over one socket (to == from) while rank 2
  * sends to 0 one way, and 0 answers with a send-only / recv-only pair. */
-static void pairs_fn(mesh *m, int rank) {
+static int pairs_fn(int rank, void *arg) {
+  mesh *m = arg;
   rank_ctx *c = &m->r[rank];
   uint8_t *sbuf = malloc(BIG), *rbuf = malloc(BIG);
   int rc = HVD_E_NOMEM;
@@ -225,9 +196,9 @@ static void pairs_fn(mesh *m, int rank) {
       if (rc == 0) rc = exchange(c, -1, 0, 300, 22, sbuf, rbuf);
     }
   }
-  record(c, rc);
   free(sbuf);
   free(rbuf);
+  return rc;
 }
 
 /* ---- tests ---- */
@@ -320,87 +291,97 @@ static void test_strangers(void **state) {
   mesh_free(m);
 }
 
-static void lost_fn(mesh *m, int rank) {
+static int lost_fn(int rank, void *arg) {
+  mesh *m = arg;
   rank_ctx *c = &m->r[rank];
   uint8_t s[8] = {0}, r[8];
   int rc = hvd__sendrecv(c->t, 1 - rank, s, 8, 1 - rank, r, 8, 0);
   if (rank == 1 || rc < 0) { /* rank 1 leaves after one exchange */
     c->t->ops->destroy(c->t);
     c->t = NULL;
-    record(c, rc);
-    return;
+    return rc;
   }
   uint8_t *sbuf = calloc(1, BIG), *rbuf = malloc(BIG);
-  record(c, sbuf && rbuf ? hvd__sendrecv(c->t, 1, sbuf, BIG, 1, rbuf, BIG, 1) : HVD_E_NOMEM);
-  record2(c, hvd__sendrecv(c->t, 1, s, 8, 1, r, 8, 2));
+  record_first(c,
+               sbuf && rbuf ? hvd__sendrecv(c->t, 1, sbuf, BIG, 1, rbuf, BIG, 1) : HVD_E_NOMEM);
   free(sbuf);
   free(rbuf);
+  return hvd__sendrecv(c->t, 1, s, 8, 1, r, 8, 2);
 }
 
 static void test_peer_lost(void **state) {
   (void)state;
   mesh *m = mesh_build(2, 5000);
   run_ranks(m, lost_fn);
-  assert_int_equal(m->r[1].rc, 0);
-  assert_int_equal(m->r[0].rc, HVD_E_PEER_LOST);
-  assert_contains(m->r[0].err, "rank 1 lost");
+  assert_int_equal(m->ranks.rc[1], 0);
+  assert_int_equal(m->r[0].first_rc, HVD_E_PEER_LOST);
+  assert_contains(m->r[0].first_err, "rank 1 lost");
   /* Broken for good, and says why. */
-  assert_int_equal(m->r[0].rc2, HVD_E_ABORTED);
-  assert_contains(m->r[0].err2, "rank 1 lost");
+  assert_int_equal(m->ranks.rc[0], HVD_E_ABORTED);
+  assert_contains(m->ranks.err[0], "rank 1 lost");
   mesh_free(m);
 }
 
 /* Rank 0 waits on rank 1, which does nothing until rank 0 gave up. */
-static void silent_recv_fn(mesh *m, int rank) {
+static int silent_recv_fn(int rank, void *arg) {
+  mesh *m = arg;
   rank_ctx *c = &m->r[rank];
+  int rc = 0;
   if (rank == 0) {
     uint8_t b[4];
     uint64_t start = hvd__now_ms();
-    record(c, hvd__recv(c->t, 1, b, sizeof b, 9));
+    rc = hvd__recv(c->t, 1, b, sizeof b, 9);
     c->ms = hvd__now_ms() - start;
   }
   pthread_barrier_wait(&m->bar);
+  return rc;
 }
 
 /* Rank 0 sends far more than the socket buffers hold; rank 1 never reads. */
-static void silent_send_fn(mesh *m, int rank) {
+static int silent_send_fn(int rank, void *arg) {
+  mesh *m = arg;
   rank_ctx *c = &m->r[rank];
+  int rc = 0;
   if (rank == 0) {
     size_t len = 64u << 20;
     uint8_t *b = calloc(1, len);
     uint64_t start = hvd__now_ms();
-    record(c, b ? hvd__send(c->t, 1, b, len, 4) : HVD_E_NOMEM);
+    rc = b ? hvd__send(c->t, 1, b, len, 4) : HVD_E_NOMEM;
     c->ms = hvd__now_ms() - start;
     free(b);
   }
   pthread_barrier_wait(&m->bar);
+  return rc;
 }
 
 static void test_timeout(void **state) {
   (void)state;
   mesh *m = mesh_build(2, 500);
   run_ranks(m, silent_recv_fn);
-  assert_int_equal(m->r[0].rc, HVD_E_TIMEOUT);
-  assert_contains(m->r[0].err, "rank 1 sent nothing");
-  assert_contains(m->r[0].err, "0.5 s");
-  assert_contains(m->r[0].err, "#9");
+  assert_int_equal(m->ranks.rc[0], HVD_E_TIMEOUT);
+  assert_contains(m->ranks.err[0], "rank 1 sent nothing");
+  assert_contains(m->ranks.err[0], "0.5 s");
+  assert_contains(m->ranks.err[0], "#9");
   assert_true(m->r[0].ms >= 450 && m->r[0].ms < 3000);
   mesh_free(m);
 
   m = mesh_build(2, 500);
   run_ranks(m, silent_send_fn);
-  assert_int_equal(m->r[0].rc, HVD_E_TIMEOUT);
-  assert_contains(m->r[0].err, "rank 1 is not receiving");
+  assert_int_equal(m->ranks.rc[0], HVD_E_TIMEOUT);
+  assert_contains(m->ranks.err[0], "rank 1 is not receiving");
   assert_true(m->r[0].ms >= 450 && m->r[0].ms < 5000);
   mesh_free(m);
 }
 
-static void mismatch_fn(mesh *m, int rank) {
+static int mismatch_fn(int rank, void *arg) {
+  mesh *m = arg;
   rank_ctx *c = &m->r[rank];
   uint8_t b[404] = {0};
-  if (rank == 1) record(c, hvd__send(c->t, 0, b, m->send_len, m->send_tag));
-  if (rank == 0) record(c, hvd__recv(c->t, 1, b, 404, 12));
+  int rc = 0;
+  if (rank == 1) rc = hvd__send(c->t, 0, b, m->send_len, m->send_tag);
+  if (rank == 0) rc = hvd__recv(c->t, 1, b, 404, 12);
   pthread_barrier_wait(&m->bar); /* rank 1 stays connected until rank 0 has seen it */
+  return rc;
 }
 
 static void test_mismatch(void **state) {
@@ -409,9 +390,9 @@ static void test_mismatch(void **state) {
   m->send_len = 400;
   m->send_tag = 12;
   run_ranks(m, mismatch_fn);
-  assert_int_equal(m->r[1].rc, 0);
-  assert_int_equal(m->r[0].rc, HVD_E_MISMATCH);
-  assert_contains(m->r[0].err,
+  assert_int_equal(m->ranks.rc[1], 0);
+  assert_int_equal(m->ranks.rc[0], HVD_E_MISMATCH);
+  assert_contains(m->ranks.err[0],
                   "rank 1 sent 400 bytes for collective #12, this rank expected 404 bytes");
   mesh_free(m);
 
@@ -419,8 +400,8 @@ static void test_mismatch(void **state) {
   m->send_len = 404;
   m->send_tag = 13;
   run_ranks(m, mismatch_fn);
-  assert_int_equal(m->r[0].rc, HVD_E_MISMATCH);
-  assert_contains(m->r[0].err, "rank 1 is at collective #13, this rank at #12");
+  assert_int_equal(m->ranks.rc[0], HVD_E_MISMATCH);
+  assert_contains(m->ranks.err[0], "rank 1 is at collective #13, this rank at #12");
   mesh_free(m);
 }
 
@@ -428,41 +409,41 @@ static void test_mismatch(void **state) {
  * others wait for data: the ABORT comes instead, read with the header
  * into the start of a small buffer, whole or in part, or after the
  * header alone into a large one (recv_len). */
-static void abort_fn(mesh *m, int rank) {
+static int abort_fn(int rank, void *arg) {
+  mesh *m = arg;
   rank_ctx *c = &m->r[rank];
   size_t len = m->recv_len ? m->recv_len : 4;
   uint8_t *b = calloc(1, len);
-  if (!b) {
-    record(c, HVD_E_NOMEM);
-    return;
-  }
+  int rc;
+  if (!b) return HVD_E_NOMEM;
   if (rank == 1) {
     int lost = m->size == 3 ? 2 : -1;
     c->t->ops->abort(c->t, lost, lost >= 0 ? "connection closed by peer" : "shutting down");
     c->t->ops->abort(c->t, lost, "again"); /* idempotent */
-    record(c, hvd__send(c->t, 0, b, len, 0));
+    rc = hvd__send(c->t, 0, b, len, 0);
   } else {
-    record(c, hvd__recv(c->t, 1, b, len, 0));
+    rc = hvd__recv(c->t, 1, b, len, 0);
   }
   free(b);
+  return rc;
 }
 
 static void test_abort(void **state) {
   (void)state;
   mesh *m = mesh_build(3, 5000);
   run_ranks(m, abort_fn);
-  assert_int_equal(m->r[0].rc, HVD_E_PEER_LOST);
-  assert_contains(m->r[0].err, "rank 2 lost (reported by rank 1: connection closed by peer)");
-  assert_int_equal(m->r[2].rc, HVD_E_PEER_LOST);
-  assert_contains(m->r[2].err, "rank 1 gave up on this rank: connection closed by peer");
-  assert_int_equal(m->r[1].rc, HVD_E_ABORTED);
-  assert_contains(m->r[1].err, "connection closed by peer");
+  assert_int_equal(m->ranks.rc[0], HVD_E_PEER_LOST);
+  assert_contains(m->ranks.err[0], "rank 2 lost (reported by rank 1: connection closed by peer)");
+  assert_int_equal(m->ranks.rc[2], HVD_E_PEER_LOST);
+  assert_contains(m->ranks.err[2], "rank 1 gave up on this rank: connection closed by peer");
+  assert_int_equal(m->ranks.rc[1], HVD_E_ABORTED);
+  assert_contains(m->ranks.err[1], "connection closed by peer");
   mesh_free(m);
 
   m = mesh_build(2, 5000);
   run_ranks(m, abort_fn);
-  assert_int_equal(m->r[0].rc, HVD_E_PEER_LOST);
-  assert_contains(m->r[0].err, "rank 1 aborted: shutting down");
+  assert_int_equal(m->ranks.rc[0], HVD_E_PEER_LOST);
+  assert_contains(m->ranks.err[0], "rank 1 aborted: shutting down");
   mesh_free(m);
 
   /* A buffer longer than the whole ABORT frame (read with the header),
@@ -472,8 +453,8 @@ static void test_abort(void **state) {
     m = mesh_build(2, 5000);
     m->recv_len = lens[i];
     run_ranks(m, abort_fn);
-    assert_int_equal(m->r[0].rc, HVD_E_PEER_LOST);
-    assert_contains(m->r[0].err, "rank 1 aborted: shutting down");
+    assert_int_equal(m->ranks.rc[0], HVD_E_PEER_LOST);
+    assert_contains(m->ranks.err[0], "rank 1 aborted: shutting down");
     mesh_free(m);
   }
 }
@@ -489,9 +470,9 @@ static void test_mesh_timeout(void **state) {
   join(m, 1);
   assert_true(hvd__now_ms() - start < 3000);
   for (int r = 0; r < 2; r++) {
-    assert_int_equal(m->r[r].rc, HVD_E_TIMEOUT);
+    assert_int_equal(m->ranks.rc[r], HVD_E_TIMEOUT);
     assert_null(m->r[r].t);
-    assert_contains(m->r[r].err, "rank 2 never connected");
+    assert_contains(m->ranks.err[r], "rank 2 never connected");
   }
   close(m->r[2].cfg.listen_fd);
   mesh_free(m);
@@ -500,8 +481,8 @@ static void test_mesh_timeout(void **state) {
   m = mesh_prepare(2, 5000, 500);
   start_create(m, 1);
   join(m, 1);
-  assert_int_equal(m->r[1].rc, HVD_E_TIMEOUT);
-  assert_contains(m->r[1].err, "rank 0");
+  assert_int_equal(m->ranks.rc[1], HVD_E_TIMEOUT);
+  assert_contains(m->ranks.err[1], "rank 0");
   close(m->r[0].cfg.listen_fd);
   mesh_free(m);
 }

@@ -2,7 +2,12 @@
 answers it (mpi_built(), gloo_enabled(), ...), for scripts that branch on
 Horovod's backends.
 
-hvd has no NCCL, DDL, oneCCL, CUDA or ROCm underneath: those answer False.
+CUDA and NCCL are build options (HVD_WITH_CUDA, HVD_WITH_NCCL; on where
+their headers were found, the libraries opened at run time): cuda_built()
+and nccl_built() answer for this build, nccl_built() with the version code
+of the nccl.h it was built against, as Horovod's, or 0.  hvd has no DDL,
+oneCCL or ROCm underneath: those answer False.
+
 MPI is a build option: mpi_built() says whether this hvd has it, and
 mpi_enabled() whether the current job was formed through MPI (started by
 mpirun, srun --mpi=pmix or hvdrun --mpi, or init(comm=<mpi4py communicator>)).
@@ -51,8 +56,9 @@ def gloo_enabled():
 
 
 def nccl_built():
-    """False (Horovod answers NCCL's version, or 0 without it)."""
-    return False
+    """NCCL_VERSION_CODE of the nccl.h this hvd was built with (22809 for
+    2.28.9), 0 without the NCCL path, as Horovod answers."""
+    return int(_C.nccl_built())
 
 
 def ddl_built():
@@ -64,7 +70,8 @@ def ccl_built():
 
 
 def cuda_built():
-    return False
+    """True if this hvd was built with CUDA (HVD_WITH_CUDA)."""
+    return bool(_C.cuda_built())
 
 
 def rocm_built():

@@ -1,0 +1,80 @@
+"""What each rank does for tests/nohang/test_frameworks.py: the C cases of
+tests/mpi/nohang.c through a framework binding.
+
+    python frameworks.py FRAMEWORK MODE[,MODE...] [SECONDS]
+
+FRAMEWORK: torch, jax (the collective inside jax.jit: desync only).  MODE,
+one after the other:
+    desync   even ranks wait on allreduce 'grad.a', odd ranks on 'grad.b'
+    async    rank 0 submits 'a' and, SECONDS later, 'b' (asynchronously);
+             rank 1 submits 'b' and then 'a' and waits on both; the others
+             submit both: out of order, never ended (torch only)
+
+Each rank prints one line per mode: "rank R: ended EXCEPTION after T s: MESSAGE" or
+"rank R: completed after T s", T from the last collective that completed.
+"""
+import sys
+import time
+
+
+def torch_program(modes, seconds):
+    import torch
+    import hvd.torch as hvd
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    total = size * (size + 1) / 2
+    mine = torch.full((1,), float(rank + 1))
+    for mode in modes:
+        hvd.allreduce(torch.ones(1), name="start." + mode, op=hvd.Sum)
+        t0 = time.monotonic()
+        try:
+            if mode == "desync":
+                outs = [hvd.allreduce(mine, name="grad.%s" % "ab"[rank % 2], op=hvd.Sum)]
+            else:
+                names = ["b", "a"] if rank == 1 else ["a", "b"]
+                handles = []
+                for i, n in enumerate(names):
+                    if rank == 0 and i == 1:
+                        time.sleep(seconds)
+                    handles.append(hvd.allreduce_async(mine, name=n, op=hvd.Sum))
+                outs = [hvd.synchronize(h) for h in handles]
+        except Exception as e:  # noqa: BLE001 -- the class is what the test checks
+            return ended(rank, e, t0)
+        assert all(float(o[0]) == total for o in outs), outs
+        completed(rank, t0)
+    return 0
+
+
+def jax_program(modes, seconds):
+    import jax
+    import jax.numpy as jnp
+    import hvd.jax as hvd
+    hvd.init()
+    rank = hvd.rank()
+    hvd.allreduce(jnp.ones(1), name="start", op=hvd.Sum)
+    name = "grad.%s" % "ab"[rank % 2]
+    step = jax.jit(lambda x: hvd.allreduce(x, name=name, op=hvd.Sum) * 2)
+    t0 = time.monotonic()
+    try:
+        jax.block_until_ready(step(jnp.full((1,), float(rank + 1))))
+    except Exception as e:  # noqa: BLE001
+        return ended(rank, e, t0)
+    return completed(rank, t0)
+
+
+def ended(rank, exc, t0):
+    msg = " ".join(str(exc).split())
+    print("rank %d: ended %s after %.2f s: %s" % (rank, type(exc).__name__,
+                                                   time.monotonic() - t0, msg), flush=True)
+    return 3
+
+
+def completed(rank, t0):
+    print("rank %d: completed after %.2f s" % (rank, time.monotonic() - t0), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    framework, modes = sys.argv[1], sys.argv[2].split(",")
+    secs = float(sys.argv[3]) if len(sys.argv) > 3 else 7
+    sys.exit({"torch": torch_program, "jax": jax_program}[framework](modes, secs))

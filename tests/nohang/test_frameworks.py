@@ -1,0 +1,85 @@
+"""No hang, ever, through the bindings (tests/nohang/frameworks.py): a
+certain deadlock ends within 5 s (bound 10 s) on every rank with what the
+binding's Horovod counterpart raises for a failed collective:
+HorovodInternalError in hvd.torch; under jax.jit, the runtime error XLA
+raises, its message "HorovodInternalError: ..." (hvd.jax's marker, which
+hvd.jax.elastic takes for HorovodInternalError).  Out-of-order
+asynchronous submission in hvd.torch completes first, in the same job.
+The project's venv runs them (PyTorch 2.x, JAX); the jobs start together.
+"""
+import os
+import re
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_c import LINE, Job  # noqa: E402
+
+PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frameworks.py")
+ASYNC_SECONDS = 7  # rank 0 computes between 'a' and 'b': more than the 5 s window
+
+
+@pytest.fixture(scope="module")
+def jobs(hvdrun, build_dir, python_extension):
+    py = os.environ.get("HVD_VENV_PYTHON")
+    if not py:
+        pytest.skip("no venv python (configure with -DHVD_VENV_PYTHON=...)")
+    os.environ["PYTHONPATH"] = os.path.join(build_dir, "python")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    started = {
+        "torch2": Job(hvdrun, py, 2, PROGRAM, "torch", "async,desync", ASYNC_SECONDS, limit=150),
+        "jax2": Job(hvdrun, py, 2, PROGRAM, "jax", "desync", limit=150),
+    }
+    yield started
+    for job in started.values():
+        job.end()
+
+
+def lines_by_rank(p):
+    """{rank: [(code or "completed", seconds, message), ...]} in order."""
+    found = {}
+    for line in p.stdout.splitlines():
+        m = LINE.match(line)
+        if m:
+            found.setdefault(int(m.group(2)), []).append(
+                (m.group(4) or "completed", float(m.group(5)), m.group(6) or ""))
+    return found
+
+
+def check_desync(p, np, outcome, exception):
+    assert sorted(outcome) == list(range(np)), p.stdout + p.stderr
+    for r, (got, seconds, msg) in outcome.items():
+        assert re.fullmatch(exception, got), (r, got, msg)
+        assert seconds < 10, "rank %d took %.1f s (bound 10 s)" % (r, seconds)
+        assert "HVD_E_DESYNC" in msg or "wait on each other" in msg or "waits on" in msg, msg
+        for q in range(np):
+            missing = ", ".join(str(x) for x in range(np) if x % 2 != q % 2)
+            assert "rank %d waits on 'grad.%s' (missing ranks [%s])" % (
+                q, "ab"[q % 2], missing) in msg, msg
+    assert p.returncode != 0
+
+
+def test_torch_async_out_of_order_completes(jobs):
+    p, _ = jobs["torch2"].result()
+    seen = lines_by_rank(p)
+    assert sorted(seen) == [0, 1], p.stdout + p.stderr
+    for r, outcomes in seen.items():
+        got, seconds, _ = outcomes[0]
+        assert got == "completed" and seconds >= ASYNC_SECONDS, (r, outcomes)
+
+
+def test_torch_desync_raises_horovod_internal_error(jobs):
+    """np 2 (np 4 is test_c's: the bindings share the C path below their
+    wait, and each Python rank costs seconds of imports)."""
+    p, _ = jobs["torch2"].result()
+    last = {r: outcomes[-1] for r, outcomes in lines_by_rank(p).items()}
+    check_desync(p, 2, last, "HorovodInternalError")
+
+
+def test_jax_desync_under_jit_ends_every_rank(jobs):
+    p, _ = jobs["jax2"].result()
+    last = {r: outcomes[-1] for r, outcomes in lines_by_rank(p).items()}
+    check_desync(p, 2, last, r"\w*RuntimeError")
+    for _, _, msg in last.values():
+        assert "HorovodInternalError: " in msg, msg
