@@ -4,6 +4,7 @@ HVD_BUILD_DIR names the CMake build directory (ctest sets it); hvdrun is
 $HVD_BUILD_DIR/hvdrun and the multi-rank test programs are
 $HVD_BUILD_DIR/tests/NAME.
 """
+import glob
 import os
 
 import pytest
@@ -14,6 +15,17 @@ def build_dir():
     path = os.environ.get("HVD_BUILD_DIR",
                           os.path.join(os.path.dirname(__file__), "..", "..", "build"))
     return os.path.abspath(path)
+
+
+@pytest.fixture(scope="session")
+def python_extension(build_dir):
+    """Skips the tests that run hvd from Python where it cannot run: a
+    sanitizer build (its libraries cannot load into python) or a build
+    without hvd's Python extension."""
+    if os.environ.get("HVD_SANITIZE"):
+        pytest.skip("sanitizer builds cannot load into python")
+    if not glob.glob(os.path.join(build_dir, "python", "hvd", "_C*.so")):
+        pytest.skip("hvd's Python extension is not built in %s" % build_dir)
 
 
 @pytest.fixture(scope="session")

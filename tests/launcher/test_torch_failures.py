@@ -4,7 +4,6 @@ rank on the survivors (never a hang), mismatched shapes raise on every
 rank with the tensor's name, without a segfault, and SIGINT to a rank that
 waits for a tensor nobody sends raises KeyboardInterrupt there at once and
 the job stops."""
-import glob
 import os
 import re
 import signal
@@ -68,11 +67,7 @@ SCRIPT = textwrap.dedent(r'''
 
 
 @pytest.fixture(scope="module")
-def torch_env(build_dir, tmp_path_factory):
-    if os.environ.get("HVD_SANITIZE"):
-        pytest.skip("sanitizer builds cannot load into Debian's python3")
-    if not glob.glob(os.path.join(build_dir, "python", "hvd", "_C*.so")):
-        pytest.skip("hvd's Python extension is not built in %s" % build_dir)
+def torch_env(build_dir, tmp_path_factory, python_extension):
     script = tmp_path_factory.mktemp("torch") / "train.py"
     script.write_text(SCRIPT)
     env = dict(os.environ, PYTHONPATH=os.path.join(build_dir, "python"),

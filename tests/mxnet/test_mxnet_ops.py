@@ -10,6 +10,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 from mxnet.base import MXNetError
+from hvd_build import build_config
 from rank_data import rank_input
 
 import hvd.mxnet as hvd
@@ -316,7 +317,9 @@ def test_capability_queries_and_topology():
     assert hvd.is_initialized()
     assert 0 <= hvd.rank() < hvd.size() and 0 <= hvd.local_rank() < hvd.local_size()
     assert hvd.gloo_built() and hvd.gloo_enabled()
-    assert not hvd.nccl_built() and not hvd.cuda_built() and not hvd.rocm_built()
+    config = build_config()  # CUDA and NCCL as built, NCCL as nccl.h's version code
+    assert hvd.nccl_built() == config["HVD_BUILT_NCCL_VERSION"]
+    assert hvd.cuda_built() == bool(config["HVD_BUILT_CUDA"]) and not hvd.rocm_built()
     assert not hvd.ddl_built() and not hvd.ccl_built()
     assert hvd.mpi_built() in (True, False)
 

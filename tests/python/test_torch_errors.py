@@ -10,6 +10,7 @@ import re
 
 import pytest
 import torch
+from hvd_build import build_config
 
 import hvd.torch as hvd
 from hvd.common.exceptions import HorovodInternalError
@@ -191,15 +192,20 @@ def test_collectives_horovod_refuses_after_a_join(collective):
 
 def test_capability_queries_answer_for_this_build():
     """Under hvdrun (or alone): MPI as built, never enabled; hvd's own
-    collectives ("Gloo") run the job."""
+    collectives ("Gloo") run the job; CUDA and NCCL as built (the build's
+    hvd_build_config.h), NCCL as the version code of its nccl.h."""
     built = os.environ.get("HVD_WITH_MPI", "OFF").upper() in ("ON", "1", "TRUE", "YES")
+    config = build_config()
     answers = {name: getattr(hvd, name)() for name in (
         "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "nccl_built", "ddl_built",
         "ccl_built", "cuda_built", "rocm_built")}
+    assert type(answers.pop("nccl_built")) is int
+    assert hvd.nccl_built() == config["HVD_BUILT_NCCL_VERSION"]
+    assert (hvd.nccl_built() > 20000) == bool(config["HVD_BUILT_NCCL"])
     assert all(isinstance(v, bool) for v in answers.values()), answers
     assert answers == {"mpi_built": built, "mpi_enabled": False, "gloo_built": True,
-                       "gloo_enabled": True, "nccl_built": False, "ddl_built": False,
-                       "ccl_built": False, "cuda_built": False, "rocm_built": False}
+                       "gloo_enabled": True, "ddl_built": False, "ccl_built": False,
+                       "cuda_built": bool(config["HVD_BUILT_CUDA"]), "rocm_built": False}
     # Horovod raises when MPI is not enabled; code that branches on
     # mpi_enabled() first never gets there.
     with pytest.raises(ValueError):

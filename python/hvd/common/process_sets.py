@@ -30,6 +30,7 @@ class ProcessSet:
                 "ProcessSet takes a list of ranks; hvd does not support MPI communicators"
             ) from None
         self.process_set_id = None
+        self.mpi_comm = None  # Horovod's; hvd's sets are lists of ranks
         self._unnamed = 0
 
     def _invalidate(self):
@@ -68,7 +69,8 @@ class ProcessSet:
         return "%s.noname.set%d.%d" % (kind, self.process_set_id, self._unnamed)
 
     def __str__(self):
-        return "ProcessSet(process_set_id=%s, ranks=%s)" % (self.process_set_id, self.ranks)
+        return "ProcessSet(process_set_id=%s, ranks=%s, mpi_comm=%s)" % (
+            self.process_set_id, self.ranks, self.mpi_comm)
 
     __repr__ = __str__
 
@@ -100,10 +102,9 @@ def add_process_set(process_set):
 
 def remove_process_set(process_set):
     """Unregisters a process set added before; collective like
-    add_process_set().  Returns False if the set was not registered."""
-    if process_set is global_process_set or process_set.process_set_id == 0:
-        raise ValueError("the global process set cannot be removed")
-    if process_set.process_set_id is None:
+    add_process_set().  Returns False if the set was not registered, or is
+    the global set (which cannot be removed), as Horovod's."""
+    if process_set.process_set_id in (None, 0):
         return False
     _C.remove_process_set(process_set.process_set_id)
     _registered.pop(process_set.process_set_id, None)
@@ -143,15 +144,26 @@ def _teardown():
     global_process_set.ranks = []
 
 
+def ids_and_ranks():
+    """{process_set_id: its ranks} of the global set and every set
+    registered through this process's add_process_set()/init()."""
+    sets = {0: list(range(_C.size()))}
+    sets.update({i: list(ps.ranks) for i, ps in sorted(_registered.items())})
+    return sets
+
+
 def checked_id(process_set):
     """process_set's id; ValueError unless it is a registered ProcessSet
     (every binding's process_set= argument)."""
     if not isinstance(process_set, ProcessSet):
         raise ValueError("process_set must be a ProcessSet, got %s" % type(process_set).__name__)
-    if process_set.process_set_id is None:
+    set_id = process_set.process_set_id
+    if set_id is None:
         raise ValueError("%s is not registered: add it with hvd.add_process_set() or "
                          "hvd.init(process_sets=[...])" % process_set)
-    return process_set.process_set_id
+    if set_id != 0 and set_id not in _registered:
+        _C.process_set_size(set_id)  # ValueError unless the engine knows it
+    return set_id
 
 
 def rank_in_set(process_set, root_rank):
