@@ -30,7 +30,9 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = ["hvdrun", "hvd-bench", "hvd-report"]
-# CMake target: (package directory under hvd/, library file).
+# CMake target: (package directory under hvd/, library file).  Not
+# hvd_tf_xla (HOROVOD_ENABLE_XLA_OPS): C++ bound to the one TensorFlow it
+# was built with, so a source build's alone (docs/tensorflow.md).
 FRAMEWORK_LIBS = {"hvd_tf_ops": ("tensorflow", "_hvd_tf_ops.so"),
                   "hvd_jax": ("jax", "_hvd_jax.so"),
                   "hvd_mx": ("mxnet", "_hvd_mx.so")}

@@ -19,7 +19,8 @@ if(HVD_VENV_PYTHON AND TARGET hvd_python AND NOT HVD_SANITIZE)
     list(GET HVD_TF_INFO 2 HVD_TF_VERSION)
     message(STATUS "TensorFlow ${HVD_TF_VERSION} (${HVD_TF_LIB}): building hvd.tensorflow's ops")
     enable_language(CXX)
-    add_library(hvd_tf_ops MODULE python/tensorflow/ops.c python/tensorflow/done.cc)
+    add_library(hvd_tf_ops MODULE python/tensorflow/ops.c python/tensorflow/capi.c
+                python/tensorflow/done.cc)
     target_include_directories(hvd_tf_ops PRIVATE python/_C include)
     target_include_directories(hvd_tf_ops SYSTEM PRIVATE ${HVD_TF_INCLUDE})
     # Not linked with libtensorflow_framework.so.2: its TF_* functions are
@@ -32,6 +33,29 @@ if(HVD_VENV_PYTHON AND TARGET hvd_python AND NOT HVD_SANITIZE)
       PREFIX "" OUTPUT_NAME _hvd_tf_ops C_VISIBILITY_PRESET hidden
       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python/hvd/tensorflow)
     add_dependencies(hvd_tf_ops hvd_python_files)
+    # The XLA kernels (HOROVOD_ENABLE_XLA_OPS=1), a library of their own,
+    # loaded only under that knob: xla.cc is C++ against TensorFlow's C++
+    # headers (two of the third-party trees the wheel ships), so it binds
+    # to this one TensorFlow's C++ ABI (HVD_TF_VERSION; hvd.tensorflow
+    # refuses another) and stays out of the wheel (setup.py).  Like the op
+    # library it links no TensorFlow library: libtensorflow_framework's and
+    # libtensorflow_cc's symbols are made global first.  The handlers
+    # (xla.c) read the call frame with hvd.jax's frame.c, against
+    # TensorFlow's copy of XLA's FFI C API.
+    add_library(hvd_tf_xla MODULE python/tensorflow/xla.c python/tensorflow/xla.cc
+                python/tensorflow/capi.c python/_jax/frame.c)
+    target_include_directories(hvd_tf_xla PRIVATE python/_C python/_jax python/tensorflow include)
+    target_include_directories(hvd_tf_xla SYSTEM PRIVATE ${HVD_TF_INCLUDE}
+      ${HVD_TF_INCLUDE}/external/highwayhash ${HVD_TF_INCLUDE}/external/farmhash_archive/src)
+    target_compile_definitions(hvd_tf_xla PRIVATE "FRAME_WHO=\"hvd.tensorflow (XLA)\""
+      "HVD_TF_VERSION=\"${HVD_TF_VERSION}\"")
+    set_source_files_properties(python/tensorflow/xla.cc PROPERTIES COMPILE_OPTIONS
+      "-std=c++17;-D_GLIBCXX_USE_CXX11_ABI=1;-DEIGEN_MAX_ALIGN_BYTES=64")
+    target_link_libraries(hvd_tf_xla PRIVATE Threads::Threads)
+    set_target_properties(hvd_tf_xla PROPERTIES
+      PREFIX "" OUTPUT_NAME _hvd_tf_xla C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden
+      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python/hvd/tensorflow)
+    add_dependencies(hvd_tf_xla hvd_python_files)
     set(HVD_BUILT_TENSORFLOW 1)
     execute_process(COMMAND ${HVD_VENV_PYTHON} -c "import keras; print(keras.__version__)"
       OUTPUT_QUIET ERROR_QUIET RESULT_VARIABLE HVD_KERAS_RC)

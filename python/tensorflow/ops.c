@@ -42,7 +42,7 @@ typedef struct TF_ShapeInferenceContext TF_ShapeInferenceContext;
 #include <tensorflow/c/tf_status.h>
 #include <tensorflow/c/tf_tensor.h>
 
-#include "hvd_capi.h"
+#include "hvd_tf.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define NAME_MAX_LEN 512
@@ -51,20 +51,9 @@ typedef struct TF_ShapeInferenceContext TF_ShapeInferenceContext;
 EXPORT int hvd_tf_set_capi(const void *table);
 EXPORT void hvd_tf_reset_names(void);
 
-static const hvd_capi *capi;
-
-/* done.cc: TensorFlow's done, kept beyond compute_async_func's return. */
-void *hvd_tf_keep_done(void *done);
-void hvd_tf_run_done(void *kept);
-
 /* Called once by hvd.tensorflow with the address of hvd._C._capi's table.
  * Returns 0, or -1 when the table is older than this library needs. */
-EXPORT int hvd_tf_set_capi(const void *table) {
-  const hvd_capi *t = table;
-  if (!t || t->version != HVD_CAPI_VERSION || t->size < sizeof(hvd_capi)) return -1;
-  capi = t;
-  return 0;
-}
+EXPORT int hvd_tf_set_capi(const void *table) { return hvd_tf_use_capi(table); }
 
 /* ---- what each op is ---- */
 
@@ -119,7 +108,7 @@ static void fail(TF_OpKernelContext *ctx, TF_Code code, const char *msg) {
 }
 
 static int ready(TF_OpKernelContext *ctx) {
-  if (capi && capi->is_initialized()) return 1;
+  if (hvd_tf_capi() && hvd_tf_capi()->is_initialized()) return 1;
   fail(ctx, TF_FAILED_PRECONDITION, "Horovod has not been initialized; use hvd.init().");
   return 0;
 }
@@ -341,7 +330,7 @@ static void call_end(call *cl, int status, const char *msg) {
 /* Ends a call whose enqueue hvd refused (h < 0): hvd's message is this
  * thread's. */
 static void end_refused(call *cl, hvd_handle h) {
-  call_end(cl, (int)h, capi->last_error());
+  call_end(cl, (int)h, hvd_tf_capi()->last_error());
 }
 
 /* Input i's shape into cl->shape (input 0 only) and its element count. */
@@ -376,14 +365,14 @@ static int take_inputs(call *cl) {
     call_end(cl, HVD_E_INVALID, msg);
     return -1;
   }
-  cl->set_size = cl->kn->process_set ? capi->process_set_size(cl->kn->process_set)
-                                     : capi->size_of_job();
-  cl->set_rank = cl->kn->process_set ? capi->process_set_rank(cl->kn->process_set)
-                                     : capi->rank();
+  cl->set_size = cl->kn->process_set ? hvd_tf_capi()->process_set_size(cl->kn->process_set)
+                                     : hvd_tf_capi()->size_of_job();
+  cl->set_rank = cl->kn->process_set ? hvd_tf_capi()->process_set_rank(cl->kn->process_set)
+                                     : hvd_tf_capi()->rank();
   if (cl->set_size < 0 || cl->set_rank < 0) {
     char msg[200];
     snprintf(msg, sizeof msg, "%s: process set %d: %s", op_names[cl->kn->k],
-             cl->kn->process_set, capi->last_error());
+             cl->kn->process_set, hvd_tf_capi()->last_error());
     call_end(cl, HVD_E_INVALID, msg);
     return -1;
   }
@@ -415,7 +404,7 @@ static int alloc_output(call *cl, int i, const int64_t *dims, int nd, void **dat
  * failed op failed. */
 static void on_done(hvd_handle h, int status, void *arg) {
   (void)h;
-  call_end(arg, status, status < 0 ? capi->last_error() : NULL);
+  call_end(arg, status, status < 0 ? hvd_tf_capi()->last_error() : NULL);
 }
 
 static hvd_opts opts_for(call *cl, hvd_callback cb, int with_shape) {
@@ -441,7 +430,7 @@ static void run_allreduce(call *cl) {
   void *out;
   if (alloc_output(cl, 0, cl->shape, cl->ndims, &out) < 0) return;
   hvd_opts o = opts_for(cl, on_done, 1);
-  hvd_handle h = capi->allreduce_async_opts(TF_TensorData(cl->in[0]), out, count, cl->dtype,
+  hvd_handle h = hvd_tf_capi()->allreduce_async_opts(TF_TensorData(cl->in[0]), out, count, cl->dtype,
                                             (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
   if (h < 0) end_refused(cl, h);
 }
@@ -463,7 +452,7 @@ static void run_grouped_allreduce(call *cl) {
   }
   if (h == 0) {
     hvd_opts o = opts_for(cl, on_done, 0);
-    h = capi->grouped_allreduce_async(sends, recvs, counts, cl->n, cl->dtype,
+    h = hvd_tf_capi()->grouped_allreduce_async(sends, recvs, counts, cl->n, cl->dtype,
                                       (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
     if (h < 0) end_refused(cl, h);
   } else if (!ended) {
@@ -481,7 +470,7 @@ static void run_broadcast(call *cl) {
   if (alloc_output(cl, 0, cl->shape, cl->ndims, &out) < 0) return;
   memcpy(out, TF_TensorData(cl->in[0]), TF_TensorByteSize(cl->in[0]));
   hvd_opts o = opts_for(cl, on_done, 1);
-  hvd_handle h = capi->broadcast_async_opts(out, count, cl->dtype, cl->kn->root_rank,
+  hvd_handle h = hvd_tf_capi()->broadcast_async_opts(out, count, cl->dtype, cl->kn->root_rank,
                                             NAME(cl), &o);
   if (h < 0) end_refused(cl, h);
 }
@@ -542,10 +531,10 @@ static void on_gathered(hvd_handle h, int status, void *arg) {
   (void)h;
   call *cl = arg;
   if (status < 0) {
-    call_end(cl, status, capi->last_error());
+    call_end(cl, status, hvd_tf_capi()->last_error());
     return;
   }
-  size_t esize = capi->dtype_size(cl->dtype);
+  size_t esize = hvd_tf_capi()->dtype_size(cl->dtype);
   for (int i = 0; i < cl->tensors; i++) {
     char msg[700];
     int64_t rows;
@@ -571,12 +560,15 @@ static int gather_arrays(call *cl) {
   return -1;
 }
 
+/* allgather and grouped allgather; a single tensor's shape goes with it,
+ * so that ranks whose dimensions after the first differ all fail. */
 static void run_allgather(call *cl) {
   if (gather_arrays(cl) < 0) return;
-  hvd_opts o = opts_for(cl, on_gathered, 0);
+  input_shape(cl, 0);
+  hvd_opts o = opts_for(cl, on_gathered, cl->kn->k == K_ALLGATHER);
   hvd_handle h;
   if (cl->kn->k == K_ALLGATHER) {
-    h = capi->allgather_async(TF_TensorData(cl->in[0]), (size_t)TF_TensorElementCount(cl->in[0]),
+    h = hvd_tf_capi()->allgather_async(TF_TensorData(cl->in[0]), (size_t)TF_TensorElementCount(cl->in[0]),
                               cl->dtype, &cl->recvs[0], cl->counts, NAME(cl), &o);
   } else {
     const void **sends = calloc((size_t)cl->tensors, sizeof *sends);
@@ -587,7 +579,7 @@ static void run_allgather(call *cl) {
         sends[i] = TF_TensorData(cl->in[i]);
         counts[i] = (size_t)TF_TensorElementCount(cl->in[i]);
       }
-      h = capi->grouped_allgather_async(sends, counts, cl->tensors, cl->dtype, cl->recvs,
+      h = hvd_tf_capi()->grouped_allgather_async(sends, counts, cl->tensors, cl->dtype, cl->recvs,
                                         cl->counts, NAME(cl), &o);
     }
     free(sends);
@@ -636,8 +628,9 @@ static void run_alltoall(call *cl) {
     return;
   }
   if (alltoall_counts(cl, row_size(cl->in[0])) < 0) return;
-  hvd_opts o = opts_for(cl, on_gathered, 0);
-  hvd_handle h = capi->alltoall_async(TF_TensorData(cl->in[0]), cl->sendcounts, cl->dtype,
+  input_shape(cl, 0);
+  hvd_opts o = opts_for(cl, on_gathered, 1);
+  hvd_handle h = hvd_tf_capi()->alltoall_async(TF_TensorData(cl->in[0]), cl->sendcounts, cl->dtype,
                                       &cl->recvs[0], cl->counts, NAME(cl), &o);
   if (h < 0) end_refused(cl, h);
 }
@@ -656,10 +649,10 @@ static void on_scattered(hvd_handle h, int status, void *arg) {
   for (int i = 0; status == 0 && i < cl->tensors; i++) {
     if (!cl->recvs[i]) continue; /* received in place */
     size_t bytes = (size_t)rows_for(TF_Dim(cl->in[i], 0), cl->set_size, cl->set_rank) *
-                   row_size(cl->in[i]) * capi->dtype_size(cl->dtype);
+                   row_size(cl->in[i]) * hvd_tf_capi()->dtype_size(cl->dtype);
     if (bytes) memcpy(TF_TensorData(cl->out[i]), cl->recvs[i], bytes);
   }
-  call_end(cl, status, status < 0 ? capi->last_error() : NULL);
+  call_end(cl, status, status < 0 ? hvd_tf_capi()->last_error() : NULL);
 }
 
 /* Tensor i's send and receive buffers (padded when its dim0 is uneven)
@@ -673,7 +666,7 @@ static int scatter_buffers(call *cl, int i, const void **send, void **recv, size
   }
   int n = cl->set_size;
   int64_t dim0 = TF_Dim(t, 0), block = (dim0 + n - 1) / n;
-  size_t row = row_size(t), rowb = row * capi->dtype_size(cl->dtype);
+  size_t row = row_size(t), rowb = row * hvd_tf_capi()->dtype_size(cl->dtype);
   if (alloc_rows(cl, i, rows_for(dim0, n, cl->set_rank), recv) < 0) return -1;
   *send = TF_TensorData(t);
   *count = (size_t)(n * block) * row;
@@ -711,11 +704,11 @@ static void run_reducescatter(call *cl) {
     input_shape(cl, 0);
     cl->shape[0] = (int64_t)(counts[0] / row_size(cl->in[0]));
     hvd_opts o = opts_for(cl, on_scattered, 1);
-    h = capi->reducescatter_async(sends[0], recvs[0], counts[0], cl->dtype,
+    h = hvd_tf_capi()->reducescatter_async(sends[0], recvs[0], counts[0], cl->dtype,
                                   (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
   } else {
     hvd_opts o = opts_for(cl, on_scattered, 0);
-    h = capi->grouped_reducescatter_async(sends, recvs, counts, k, cl->dtype,
+    h = hvd_tf_capi()->grouped_reducescatter_async(sends, recvs, counts, k, cl->dtype,
                                           (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
   }
   if (h < 0) end_refused(cl, h);
@@ -769,19 +762,19 @@ static void compute_sync(void *k, TF_OpKernelContext *ctx) {
   if (!ready(ctx)) return;
   int v;
   switch (kn->k) {
-    case K_JOIN: v = capi->join(); break;
-    case K_BARRIER: v = capi->barrier(); break;
-    case K_SIZE: v = capi->size_of_job(); break;
-    case K_LOCAL_SIZE: v = capi->local_size(); break;
-    case K_RANK: v = capi->rank(); break;
-    case K_LOCAL_RANK: v = capi->local_rank(); break;
+    case K_JOIN: v = hvd_tf_capi()->join(); break;
+    case K_BARRIER: v = hvd_tf_capi()->barrier(); break;
+    case K_SIZE: v = hvd_tf_capi()->size_of_job(); break;
+    case K_LOCAL_SIZE: v = hvd_tf_capi()->local_size(); break;
+    case K_RANK: v = hvd_tf_capi()->rank(); break;
+    case K_LOCAL_RANK: v = hvd_tf_capi()->local_rank(); break;
     case K_PROCESS_SET_INCLUDED:
-      v = kn->process_set == 0 ? 1 : capi->process_set_rank(kn->process_set) >= 0;
+      v = kn->process_set == 0 ? 1 : hvd_tf_capi()->process_set_rank(kn->process_set) >= 0;
       break;
     default: v = HVD_E_INVALID; break;
   }
   if (v < 0) {
-    fail(ctx, tf_code(v), capi->last_error());
+    fail(ctx, tf_code(v), hvd_tf_capi()->last_error());
     return;
   }
   if (kn->k == K_BARRIER) return;

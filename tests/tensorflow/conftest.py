@@ -6,16 +6,25 @@ pytest runs in every rank of the job (ctest starts it alone, and under
 rank collects the same tests and makes the same collective calls; rank r's
 input is a deterministic function of (r, seed) (tests/rank_data.py), so
 each rank computes the reference of a collective locally with numpy;
-tests/conftest.py starts and ends hvd.
+tests/conftest.py starts and ends hvd.  tf_modes.py runs an op eagerly,
+in tf.function or in a TensorFlow 1 graph.
+
+A rank that fails a test ends the job (pytest_runtest_makereport below):
+its other ranks would otherwise wait in a collective it never makes.  It
+prints the failure and exits; hvdrun then stops the rest, so the job ends
+with that rank's error, not a timeout.
 
 TensorFlow gets ONE inter-op thread for the whole session: hvd's
 collectives are asynchronous kernels, so no op waiting for other ranks
 holds that thread (test_more_collectives_than_threads leans on it).
 """
 import os
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("HOROVOD_DYNAMIC_PROCESS_SETS", "1")
+# XLA kernels for the ops (test_tf_xla.py); read when the op library loads.
+os.environ.setdefault("HOROVOD_ENABLE_XLA_OPS", "1")
 
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -29,3 +38,17 @@ import hvd.tensorflow as hvd  # noqa: E402
 @pytest.fixture(scope="session")
 def hvd_binding():
     return hvd
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test (or its set-up) on one rank of a job of several ends
+    the job with that rank's error."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and hvd.is_initialized() and hvd.size() > 1:
+        sys.stderr.write("rank %d failed %s (%s); ending the job:\n%s\n"
+                         % (hvd.rank(), item.nodeid, report.when, report.longreprtext))
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(1)

@@ -10,6 +10,7 @@ import tensorflow as tf
 import hvd.keras as hvdk
 import hvd.tensorflow as hvd
 from hvd.keras._keras import LEGACY, keras  # the Keras hvd.keras works with
+from hvd.tensorflow.keras_optimizer import _Reducing
 
 B, STEPS = 4, 3
 
@@ -98,12 +99,12 @@ def test_load_model_wraps_the_optimizer(tmp_path):
     path = str(tmp_path / "m.keras")
     m.save(path)
     loaded = hvdk.load_model(path)
-    assert isinstance(loaded.optimizer, hvdk._Reducing)
+    assert isinstance(loaded.optimizer, _Reducing)
     assert type(loaded.optimizer).__name__ == "Adam"
     for got, want in zip(loaded.get_weights(), m.get_weights()):
         np.testing.assert_array_equal(got, want)
     plain = keras.models.load_model(path)
-    assert not isinstance(plain.optimizer, hvdk._Reducing)
+    assert not isinstance(plain.optimizer, _Reducing)
     # The loaded optimizer averages: training goes on identically everywhere.
     loaded.fit(shard(x, n, me), shard(y, n, me), batch_size=B, epochs=1, verbose=0)
     digests = hvd.allgather_object([w.tobytes() for w in loaded.get_weights()])
@@ -146,7 +147,8 @@ def test_partial_tape_keeps_local_layers_local():
         return tape.gradient(loss, m.trainable_variables)
     grads = step()
     for i, g in enumerate(grads):
-        want = mine[i] if i >= 2 else np.mean([e[i] for e in every], axis=0)
+        # local: this rank's, divided by the size (Horovod's scale_local_gradients)
+        want = mine[i] / n if i >= 2 else np.mean([e[i] for e in every], axis=0)
         np.testing.assert_allclose(g.numpy(), want, rtol=1e-5, atol=1e-7)
 
 
@@ -170,37 +172,125 @@ def test_sparse_gradients_as_dense_and_as_slices():
         np.testing.assert_allclose(dense, want, rtol=1e-6)
 
 
-def test_backward_passes_per_step_aggregates_before_the_allreduce():
-    """Two passes per step, averaged: each apply pair equals one SGD step
-    on the mean of the two passes' gradients averaged over the ranks; the
-    first pass changes nothing."""
-    if LEGACY:
-        with pytest.raises(NotImplementedError, match="backward_passes_per_step > 1 needs a "
-                           "Keras 3 optimizer \\(SGD is tf-keras 2's\\)"):
-            hvdk.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=2)
-        return
+class Weights(keras.callbacks.Callback):
+    """The model's weights at the end of every batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen.append([w.copy() for w in self.model.get_weights()])
+
+
+@pytest.mark.parametrize("make_optimizer", OPTIMIZERS)
+def test_backward_passes_per_step_aggregates_before_the_allreduce(make_optimizer):
+    """Horovod's backward_passes_per_step=2 (average_aggregated_gradients):
+    in model.fit the first batch changes nothing, the second takes one SGD
+    step on the two batches' gradients averaged over passes and ranks; the
+    iteration count advances on both."""
     n, me = hvd.size(), hvd.rank()
     x, y = data(n)
     m = model(21)
     start = [w.copy() for w in m.get_weights()]
-    opt = hvdk.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=2,
+    opt = hvdk.DistributedOptimizer(make_optimizer(), backward_passes_per_step=2,
                                     average_aggregated_gradients=True)
-    xs, ys = shard(x, n, me), shard(y, n, me)
+    m.compile(optimizer=opt, loss="mse")
+    xs, ys = shard(x, n, me)[:2 * B], shard(y, n, me)[:2 * B]
     passes = [(xs[k * B:(k + 1) * B], ys[k * B:(k + 1) * B]) for k in range(2)]
     every = hvd.allgather_object([local_grads(m, a, b) for a, b in passes])
-
-    @tf.function
-    def apply_pass(a, b):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(m(a) - b))
-        opt.apply(tape.gradient(loss, m.trainable_variables), m.trainable_variables)
-    apply_pass(*passes[0])
-    for got, want in zip(m.get_weights(), start):
+    seen = Weights()
+    m.fit(xs, ys, batch_size=B, epochs=1, shuffle=False, verbose=0, callbacks=[seen])
+    for got, want in zip(seen.seen[0], start):
         np.testing.assert_array_equal(got, want)
-    apply_pass(*passes[1])
     for i, (got, w0) in enumerate(zip(m.get_weights(), start)):
         g = np.mean([np.mean([e[k][i] for k in range(2)], axis=0) for e in every], axis=0)
         np.testing.assert_allclose(got, w0 - 0.1 * g, rtol=1e-5, atol=1e-6)
+    assert int(np.asarray(opt.iterations)) == 2
+    assert int(np.asarray(opt._agg_helper.counter)) == 0
+
+
+@pytest.mark.parametrize("make_optimizer", OPTIMIZERS)
+def test_partial_distributed_optimizer_keeps_local_layers_local(make_optimizer):
+    """Horovod's PartialDistributedOptimizer: the local layer's gradients
+    stay this rank's, divided by the set's size; the others are averaged."""
+    n, me = hvd.size(), hvd.rank()
+    x, y = data(n)
+    m = model(22)
+    start = [w.copy() for w in m.get_weights()]
+    xs, ys = shard(x, n, me)[:B], shard(y, n, me)[:B]
+    mine = local_grads(m, xs, ys)
+    every = hvd.allgather_object(mine)
+    opt = hvdk.PartialDistributedOptimizer(make_optimizer(), local_layers=m.layers[0])
+    m.compile(optimizer=opt, loss="mse")
+    m.fit(xs, ys, batch_size=B, epochs=1, shuffle=False, verbose=0)
+    for i, (got, w0) in enumerate(zip(m.get_weights(), start)):
+        g = mine[i] / n if i < 2 else np.mean([e[i] for e in every], axis=0)
+        np.testing.assert_allclose(got, w0 - 0.1 * g, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="keras.layers.Layer"):
+        hvdk.PartialDistributedOptimizer(make_optimizer(), local_layers=["not a layer"])
+
+
+def test_broadcast_callback_leaves_local_variables_alone():
+    n, me = hvd.size(), hvd.rank()
+    root = n - 1
+    keras.utils.set_random_seed(23)
+    const = keras.initializers.Constant(float(me))
+    m = keras.Sequential([keras.Input((3,)),
+                          keras.layers.Dense(3, kernel_initializer=const, trainable=False),
+                          keras.layers.Dense(2, kernel_initializer=const, trainable=False)])
+    m.compile(optimizer=hvdk.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    local = list(m.layers[0].variables)
+    m.fit(np.ones((B, 3), np.float32), np.ones((B, 2), np.float32), batch_size=B, verbose=0,
+          callbacks=[hvdk.callbacks.BroadcastGlobalVariablesCallback(root,
+                                                                     local_variables=local)])
+    np.testing.assert_array_equal(m.layers[0].get_weights()[0], np.full((3, 3), float(me)))
+    np.testing.assert_array_equal(m.layers[1].get_weights()[0], np.full((3, 2), float(root)))
+
+
+@pytest.mark.parametrize("sparse_as_dense", [True, False])
+def test_sparse_as_dense_in_fit(sparse_as_dense):
+    """An Embedding's gradient is sparse (IndexedSlices): averaged as dense,
+    or allgathered, the weights end the same on every rank and equal one
+    process training on the global batch."""
+    n, me = hvd.size(), hvd.rank()
+    ids = np.array([[r % 5, (r + 2) % 5] for r in range(n)], np.int32)
+    target = np.ones((n, 2, 3), np.float32)
+
+    def emb():
+        keras.utils.set_random_seed(24)
+        return keras.Sequential([keras.Input((2,), dtype="int32"), keras.layers.Embedding(5, 3)])
+    m = emb()
+    m.compile(optimizer=hvdk.DistributedOptimizer(keras.optimizers.SGD(0.5),
+                                                  sparse_as_dense=sparse_as_dense), loss="mse")
+    m.fit(ids[me:me + 1], target[me:me + 1], batch_size=1, verbose=0)
+    ref = emb()
+    ref.compile(optimizer=keras.optimizers.SGD(0.5), loss="mse")
+    ref.fit(ids, target, batch_size=n, verbose=0)
+    np.testing.assert_allclose(m.get_weights()[0], ref.get_weights()[0], rtol=1e-5, atol=1e-6)
+
+
+def test_optimizer_config_and_custom_optimizers(tmp_path):
+    """The wrapped optimizer's config is the optimizer's (from_config gives
+    it back); load_model wraps custom_optimizers too."""
+    hopt = hvdk.DistributedOptimizer(keras.optimizers.Adam(0.02))
+    cfg = hopt.get_config()
+    assert hopt.from_config(cfg).get_config() == cfg
+    assert type(hopt).from_config(cfg).get_config() == cfg
+
+    class Slow(keras.optimizers.SGD):
+        pass
+    n, me = hvd.size(), hvd.rank()
+    x, y = data(n)
+    m = model(25)
+    m.compile(optimizer=hvdk.DistributedOptimizer(Slow(0.01)), loss="mse")
+    m.fit(shard(x, n, me), shard(y, n, me), batch_size=B, epochs=1, verbose=0)
+    path = str(tmp_path / ("m.h5" if LEGACY else "m.keras"))
+    m.save(path)
+    loaded = hvdk.load_model(path, custom_optimizers=[Slow])
+    assert isinstance(loaded.optimizer, _Reducing) and isinstance(loaded.optimizer, Slow)
+    with pytest.raises(ValueError, match="Average and Sum"):
+        hvdk.DistributedOptimizer(keras.optimizers.SGD(), op=hvd.Max)
 
 
 def sgd_momentum_reference(w, b, x, y, lrs, momentum, correction, first_lr):

@@ -1,124 +1,30 @@
-"""hvd.keras: horovod.keras's API for Keras 3 on the TensorFlow backend
-(``import hvd.keras as hvd``; hvd.tensorflow.keras is the same module).
+"""hvd.keras: horovod.keras's API (``import hvd.keras as hvd``;
+hvd.tensorflow.keras is the same module) for Keras 3 and, under
+TF_USE_LEGACY_KERAS=1, for tf-keras 2 (hvd.keras._keras chooses).
 
-DistributedOptimizer wraps a Keras optimizer so that apply() (which
-model.fit's train step and apply_gradients() call) averages the
-gradients over the ranks first; callbacks has Horovod's callbacks;
+DistributedOptimizer wraps a Keras optimizer so that the gradients it
+applies are averaged over the ranks first; PartialDistributedOptimizer
+keeps some layers' gradients local; callbacks has Horovod's callbacks;
 load_model() loads a model saved with a wrapped optimizer and wraps it
-again.  Horovod itself never supported Keras 3.  Under
-TF_USE_LEGACY_KERAS=1 it works with tf-keras 2 instead (tf.keras then),
-hvd.keras._keras.
+again.  Horovod itself never supported Keras 3.
+
+Everything hvd.keras needs of the framework's binding comes through one
+seam, hvd.keras._backend (today hvd.tensorflow's).
 """
 from hvd.common.frameworks import require as _require
 
 _require("hvd.keras")  # the framework, in the range this binding serves, or ImportError
-import tensorflow as tf
-
-from hvd.tensorflow import (Adasum, Average, Compression, Max, Min, Product,  # noqa: F401
-                            ProcessSet, Sum, add_process_set, allgather_object, barrier,
-                            broadcast_object, cross_rank, cross_size, global_process_set, init,
-                            is_initialized, join, local_rank, local_size, mpi_built,
-                            mpi_enabled, mpi_threads_supported, rank, remove_process_set,
-                            shutdown, size, start_timeline, stop_timeline)
-import hvd.tensorflow as _hvd
-from hvd.tensorflow._keras_optimizer import as_tf_variable, optimizer_built, optimizer_variables
-from hvd.tensorflow.gradient_tape import _make_allreduce_grads_fn
+from hvd.keras import _backend  # noqa: E402
+from hvd.keras._backend import (Adasum, Average, Compression, Max, Min, Product,  # noqa: F401
+                                ProcessSet, Sum, add_process_set, allgather_object, barrier,
+                                broadcast_object, ccl_built, cross_rank, cross_size, cuda_built,
+                                ddl_built, global_process_set, gloo_built, gloo_enabled, init,
+                                is_homogeneous, is_initialized, join, local_rank, local_size,
+                                mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rank,
+                                remove_process_set, rocm_built, shutdown, size, start_timeline,
+                                stop_timeline)
 from hvd.keras._keras import keras
 from hvd.keras import callbacks, elastic  # noqa: F401,E402
-
-
-class _Reducing:
-    """The allreduce of a distributed optimizer's gradients."""
-
-    # Class attributes: (compression, sparse_as_dense, op, predivide, set)
-    # and (backward_passes_per_step, average_aggregated_gradients).
-    _hvd_settings = None
-    _hvd_aggregation = (1, False)
-
-    def _hvd_reduce(self, grads):
-        """grads averaged over the set; None (a variable the loss does not
-        reach) stays None, as Horovod leaves it."""
-        if not hasattr(self, "_hvd_allreduce"):
-            self._hvd_allreduce = _make_allreduce_grads_fn("DistributedOptimizer",
-                                                           *self._hvd_settings)
-        if _hvd.size() == 1 and self._hvd_settings[-1].process_set_id == 0:
-            return list(grads)
-        present = [i for i, g in enumerate(grads) if g is not None]
-        reduced = self._hvd_allreduce([grads[i] for i in present])
-        out = list(grads)
-        for i, g in zip(present, reduced):
-            out[i] = g
-        return out
-
-
-class _TfKerasMixin(_Reducing):
-    """Placed before a tf-keras 2 optimizer's class (its optimizer or a
-    legacy OptimizerV2): apply_gradients(), which minimize() and
-    model.fit's train step call, allreduces first; get_gradients() (graph
-    mode Keras) does too, as Horovod's."""
-
-    def apply_gradients(self, grads_and_vars, *args, **kwargs):
-        grads_and_vars = list(grads_and_vars)
-        grads = self._hvd_reduce([g for g, _ in grads_and_vars])
-        return super().apply_gradients(list(zip(grads, [v for _, v in grads_and_vars])),
-                                       *args, **kwargs)
-
-    def get_gradients(self, loss, params):
-        return self._hvd_reduce(super().get_gradients(loss, params))
-
-
-class _DistributedMixin(_Reducing):
-    """Placed before the Keras 3 optimizer's class: apply() allreduces."""
-
-    def apply(self, grads, trainable_variables=None):
-        grads = list(grads)
-        if self._hvd_aggregation[0] == 1:
-            return super().apply(self._hvd_reduce(grads), trainable_variables)
-        return self._hvd_aggregate(grads, trainable_variables)
-
-    def _hvd_aggregate(self, grads, variables):
-        """Horovod's backward_passes_per_step: sums the gradients locally
-        and allreduces and applies them every N-th call (the counter is the
-        same on every rank, so all take the branch together)."""
-        passes, average = self._hvd_aggregation
-        if variables is None:
-            variables = self._trainable_variables
-        if not self.built:
-            self.build(variables)
-        if not hasattr(self, "_hvd_sums"):
-            with tf.init_scope():
-                self._hvd_sums = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False)
-                                  for v in variables]
-                self._hvd_passes = tf.Variable(0, dtype=tf.int64, trainable=False)
-        for total, g in zip(self._hvd_sums, grads):
-            total.assign_add(tf.convert_to_tensor(g))
-        self._hvd_passes.assign_add(1)
-        base_apply = super().apply
-
-        def flush():
-            sums = [t.read_value() for t in self._hvd_sums]
-            if average:
-                sums = [t / passes for t in sums]
-            base_apply(self._hvd_reduce(sums), variables)
-            for t in self._hvd_sums:
-                t.assign(tf.zeros_like(t))
-            return tf.constant(True)
-        return tf.cond(self._hvd_passes % passes == 0, flush, lambda: tf.constant(False))
-
-
-def _is_keras3(cls):
-    """A Keras 3 optimizer class, not one of tf-keras 2's."""
-    return hasattr(cls, "stateless_apply")
-
-
-def _distributed_class(base, settings, aggregation=(1, False)):
-    """A subclass of base that allreduces; named and placed as base, so a
-    saved model records the plain optimizer (load_model wraps it again)."""
-    mixin = _DistributedMixin if _is_keras3(base) else _TfKerasMixin
-    cls = type(base.__name__, (mixin, base),
-               {"_hvd_settings": settings, "_hvd_aggregation": aggregation})
-    cls.__module__ = base.__module__
-    return cls
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
@@ -126,78 +32,123 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
                          average_aggregated_gradients=False, num_groups=0, groups=None,
                          process_set=global_process_set, scale_local_gradients=True):
-    """A copy of the Keras optimizer (from its config) whose apply()
-    averages the gradients over process_set first.
+    """A copy of the Keras optimizer (from its config) that averages (or
+    sums) its gradients over process_set before applying them.
 
-    backward_passes_per_step: sum the gradients of that many apply() calls
-    locally and allreduce and apply them on the last (divided by the
-    count when average_aggregated_gradients), as Horovod does."""
-    if backward_passes_per_step < 1:
-        raise ValueError("backward_passes_per_step must be >= 1")
-    if op == Adasum:
-        raise NotImplementedError("hvd.keras: Adasum is not supported")
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor not supported with op != Average")
-    settings = (compression, sparse_as_dense, op, gradient_predivide_factor, process_set)
-    base = optimizer.__class__
-    if isinstance(optimizer, _Reducing):  # wrapped already: wrap its base anew
-        base = next(c for c in base.__mro__ if not issubclass(c, _Reducing))
-    if backward_passes_per_step != 1 and not _is_keras3(base):
-        raise NotImplementedError("hvd.keras: backward_passes_per_step > 1 needs a Keras 3 "
-                                  "optimizer (%s is tf-keras 2's)" % base.__name__)
-    config = optimizer.get_config()
-    if name is not None:
-        config["name"] = name
-    aggregation = (int(backward_passes_per_step), bool(average_aggregated_gradients))
-    return _distributed_class(base, settings, aggregation).from_config(config)
+    backward_passes_per_step: the gradients of that many passes are summed
+    locally and reduced and applied on the last (divided by the count when
+    average_aggregated_gradients), as Horovod does; the optimizer's
+    iteration count advances on every pass.  groups: a number of groups or
+    lists of variables, reduced as grouped allreduces."""
+    if num_groups != 0 and groups is None:
+        groups = num_groups
+    if groups is not None and not (isinstance(groups, list) or groups > 0):
+        raise ValueError("groups should be a non-negative integer or a list of list of "
+                         "tf.Variable.")
+    return _backend.distributed_optimizer(
+        optimizer, name=name, compression=compression, sparse_as_dense=sparse_as_dense, op=op,
+        gradient_predivide_factor=gradient_predivide_factor,
+        backward_passes_per_step=backward_passes_per_step,
+        average_aggregated_gradients=average_aggregated_gradients, groups=groups,
+        process_set=process_set, scale_local_gradients=scale_local_gradients)
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                compression=Compression.none, sparse_as_dense=False,
+                                gradient_predivide_factor=1.0, op=Average,
+                                backward_passes_per_step=1, average_aggregated_gradients=False,
+                                groups=None, process_set=global_process_set, local_layers=None,
+                                scale_local_gradients=True):
+    """A DistributedOptimizer whose local_layers' (a Keras layer or a list
+    of them) trainable variables keep their local gradients (divided by
+    the set's size when scale_local_gradients), as Horovod's."""
+    opt = DistributedOptimizer(optimizer, name, device_dense, device_sparse, compression,
+                               sparse_as_dense, gradient_predivide_factor, op,
+                               backward_passes_per_step, average_aggregated_gradients,
+                               groups=groups, process_set=process_set,
+                               scale_local_gradients=scale_local_gradients)
+    if local_layers is None:
+        local_layers = []
+    elif isinstance(local_layers, keras.layers.Layer):
+        local_layers = [local_layers]
+    elif not all(isinstance(layer, keras.layers.Layer) for layer in local_layers):
+        raise ValueError("All local layers must be of keras.layers.Layer type.")
+    for layer in local_layers:
+        for var in layer.trainable_weights:
+            opt.register_local_var(var)
+    return opt
+
+
+def model_variables(model, local_keys=()):
+    """The model's and its optimizer's (once built) variables as the
+    binding's variables, without those whose key is in local_keys."""
+    vs = [v for v in model.variables if _key(v) not in local_keys]
+    opt = getattr(model, "optimizer", None)
+    if opt is not None and _backend.optimizer_built(opt):
+        vs += _backend.optimizer_variables(opt)
+    return [_backend.as_native(v) for v in vs]
+
+
+def _key(var):
+    return var.ref() if hasattr(var, "ref") else id(var)
 
 
 def broadcast_global_variables(root_rank, model=None):
-    """Broadcasts the model's variables (and its optimizer's) from root_rank."""
+    """Broadcasts the model's variables (and its optimizer's) from
+    root_rank.  Keras has no global variables to find: pass model= (hvd
+    differs from Horovod here, docs/tensorflow.md)."""
     if model is None:
-        raise ValueError("hvd.keras: Keras 3 has no global variables; pass model=")
-    _hvd.broadcast_variables(_variables(model), root_rank)
+        raise ValueError("hvd.keras: Keras has no global variables; pass model=")
+    _backend.broadcast_variables(model_variables(model), root_rank)
 
 
-def _variables(model):
-    """The model's and its optimizer's (built) variables, as tf.Variables."""
-    vs = list(model.variables)
-    opt = getattr(model, "optimizer", None)
-    if opt is not None and optimizer_built(opt):
-        vs += optimizer_variables(opt)
-    return [as_tf_variable(v) for v in vs]
-
-
-def allreduce(value, name=None, average=True, prescale_factor=1.0, postscale_factor=1.0,
+def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0,
               op=None, compression=Compression.none):
-    """Reduces a tensor-compatible value over the ranks; returns numpy."""
+    """Reduces a tensor-compatible value over the ranks (Average unless op
+    or average= say otherwise); a tensor."""
     if op is None:
-        op = Average if average else Sum
-    return _hvd.allreduce(tf.constant(value), name=name, op=op, prescale_factor=prescale_factor,
-                          postscale_factor=postscale_factor, compression=compression).numpy()
+        op = Average if average is None or average else Sum
+    elif average is not None:
+        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
+    return _backend.allreduce(value, name=name, op=op, prescale_factor=prescale_factor,
+                              postscale_factor=postscale_factor, compression=compression)
 
 
 def allgather(value, name=None):
-    return _hvd.allgather(tf.constant(value), name=name).numpy()
+    """Concatenates every rank's value along the first dimension; a tensor."""
+    return _backend.allgather(value, name)
 
 
 def broadcast(value, root_rank, name=None):
-    return _hvd.broadcast(tf.constant(value), root_rank, name=name).numpy()
+    """root_rank's value on every rank; a tensor."""
+    return _backend.broadcast(value, root_rank, name)
 
 
 def reducescatter(value, name=None, op=Average):
-    return _hvd.reducescatter(tf.constant(value), name=name, op=op).numpy()
+    """Reduces value and gives each rank its part of the first dimension; a tensor."""
+    return _backend.reducescatter(value, name, op)
+
+
+def _optimizer_classes(legacy_opts):
+    """Every optimizer class the Keras in use offers (tf-keras 2's legacy
+    OptimizerV2s with legacy_opts)."""
+    module = keras.optimizers.legacy if legacy_opts else keras.optimizers
+    base = module.Optimizer
+    return [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, base)]
 
 
 def load_model(filepath, custom_optimizers=None, custom_objects=None,
-               compression=Compression.none):
-    """keras.models.load_model() with the optimizer wrapped in
-    DistributedOptimizer again (every Keras optimizer, and
-    custom_optimizers)."""
-    settings = (compression, False, Average, 1.0, global_process_set)
-    classes = [c for c in vars(keras.optimizers).values()
-               if isinstance(c, type) and issubclass(c, keras.optimizers.Optimizer)]
-    classes += list(custom_optimizers or [])
-    objects = {c.__name__: _distributed_class(c, settings) for c in classes}
+               compression=Compression.none, legacy_opts=False):
+    """keras.models.load_model() with the model's optimizer wrapped in
+    DistributedOptimizer again: every optimizer of keras.optimizers (or
+    keras.optimizers.legacy with legacy_opts, tf-keras 2), and
+    custom_optimizers."""
+    settings = _backend.default_settings(compression)
+    objects = {}
+    for cls in _optimizer_classes(legacy_opts):
+        wrapped = _backend.distributed_class(cls, settings)
+        objects[cls.__name__] = objects[cls.__name__.lower()] = wrapped
+    for cls in custom_optimizers or []:
+        objects[cls.__name__] = _backend.distributed_class(cls, settings)
     objects.update(custom_objects or {})
     return keras.models.load_model(filepath, custom_objects=objects)

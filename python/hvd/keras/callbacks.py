@@ -1,26 +1,37 @@
-"""horovod.keras.callbacks for Keras 3 (or tf-keras 2, hvd.keras._keras): broadcast the initial state,
-average the metrics, warm up and schedule the learning rate."""
+"""horovod.keras.callbacks for Keras 3 (or tf-keras 2, hvd.keras._keras):
+broadcast the initial state, average the metrics, warm up and schedule the
+learning rate, keep the best model.  Collectives go through hvd.keras's
+seam (hvd.keras._backend)."""
 import numpy as np
-import tensorflow as tf
 
-import hvd.tensorflow as _hvd
-from hvd.tensorflow._keras_optimizer import as_tf_variable
+from hvd.keras import _backend
 from hvd.keras._keras import keras
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     """Makes every rank start from root_rank's model: its weights at the
-    start of training, and (as Horovod, once the optimizer has built them
-    in the first step) the optimizer's variables after the first batch."""
+    start of training and (as Horovod, once the optimizer has built them in
+    the first step) the model's and the optimizer's after the first batch.
+    local_variables (or register_local_var()) are left alone."""
 
-    def __init__(self, root_rank, device=""):
+    def __init__(self, root_rank, device="", local_variables=None):
         super().__init__()
         self.root_rank = root_rank
+        self.device = device
         self.broadcast_done = False
+        self._local_vars = set()
+        for var in local_variables or []:
+            self.register_local_var(var)
+
+    def register_local_var(self, var):
+        """A variable this callback does not broadcast (worker local)."""
+        from hvd.keras import _key
+        self._local_vars.add(_key(var))
 
     def _broadcast(self):
-        from hvd.keras import _variables
-        _hvd.broadcast_variables(_variables(self.model), self.root_rank)
+        from hvd.keras import model_variables
+        _backend.broadcast_variables(model_variables(self.model, self._local_vars),
+                                     self.root_rank)
 
     def on_train_begin(self, logs=None):
         self._broadcast()
@@ -45,13 +56,12 @@ class MetricAverageCallback(keras.callbacks.Callback):
             value = logs[key]
             if isinstance(value, (int, float, np.floating, np.integer)) or (
                     hasattr(value, "shape") and np.ndim(value) == 0):
-                avg = _hvd.allreduce(tf.constant(float(value), tf.float64), op=_hvd.Average,
-                                     name="metric.%s" % key)
-                logs[key] = float(avg.numpy())
+                avg = _backend.allreduce(np.float64(value), op=_backend.Average)
+                logs[key] = _backend.scalar_value(avg)
 
 
 def _get_lr(model):
-    return float(np.asarray(tf.convert_to_tensor(model.optimizer.learning_rate)))
+    return _backend.scalar_value(model.optimizer.learning_rate)
 
 
 def _set_lr(model, lr):
@@ -65,7 +75,7 @@ def _set_lr(model, lr):
 def _momentum(opt):
     """The optimizer's momentum coefficient (0 without one)."""
     value = getattr(opt, "momentum", 0.0)
-    return float(np.asarray(tf.convert_to_tensor(value))) if value is not None else 0.0
+    return _backend.scalar_value(value) if value is not None else 0.0
 
 
 def _velocities(opt):
@@ -77,7 +87,7 @@ def _velocities(opt):
     for attr in ("momentums", "_momentums"):
         slots = getattr(opt, attr, None)
         if slots:
-            return [as_tf_variable(v) for v in slots]
+            return [_backend.as_native(v) for v in slots]
     slots = getattr(opt, "_slots", None) or {}
     return [per_var["momentum"] for per_var in slots.values() if "momentum" in per_var]
 
@@ -90,7 +100,7 @@ def _correct_momentum(opt, factor):
     multiplying the velocities by new/old before the batch (momentum *
     (v * new/old) is (momentum * new/old) * v); nothing to restore."""
     for v in _velocities(opt):
-        v.assign(v * tf.cast(factor, v.dtype))
+        v.assign(v * float(factor))
 
 
 class LearningRateScheduleCallback(keras.callbacks.Callback):
@@ -147,8 +157,20 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
     def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
                  steps_per_epoch=None, verbose=0):
         def multiplier(epoch):
-            return 1.0 / _hvd.size() * (epoch * (_hvd.size() - 1) / warmup_epochs + 1)
+            return 1.0 / _backend.size() * (epoch * (_backend.size() - 1) / warmup_epochs + 1)
         super().__init__(initial_lr, multiplier, start_epoch=0, end_epoch=warmup_epochs,
                          staircase=False, momentum_correction=momentum_correction,
                          steps_per_epoch=steps_per_epoch)
         self.verbose = verbose
+
+
+class BestModelCheckpoint(keras.callbacks.ModelCheckpoint):
+    """ModelCheckpoint that keeps the best model only (save_best_only), as
+    Horovod's; give it the filepath Keras needs (Horovod's leaves it to be
+    set later, with filepath=None)."""
+
+    def __init__(self, filepath=None, monitor="val_loss", verbose=0, save_weights_only=False,
+                 mode="auto", save_freq="epoch"):
+        super().__init__(filepath=filepath, monitor=monitor, verbose=verbose,
+                         save_best_only=True, save_weights_only=save_weights_only, mode=mode,
+                         save_freq=save_freq)

@@ -11,7 +11,7 @@ KerasState and the callbacks that keep it current during model.fit.
         model.fit(..., initial_epoch=state.epoch, callbacks=callbacks)
 """
 from hvd.keras._keras import keras
-from hvd.tensorflow.elastic import ObjectState, TensorFlowKerasState, run  # noqa: F401
+from hvd.keras._backend import ObjectState, TensorFlowKerasState, run  # noqa: F401
 
 __all__ = ["run", "KerasState", "CommitStateCallback", "UpdateBatchStateCallback",
            "UpdateEpochStateCallback"]

@@ -18,7 +18,7 @@ from hvd.common.elastic import ObjectState as _ObjectState
 from hvd.common.elastic import run_fn
 from hvd.common.exceptions import HorovodInternalError
 from hvd.tensorflow import mpi_ops as _mpi_ops
-from hvd.tensorflow._keras_optimizer import (as_tf_variable, build_optimizer,
+from hvd.tensorflow.keras_optimizer import (as_tf_variable, build_optimizer,
                                                optimizer_variables)
 from hvd.tensorflow.functions import broadcast_object, broadcast_variables
 

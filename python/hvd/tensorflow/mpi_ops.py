@@ -29,6 +29,7 @@ from hvd.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built,  # 
                                nccl_built, rocm_built)
 from hvd.common.process_sets import (ProcessSet, add_process_set,  # noqa: F401
                                      global_process_set, remove_process_set)
+from hvd.tensorflow.util import _executing_eagerly  # noqa: F401
 
 _LIB_PATH = os.path.join(os.path.dirname(__file__), "_hvd_tf_ops.so")
 
@@ -48,17 +49,59 @@ MPI_LIB = _load_op_library()
 _native = ctypes.CDLL(_LIB_PATH)  # the same loaded object: dlopen() shares it
 
 
-def _hand_over_capi():
+def _capi_table():
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.restype = ctypes.c_void_p
     get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return get(_C._capi, b"hvd._C._capi")
+
+
+def _hand_over_capi():
     _native.hvd_tf_set_capi.argtypes = [ctypes.c_void_p]
-    if _native.hvd_tf_set_capi(get(_C._capi, b"hvd._C._capi")) != 0:
+    if _native.hvd_tf_set_capi(_capi_table()) != 0:
         raise ImportError("hvd.tensorflow's op library does not match this hvd._C "
                           "(rebuild both from one tree)")
 
 
 _hand_over_capi()
+
+_XLA_LIB_PATH = os.path.join(os.path.dirname(__file__), "_hvd_tf_xla.so")
+
+
+def _xla_ops_enabled():
+    return os.environ.get("HOROVOD_ENABLE_XLA_OPS", "").strip().lower() in ("1", "true")
+
+
+def _load_xla_library():
+    """Under HOROVOD_ENABLE_XLA_OPS=1 (Horovod's knob), the XLA kernels of
+    allreduce, allgather and broadcast (_hvd_tf_xla.so, xla.cc): C++ against
+    the TensorFlow it was built with, so refused, with ImportError, under
+    another TensorFlow or where it was not built (the wheel has none)."""
+    if not os.path.exists(_XLA_LIB_PATH):
+        raise ImportError("hvd.tensorflow: HOROVOD_ENABLE_XLA_OPS=1, but this install has no "
+                          "XLA library (%s): it is built from source against one TensorFlow "
+                          "(docs/tensorflow.md); unset the variable to run without XLA ops"
+                          % _XLA_LIB_PATH)
+    lib_dir = tf.sysconfig.get_lib()
+    _frameworks.share_symbols("hvd.tensorflow", tf, os.path.join(lib_dir, "libtensorflow_cc.so.2"))
+    try:
+        lib = ctypes.CDLL(_XLA_LIB_PATH)
+    except OSError as e:
+        raise _frameworks.load_error("hvd.tensorflow", tf, _XLA_LIB_PATH, e) from None
+    lib.hvd_tf_xla_built_for.restype = ctypes.c_char_p
+    built = lib.hvd_tf_xla_built_for().decode()
+    if _frameworks.parse(built)[:2] != _frameworks.parse(tf.__version__)[:2]:
+        raise ImportError("hvd.tensorflow: HOROVOD_ENABLE_XLA_OPS=1, but %s was built for "
+                          "TensorFlow %s and this is %s: rebuild it, or unset the variable"
+                          % (_XLA_LIB_PATH, built, tf.__version__))
+    lib.hvd_tf_xla_load.argtypes = [ctypes.c_void_p]
+    if lib.hvd_tf_xla_load(_capi_table()) != 0:
+        raise ImportError("hvd.tensorflow: %s could not register its XLA kernels "
+                          "(its reason is on stderr)" % _XLA_LIB_PATH)
+    return lib
+
+
+_XLA_LIB = _load_xla_library() if _xla_ops_enabled() else None
 
 # ---- reduction ops (Horovod's values) ----
 Average = _C.AVERAGE
@@ -67,6 +110,32 @@ Adasum = _C.ADASUM
 Min = _C.MIN
 Max = _C.MAX
 Product = _C.PRODUCT
+
+def handle_average_backwards_compatibility(op, average):
+    """The reduction Horovod's deprecated average= and op= together mean:
+    op, else Average unless average is False."""
+    if op is not None:
+        if average is not None:
+            raise ValueError("The op parameter supersedes average. Please provide only one of "
+                             "them.")
+        return op
+    return Average if average is None or average else Sum
+
+
+def check_num_rank_power_of_2(num_rank):
+    """True if num_rank is a power of two (Adasum's condition)."""
+    return num_rank > 0 and num_rank & (num_rank - 1) == 0
+
+
+class _Basics:
+    """What scripts reach of Horovod's HorovodBasics through mpi_ops._basics."""
+
+    @staticmethod
+    def _get_process_set_ids_and_ranks():
+        return _process_sets.ids_and_ranks()
+
+
+_basics = _Basics()
 
 # ---- life cycle and topology ----
 init = _lifecycle.init
@@ -93,10 +162,6 @@ def start_timeline(file_path, mark_cycles=False):
 
 def stop_timeline():
     _C.stop_timeline()
-
-
-def _executing_eagerly():
-    return tf.executing_eagerly()
 
 
 def _normalize_name(name):
@@ -179,23 +244,41 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_pro
 _allgather = allgather
 
 
+def _my_rows(op, grads, ps):
+    """Horovod's allgather gradient, for each input x of op: the Average
+    allreduce of its output's gradient over the set, this rank's rows:
+    those at the sum of the ranks before it's first dimensions
+    (allgathered).  A slice there rather than Horovod's split, whose sizes
+    XLA would need as constants; the slice's size is x's own first
+    dimension, which XLA knows."""
+    ignore = op.get_attr("ignore_name_scope")
+    me = _rank_in(ps)
+    out = []
+    for x, g in zip(op.inputs, grads):
+        g = _allreduce(g, op=Average, ignore_name_scope=ignore, process_set=ps)
+        rows = tf.shape(x)[:1] if x.shape.rank != 0 else tf.constant([1])
+        firsts = allgather(rows, ignore_name_scope=ignore, process_set=ps)
+        start = tf.reduce_sum(firsts[:me])
+        rest = tf.shape(g)[1:]
+        mine = tf.slice(g, tf.concat([[start], tf.zeros_like(rest)], 0),
+                        tf.concat([rows, rest], 0))
+        out.append(tf.reshape(mine, tf.shape(x)))
+    return out
+
+
 @tf.RegisterGradient("HorovodAllgather")
 def _allgather_grad(op, grad):
-    """Horovod's: the sum of the gradients over the set, this rank's rows."""
-    ps = _temp_process_set(op.get_attr("process_set_id"))
-    ignore = op.get_attr("ignore_name_scope")
-    grad = _allreduce(grad, ignore_name_scope=ignore, process_set=ps)
-    x = op.inputs[0]
-    d = tf.reshape(tf.shape(x)[0] if x.shape.rank != 0 else tf.constant(1), [1])
-    n = size_op(process_set_id=ps.process_set_id)
-    d = tf.reshape(allgather(d, ignore_name_scope=ignore, process_set=ps), [n])
-    splits = tf.split(grad, num_or_size_splits=d, axis=0)
-    return tf.reshape(splits[_rank_in(ps)], tf.shape(x))
+    return _my_rows(op, [grad], _temp_process_set(op.get_attr("process_set_id")))[0]
 
 
 def _rank_in(ps):
     """This rank's index in process set ps."""
     return rank() if ps.process_set_id == 0 else _C.process_set_rank(ps.process_set_id)
+
+
+def _set_size_of(ps):
+    """The number of ranks in process set ps."""
+    return size() if ps.process_set_id == 0 else _C.process_set_size(ps.process_set_id)
 
 
 def _group_name(kind, tensors, name):
@@ -215,25 +298,11 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False,
     return [_with_rows(o, t) for o, t in zip(outs, tensors)]
 
 
-def _my_rows(op, grads, reduced, ps, ignore):
-    """This rank's rows of each reduced gradient: the allgather gradient's split."""
-    n = size_op(process_set_id=ps.process_set_id)
-    out = []
-    for x, g in zip(op.inputs, reduced):
-        d = tf.reshape(tf.shape(x)[0] if x.shape.rank != 0 else tf.constant(1), [1])
-        d = tf.reshape(allgather(d, ignore_name_scope=ignore, process_set=ps), [n])
-        out.append(tf.reshape(tf.split(g, num_or_size_splits=d, axis=0)[_rank_in(ps)],
-                              tf.shape(x)))
-    return out
-
-
 @tf.RegisterGradient("HorovodGroupedAllgather")
 def _grouped_allgather_grad(op, *grads):
-    """Horovod's: a grouped allreduce (Sum) of the gradients, this rank's rows."""
-    ps = _temp_process_set(op.get_attr("process_set_id"))
-    ignore = op.get_attr("ignore_name_scope")
-    reduced = _grouped_allreduce(list(grads), ignore_name_scope=ignore, process_set=ps)
-    return _my_rows(op, grads, reduced, ps, ignore)
+    """Horovod's: each tensor's as allgather's (an allreduce per tensor,
+    since TensorFlow may hand float32 zeros for an unused float64 output)."""
+    return _my_rows(op, grads, _temp_process_set(op.get_attr("process_set_id")))
 
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
@@ -247,26 +316,29 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
 
 @tf.RegisterGradient("HorovodBroadcast")
 def _broadcast_grad(op, grad):
-    """Horovod's: the root gets the sum of every rank's gradient, others zero."""
+    """Horovod's: the root gets the average of every rank's gradient, the
+    others zeros."""
     ps = _temp_process_set(op.get_attr("process_set_id"))
-    reduced = _allreduce(grad, ignore_name_scope=op.get_attr("ignore_name_scope"), process_set=ps)
+    reduced = _allreduce(grad, op=Average, ignore_name_scope=op.get_attr("ignore_name_scope"),
+                         process_set=ps)
     return reduced if _rank_in(ps) == op.get_attr("root_rank") else reduced * 0
 
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
              process_set=global_process_set):
     """Sends splits[r] rows (first dimension) of tensor to rank r (equal
-    parts when splits is None); returns (the rows received, in rank order,
-    the number received from each rank)."""
-    if splits is None:
-        splits = tf.zeros([0], dtype=tf.int32)
-    else:
-        splits = tf.cast(tf.convert_to_tensor(splits), tf.int32)
+    parts when splits is None).  Returns the rows received, in rank order,
+    and, as Horovod, when splits was given, also the number of rows
+    received from each rank: (output, received_splits)."""
+    given = splits is not None
+    splits = (tf.cast(tf.convert_to_tensor(splits), tf.int32) if given
+              else tf.zeros([0], dtype=tf.int32))
     out, received = MPI_LIB.horovod_alltoall(tensor, splits,
                                              name=_op_name("Alltoall", tensor, name),
                                              ignore_name_scope=ignore_name_scope,
                                              process_set_id=_set_id(process_set))
-    return _with_rows(out, tensor), received
+    out = _with_rows(out, tensor)
+    return (out, received) if given else out
 
 
 @tf.RegisterGradient("HorovodAlltoall")
@@ -288,17 +360,23 @@ def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False,
     return _with_rows(out, tensor)
 
 
+def _scattered_grads(op, grads):
+    """Horovod's reducescatter gradient, for each output: its gradient
+    times the set's size for Sum and the scale factors, allgathered (one
+    allgather per tensor: the gradients' dtypes may differ)."""
+    ps = _temp_process_set(op.get_attr("process_set_id"))
+    scale = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
+    if op.get_attr("reduce_op") == Sum:
+        scale *= _set_size_of(ps)
+    if scale != 1.0:
+        grads = [g * tf.cast(scale, g.dtype) for g in grads]
+    return [allgather(g, ignore_name_scope=op.get_attr("ignore_name_scope"), process_set=ps)
+            for g in grads]
+
+
 @tf.RegisterGradient("HorovodReducescatter")
 def _reducescatter_grad(op, grad):
-    """Horovod's: the allgather of the gradient, times the set's size for
-    Sum and the scale factors."""
-    ps = _temp_process_set(op.get_attr("process_set_id"))
-    if op.get_attr("reduce_op") == Sum:
-        grad *= tf.cast(size_op(process_set_id=ps.process_set_id), grad.dtype)
-    scale = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
-    if scale != 1.0:
-        grad *= scale
-    return allgather(grad, ignore_name_scope=op.get_attr("ignore_name_scope"), process_set=ps)
+    return _scattered_grads(op, [grad])[0]
 
 
 def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
@@ -314,16 +392,7 @@ def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
 
 @tf.RegisterGradient("HorovodGroupedReducescatter")
 def _grouped_reducescatter_grad(op, *grads):
-    """Horovod's: the grouped allgather of the gradients, scaled as reducescatter's."""
-    ps = _temp_process_set(op.get_attr("process_set_id"))
-    scale = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
-    if op.get_attr("reduce_op") == Sum:
-        n = tf.cast(size_op(process_set_id=ps.process_set_id), grads[0].dtype)
-        grads = [g * n for g in grads]
-    if scale != 1.0:
-        grads = [g * scale for g in grads]
-    return grouped_allgather(list(grads), ignore_name_scope=op.get_attr("ignore_name_scope"),
-                             process_set=ps)
+    return _scattered_grads(op, grads)
 
 
 def join():
