@@ -3,7 +3,7 @@
 # from a fresh clone of the committed HEAD (tests/readme_order.sh), then
 # the whole suite in a release build, again under AddressSanitizer +
 # UndefinedBehaviorSanitizer, the multi-threaded unit tests under
-# ThreadSanitizer, every fuzz target for HVD_FUZZ_SECONDS (20) each
+# ThreadSanitizer, every fuzz target for HVD_FUZZ_SECONDS (10) each
 # (scripts/fuzz.sh), and the fault sweep over every call site
 # (scripts/fault-sweep.sh).  Installs what it needs.
 #
@@ -75,17 +75,28 @@ esac
 venv_python=$(scripts/venv.sh)/bin/python
 mxnet_python=$(scripts/venv-mxnet.sh)/bin/python
 
-echo "== the README's two commands, in order, from a fresh clone of HEAD =="
+# section TITLE: ends the section before (its seconds, so that CI's budget
+# can be read from the log) and starts the next.
+section_start=$SECONDS
+section() {
+  [ -n "${section_title:-}" ] && echo "== took $((SECONDS - section_start)) s: $section_title =="
+  section_title=$1 section_start=$SECONDS
+  [ -n "$1" ] && echo "== $1 =="
+  return 0
+}
+trap 'section ""' EXIT
+
+section "the README's two commands, in order, from a fresh clone of HEAD"
 tests/readme_order.sh
-echo "== release build =="
+section "release build"
 run_suite build "-DHVD_SANITIZE="
-echo "== ASan + UBSan build =="
+section "ASan + UBSan build"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_suite build-asan "-DHVD_SANITIZE=address,undefined"
-echo "== TSan build: the engine and the threaded unit tests =="
+section "TSan build: the engine and the threaded unit tests"
 TSAN_OPTIONS=halt_on_error=1 run_suite build-tsan "-DHVD_SANITIZE=thread" \
   -R '^unit\.|^mpi\.test_(engine|join|process_sets|fusion|collectives|cache_path|autotune_ranks|device_staged)\.'
-echo "== fuzz: every decoder of outside bytes, ${HVD_FUZZ_SECONDS:-20} s each =="
-scripts/fuzz.sh "${HVD_FUZZ_SECONDS:-20}"
-echo "== fault injection: every call site of libhvd.so failed in turn =="
+section "fuzz: every decoder of outside bytes, ${HVD_FUZZ_SECONDS:-10} s each"
+scripts/fuzz.sh "${HVD_FUZZ_SECONDS:-10}"
+section "fault injection: every call site of libhvd.so failed in turn"
 scripts/fault-sweep.sh sites
