@@ -14,12 +14,13 @@ build_pkgs=(build-essential cmake pkg-config libssl-dev libopenblas-dev zlib1g-d
 # Open MPI (the build's MPI, and mpirun), mpi4py, SLURM and munge: the jobs the multi-host
 # tests start under mpirun and srun (tests/cluster/cluster.sh slurm up); clang and its
 # runtimes (libFuzzer): the fuzz targets (scripts/fuzz.sh); Java 17: the Spark that pyspark
-# starts (python.spark, cluster.sh spark up).
+# starts (python.spark, cluster.sh spark up); clang-format-14: the format check of changed C
+# files (tests/format_check.sh).
 test_pkgs=(libcmocka-dev python3 python3-pytest procps python3-torch python3-torchvision gnuplot-nox
            python3-numpy python3-cloudpickle openssh-server openssh-client iproute2
            python3-venv python3-pip python3-setuptools python3-wheel dpkg-dev
            openmpi-bin libopenmpi-dev python3-mpi4py slurmd slurmctld slurm-client munge
-           clang libclang-rt-14-dev openjdk-17-jre-headless)
+           clang libclang-rt-14-dev openjdk-17-jre-headless clang-format-14)
 
 # iperf3 and the test set's ssh, iproute2 and SLURM: the benchmarks across emulated hosts.
 bench_pkgs=(openmpi-bin libopenmpi-dev gnuplot-nox python3 iperf3 openssh-server openssh-client
