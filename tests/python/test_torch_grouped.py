@@ -93,7 +93,9 @@ def test_grouped_reducescatter_scaling_and_default_average():
 
 def test_grouped_on_a_process_set():
     n, me = hvd.size(), hvd.rank()
-    ranks = [0] if n == 1 else [r for r in range(n) if r % 2 == 1] or [0]
+    if n == 1:
+        pytest.skip("only the global process set at size 1")  # same on every rank
+    ranks = [r for r in range(n) if r % 2 == 1]
     ps = hvd.add_process_set(ranks)
     try:
         if me in ranks:

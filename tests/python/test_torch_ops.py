@@ -479,11 +479,13 @@ def test_join_with_int_average():
 
 
 def _process_sets_for(n):
+    """Sets of one rank and of several, none of them every rank (adding
+    the global set again is refused, as in Horovod)."""
     if n == 1:
         return []
-    sets = [[0], [0, 1]]
+    sets = [[0], [n - 1]]
     if n >= 4:
-        sets += [[0, 2], [1, 2, 3]]
+        sets += [[0, 1], [0, 2], [1, 2, 3]]
     return sets
 
 
@@ -534,18 +536,24 @@ def test_process_set_object_and_reuse():
     n = hvd.size()
     if n == 1:
         pytest.skip("only the global process set at size 1")  # same on every rank
-    ps = hvd.ProcessSet([1, 0])
+    ps = hvd.ProcessSet([n - 1, 0])
+    if n == 2:  # every rank: Horovod's ValueError for a duplicate set
+        with pytest.raises(ValueError, match="duplicate process set.*global"):
+            hvd.add_process_set(ps)
+        ps = hvd.ProcessSet([1])
     ps = hvd.add_process_set(ps)
-    assert list(ps.ranks) == [0, 1]
+    assert list(ps.ranks) == ([0, n - 1] if n > 2 else [1])
+    with pytest.raises(ValueError, match="duplicate process set"):
+        hvd.add_process_set(list(reversed(ps.ranks)))  # the same ranks, in any order
     if ps.included():
         out = hvd.allreduce(torch.tensor([hvd.rank() + 1.0]), op=hvd.Sum, process_set=ps)
-        assert_equal(out, torch.tensor([3.0]))
+        assert_equal(out, torch.tensor([float(sum(r + 1 for r in ps.ranks))]))
     assert hvd.remove_process_set(ps)
     # a set added again after removal works as new
-    ps = hvd.add_process_set([0, n - 1])
+    ps = hvd.add_process_set(ps.ranks)
     if ps.included():
         out = hvd.allreduce(torch.tensor([1], dtype=torch.int64), op=hvd.Sum, process_set=ps)
-        assert_equal(out, torch.tensor([2]))
+        assert_equal(out, torch.tensor([len(ps.ranks)]))
     assert hvd.remove_process_set(ps)
 
 

@@ -92,8 +92,24 @@ def test_gradients_within_a_set(mode, even_odd):
     np.testing.assert_allclose(g, [want] * 2, rtol=1e-6)
 
 
+def test_a_duplicate_set_is_refused():
+    """Horovod's: adding a set whose ranks are a registered set's (the
+    global one too) raises ValueError on every rank, and changes nothing."""
+    n = hvd.size()
+    with pytest.raises(ValueError, match="duplicate process set.*global"):
+        hvd.add_process_set(list(reversed(range(n))))
+    if n > 1:
+        first = hvd.add_process_set([0])
+        with pytest.raises(ValueError, match="duplicate process set"):
+            hvd.add_process_set(hvd.ProcessSet([0]))
+        assert hvd.remove_process_set(first) is True
+    assert hvd.mpi_ops._basics._get_process_set_ids_and_ranks() == {0: list(range(n))}
+
+
 def test_dynamic_sets():
     n, me = hvd.size(), hvd.rank()
+    if n == 1:
+        pytest.skip("every set of one rank is the global set at size 1")  # same on every rank
     assert hvd.mpi_ops._basics._get_process_set_ids_and_ranks() == {0: list(range(n))}
     first = hvd.add_process_set([0])
     rest = hvd.add_process_set(range(1, n)) if n > 1 else None

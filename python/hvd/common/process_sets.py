@@ -88,6 +88,19 @@ def _register(process_set):
     _registered[process_set.process_set_id] = process_set
 
 
+def _refuse_duplicate(ranks):
+    """ValueError if a registered set (the global one included) has these
+    ranks, as Horovod's add_process_set (HOROVOD_PROCESS_SET_ERROR_EXISTING_SET):
+    every rank holds the same registry, so every rank raises alike."""
+    if _C.is_initialized() and ranks == list(range(_C.size())):
+        raise ValueError("Attempted to add a duplicate process set: ranks %s are the global "
+                         "process set's" % ranks)
+    for ps in _registered.values():
+        if ps.ranks == ranks:
+            raise ValueError("Attempted to add a duplicate process set: ranks %s are those of "
+                             "%s" % (ranks, ps))
+
+
 def add_process_set(process_set):
     """Registers a new process set (a ProcessSet or a list of ranks) and
     returns it.  Collective: every rank of the job calls it, in the same
@@ -96,6 +109,7 @@ def add_process_set(process_set):
         process_set = ProcessSet(process_set)
     if process_set.process_set_id is not None:
         raise ValueError("%s has already been added" % process_set)
+    _refuse_duplicate(process_set.ranks)
     _register(process_set)
     return process_set
 
