@@ -3,6 +3,7 @@
  * bindings that live in other shared objects, so that they drive this
  * module's engine rather than a copy of their own.
  */
+#include "engine/waits.h"
 #include "hvd_capi.h"
 #include "pyhvd.h"
 
@@ -32,6 +33,9 @@ static const hvd_capi capi = {
     .last_error = hvd_last_error,
     .strerror = hvd_strerror,
     .dtype_size = hvd_dtype_size,
+    .waits_untracked = hvd__waits_untracked,
+    .waits_op = hvd__waits_op,
+    .waits_graph = hvd__waits_graph,
 };
 
 int pyhvd_add_capi(PyObject *m) {

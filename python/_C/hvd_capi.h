@@ -43,9 +43,8 @@ typedef struct hvd_capi {
                                      const hvd_opts *opts);
   hvd_handle (*broadcast_async_opts)(void *buf, size_t count, hvd_dtype dtype, int root_rank,
                                      const char *name, const hvd_opts *opts);
-  hvd_handle (*allgather_async)(const void *sendbuf, size_t count, hvd_dtype dtype,
-                                void **recvbuf, size_t *recvcounts, const char *name,
-                                const hvd_opts *opts);
+  hvd_handle (*allgather_async)(const void *sendbuf, size_t count, hvd_dtype dtype, void **recvbuf,
+                                size_t *recvcounts, const char *name, const hvd_opts *opts);
   hvd_handle (*alltoall_async)(const void *sendbuf, const size_t *sendcounts, hvd_dtype dtype,
                                void **recvbuf, size_t *recvcounts, const char *name,
                                const hvd_opts *opts);
@@ -53,16 +52,14 @@ typedef struct hvd_capi {
                                     hvd_dtype dtype, hvd_op op, const char *name,
                                     const hvd_opts *opts);
   hvd_handle (*grouped_allreduce_async)(const void *const *sendbufs, void *const *recvbufs,
-                                        const size_t *counts, int n, hvd_dtype dtype,
-                                        hvd_op op, const char *name, const hvd_opts *opts);
-  hvd_handle (*grouped_allgather_async)(const void *const *sendbufs, const size_t *counts,
-                                        int n, hvd_dtype dtype, void **recvbufs,
-                                        size_t *recvcounts, const char *name,
-                                        const hvd_opts *opts);
-  hvd_handle (*grouped_reducescatter_async)(const void *const *sendbufs,
-                                            void *const *recvbufs, const size_t *counts, int n,
-                                            hvd_dtype dtype, hvd_op op, const char *name,
-                                            const hvd_opts *opts);
+                                        const size_t *counts, int n, hvd_dtype dtype, hvd_op op,
+                                        const char *name, const hvd_opts *opts);
+  hvd_handle (*grouped_allgather_async)(const void *const *sendbufs, const size_t *counts, int n,
+                                        hvd_dtype dtype, void **recvbufs, size_t *recvcounts,
+                                        const char *name, const hvd_opts *opts);
+  hvd_handle (*grouped_reducescatter_async)(const void *const *sendbufs, void *const *recvbufs,
+                                            const size_t *counts, int n, hvd_dtype dtype, hvd_op op,
+                                            const char *name, const hvd_opts *opts);
   int (*poll)(hvd_handle h);
   int (*wait)(hvd_handle h);
   int (*join)(void);
@@ -70,6 +67,13 @@ typedef struct hvd_capi {
   const char *(*last_error)(void);
   const char *(*strerror)(int code);
   size_t (*dtype_size)(hvd_dtype dtype);
+
+  /* For a binding whose callers wait on their framework's completion of
+   * an op rather than in hvd_wait (TensorFlow's ops): what it tells the
+   * engine so that a certain deadlock is seen (src/engine/waits.h). */
+  void (*waits_untracked)(void);
+  void (*waits_op)(int delta);
+  void (*waits_graph)(int live, int in_flight);
 } hvd_capi;
 
 #endif /* HVD_CAPI_H */

@@ -58,21 +58,45 @@ EXPORT int hvd_tf_set_capi(const void *table) { return hvd_tf_use_capi(table); }
 /* ---- what each op is ---- */
 
 typedef enum {
-  K_ALLREDUCE, K_GROUPED_ALLREDUCE, K_ALLGATHER, K_BROADCAST, K_ALLTOALL, K_REDUCESCATTER,
-  K_GROUPED_ALLGATHER, K_GROUPED_REDUCESCATTER, K_JOIN, K_BARRIER, K_SIZE, K_LOCAL_SIZE, K_RANK, K_LOCAL_RANK, K_PROCESS_SET_INCLUDED
+  K_ALLREDUCE,
+  K_GROUPED_ALLREDUCE,
+  K_ALLGATHER,
+  K_BROADCAST,
+  K_ALLTOALL,
+  K_REDUCESCATTER,
+  K_GROUPED_ALLGATHER,
+  K_GROUPED_REDUCESCATTER,
+  K_JOIN,
+  K_BARRIER,
+  K_SIZE,
+  K_LOCAL_SIZE,
+  K_RANK,
+  K_LOCAL_RANK,
+  K_PROCESS_SET_INCLUDED
 } kind;
 
 static const char *const op_names[] = {
-  "HorovodAllreduce", "HorovodGroupedAllreduce", "HorovodAllgather", "HorovodBroadcast",
-  "HorovodAlltoall", "HorovodReducescatter", "HorovodGroupedAllgather",
-  "HorovodGroupedReducescatter", "HorovodJoin", "HorovodBarrier", "HorovodSize",
-  "HorovodLocalSize", "HorovodRank", "HorovodLocalRank", "HorovodProcessSetIncluded",
+    "HorovodAllreduce",
+    "HorovodGroupedAllreduce",
+    "HorovodAllgather",
+    "HorovodBroadcast",
+    "HorovodAlltoall",
+    "HorovodReducescatter",
+    "HorovodGroupedAllgather",
+    "HorovodGroupedReducescatter",
+    "HorovodJoin",
+    "HorovodBarrier",
+    "HorovodSize",
+    "HorovodLocalSize",
+    "HorovodRank",
+    "HorovodLocalRank",
+    "HorovodProcessSetIncluded",
 };
 
 /* The words hvd's generated names use for each collective. */
 static const char *const kind_words[] = {
-  "allreduce", "grouped_allreduce", "allgather", "broadcast", "alltoall", "reducescatter",
-  "grouped_allgather", "grouped_reducescatter",
+    "allreduce", "grouped_allreduce", "allgather",         "broadcast",
+    "alltoall",  "reducescatter",     "grouped_allgather", "grouped_reducescatter",
 };
 
 /* A kernel: one per node (graph) or per attribute set (eager). */
@@ -82,6 +106,7 @@ typedef struct {
   float prescale, postscale;
   int root_rank;
   int process_set;
+  int graph;               /* a collective's kernel in a graph: see waits_graph */
   char name[NAME_MAX_LEN]; /* empty: an eagerly run op (see the top) */
 } kernel;
 
@@ -238,6 +263,8 @@ static kernel *kernel_new(TF_OpKernelConstruction *c, kind k) {
   kn->root_rank = attr_int(c, "root_rank", 0);
   kn->process_set = attr_int(c, "process_set_id", 0);
   node_name(c, k, kn->name);
+  kn->graph = k <= K_GROUPED_REDUCESCATTER && kn->name[0] != '\0';
+  if (kn->graph && hvd_tf_capi()) hvd_tf_capi()->waits_graph(1, 0);
   return kn;
 }
 
@@ -259,7 +286,27 @@ CREATE(create_rank, K_RANK)
 CREATE(create_local_rank, K_LOCAL_RANK)
 CREATE(create_process_set_included, K_PROCESS_SET_INCLUDED)
 
-static void kernel_delete(void *kn) { free(kn); }
+static void kernel_delete(void *k) {
+  kernel *kn = k;
+  if (kn->graph && hvd_tf_capi()) hvd_tf_capi()->waits_graph(-1, 0);
+  free(kn);
+}
+
+/* ---- what the engine is told, so that it sees a certain deadlock ---- */
+
+/* A collective's caller never waits in hvd: TensorFlow waits for its
+ * done.  An eager op's caller is blocked until then, so the op counts as
+ * a wait; a graph op runs on the executor's threads, and the rank is
+ * blocked only while every graph op alive is in flight (waits.h).  Either
+ * way the enqueuing thread is no submitter of its own: delta +1 before
+ * the enqueue, -1 once the op ends. */
+static void track(const kernel *kn, int delta) {
+  if (kn->graph)
+    hvd_tf_capi()->waits_graph(0, delta);
+  else
+    hvd_tf_capi()->waits_op(delta);
+  if (delta > 0) hvd_tf_capi()->waits_untracked();
+}
 
 /* ---- one running collective ---- */
 
@@ -269,9 +316,9 @@ static void kernel_delete(void *kn) { free(kn); }
 typedef struct {
   const kernel *kn;
   TF_OpKernelContext *ctx;
-  void *done;         /* hvd_tf_keep_done()'s copy of TensorFlow's done */
-  int n;              /* inputs (alltoall's splits included) */
-  int tensors;        /* the tensors collected (several in a grouped op) */
+  void *done;  /* hvd_tf_keep_done()'s copy of TensorFlow's done */
+  int n;       /* inputs (alltoall's splits included) */
+  int tensors; /* the tensors collected (several in a grouped op) */
   TF_Tensor **in, **out;
   hvd_dtype dtype;
   void **recvs;       /* per tensor: allgather/alltoall: hvd's malloc()ed result;
@@ -323,7 +370,9 @@ static void call_end(call *cl, int status, const char *msg) {
   free(cl->sendcounts);
   free(cl->scratch);
   void *done = cl->done;
+  const kernel *kn = cl->kn;
   free(cl);
+  track(kn, -1);
   hvd_tf_run_done(done);
 }
 
@@ -360,8 +409,8 @@ static int take_inputs(call *cl) {
   TF_DeleteStatus(st);
   if (hvd_type(TF_TensorType(cl->in[0]), &cl->dtype) < 0) {
     char msg[200];
-    snprintf(msg, sizeof msg, "%s: tensor type %d is not supported by hvd",
-             op_names[cl->kn->k], (int)TF_TensorType(cl->in[0]));
+    snprintf(msg, sizeof msg, "%s: tensor type %d is not supported by hvd", op_names[cl->kn->k],
+             (int)TF_TensorType(cl->in[0]));
     call_end(cl, HVD_E_INVALID, msg);
     return -1;
   }
@@ -371,8 +420,8 @@ static int take_inputs(call *cl) {
                                      : hvd_tf_capi()->rank();
   if (cl->set_size < 0 || cl->set_rank < 0) {
     char msg[200];
-    snprintf(msg, sizeof msg, "%s: process set %d: %s", op_names[cl->kn->k],
-             cl->kn->process_set, hvd_tf_capi()->last_error());
+    snprintf(msg, sizeof msg, "%s: process set %d: %s", op_names[cl->kn->k], cl->kn->process_set,
+             hvd_tf_capi()->last_error());
     call_end(cl, HVD_E_INVALID, msg);
     return -1;
   }
@@ -386,8 +435,8 @@ static int alloc_output(call *cl, int i, const int64_t *dims, int nd, void **dat
   for (int d = 0; d < nd; d++) n *= dims[d];
   size_t esize = TF_DataTypeSize(TF_TensorType(cl->in[0]));
   TF_Status *st = TF_NewStatus();
-  cl->out[i] = TF_AllocateOutput(cl->ctx, i, TF_TensorType(cl->in[0]), dims, nd,
-                                 (size_t)n * esize, st);
+  cl->out[i] = TF_AllocateOutput(cl->ctx, i, TF_TensorType(cl->in[0]), dims, nd, (size_t)n * esize,
+                                 st);
   int ok = TF_GetCode(st) == TF_OK;
   TF_DeleteStatus(st);
   if (!ok) {
@@ -421,7 +470,7 @@ static hvd_opts opts_for(call *cl, hvd_callback cb, int with_shape) {
   return o;
 }
 
-#define NAME(cl) tensor_name((cl)->kn, (cl)->name_buf, sizeof (cl)->name_buf)
+#define NAME(cl) tensor_name((cl)->kn, (cl)->name_buf, sizeof(cl)->name_buf)
 
 /* ---- allreduce, grouped allreduce, broadcast ---- */
 
@@ -430,8 +479,9 @@ static void run_allreduce(call *cl) {
   void *out;
   if (alloc_output(cl, 0, cl->shape, cl->ndims, &out) < 0) return;
   hvd_opts o = opts_for(cl, on_done, 1);
-  hvd_handle h = hvd_tf_capi()->allreduce_async_opts(TF_TensorData(cl->in[0]), out, count, cl->dtype,
-                                            (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
+  hvd_handle h = hvd_tf_capi()->allreduce_async_opts(TF_TensorData(cl->in[0]), out, count,
+                                                     cl->dtype, (hvd_op)cl->kn->reduce_op, NAME(cl),
+                                                     &o);
   if (h < 0) end_refused(cl, h);
 }
 
@@ -453,7 +503,7 @@ static void run_grouped_allreduce(call *cl) {
   if (h == 0) {
     hvd_opts o = opts_for(cl, on_done, 0);
     h = hvd_tf_capi()->grouped_allreduce_async(sends, recvs, counts, cl->n, cl->dtype,
-                                      (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
+                                               (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
     if (h < 0) end_refused(cl, h);
   } else if (!ended) {
     call_end(cl, HVD_E_NOMEM, "out of memory");
@@ -471,7 +521,7 @@ static void run_broadcast(call *cl) {
   memcpy(out, TF_TensorData(cl->in[0]), TF_TensorByteSize(cl->in[0]));
   hvd_opts o = opts_for(cl, on_done, 1);
   hvd_handle h = hvd_tf_capi()->broadcast_async_opts(out, count, cl->dtype, cl->kn->root_rank,
-                                            NAME(cl), &o);
+                                                     NAME(cl), &o);
   if (h < 0) end_refused(cl, h);
 }
 
@@ -499,10 +549,11 @@ static int rows_of(call *cl, size_t row, const size_t *counts, int64_t *total, c
   *total = 0;
   for (int r = 0; r < cl->set_size; r++) {
     if (row == 0 ? counts[r] != 0 : counts[r] % row != 0) {
-      snprintf(msg, cap, "%s '%s': rank %d sent %zu elements, not whole rows of %zu "
+      snprintf(msg, cap,
+               "%s '%s': rank %d sent %zu elements, not whole rows of %zu "
                "(the tensors' dimensions after the first differ between ranks)",
-               kind_words[cl->kn->k], cl->kn->name[0] ? cl->kn->name : "(eager)", r,
-               counts[r], row);
+               kind_words[cl->kn->k], cl->kn->name[0] ? cl->kn->name : "(eager)", r, counts[r],
+               row);
       return -1;
     }
     *total += row ? (int64_t)(counts[r] / row) : 0;
@@ -568,8 +619,9 @@ static void run_allgather(call *cl) {
   hvd_opts o = opts_for(cl, on_gathered, cl->kn->k == K_ALLGATHER);
   hvd_handle h;
   if (cl->kn->k == K_ALLGATHER) {
-    h = hvd_tf_capi()->allgather_async(TF_TensorData(cl->in[0]), (size_t)TF_TensorElementCount(cl->in[0]),
-                              cl->dtype, &cl->recvs[0], cl->counts, NAME(cl), &o);
+    h = hvd_tf_capi()->allgather_async(TF_TensorData(cl->in[0]),
+                                       (size_t)TF_TensorElementCount(cl->in[0]), cl->dtype,
+                                       &cl->recvs[0], cl->counts, NAME(cl), &o);
   } else {
     const void **sends = calloc((size_t)cl->tensors, sizeof *sends);
     size_t *counts = calloc((size_t)cl->tensors, sizeof *counts);
@@ -580,7 +632,7 @@ static void run_allgather(call *cl) {
         counts[i] = (size_t)TF_TensorElementCount(cl->in[i]);
       }
       h = hvd_tf_capi()->grouped_allgather_async(sends, counts, cl->tensors, cl->dtype, cl->recvs,
-                                        cl->counts, NAME(cl), &o);
+                                                 cl->counts, NAME(cl), &o);
     }
     free(sends);
     free(counts);
@@ -601,11 +653,15 @@ static int alltoall_counts(call *cl, size_t row) {
   int64_t rows = TF_NumDims(cl->in[0]) > 0 ? TF_Dim(cl->in[0], 0) : 1, sum = 0;
   char msg[300] = "";
   if (ns == 0 && rows % n != 0)
-    snprintf(msg, sizeof msg, "alltoall: the first dimension (%lld) must be divisible by the "
-             "number of processes (%d) when splits is not given", (long long)rows, n);
+    snprintf(msg, sizeof msg,
+             "alltoall: the first dimension (%lld) must be divisible by the "
+             "number of processes (%d) when splits is not given",
+             (long long)rows, n);
   else if (ns != 0 && ns != n)
-    snprintf(msg, sizeof msg, "alltoall: splits has %lld entries, expected %d (one per "
-             "process)", (long long)ns, n);
+    snprintf(msg, sizeof msg,
+             "alltoall: splits has %lld entries, expected %d (one per "
+             "process)",
+             (long long)ns, n);
   for (int r = 0; !msg[0] && r < n; r++) {
     int64_t k = ns ? s[r] : rows / n;
     if (k < 0) sum = -1;
@@ -613,8 +669,10 @@ static int alltoall_counts(call *cl, size_t row) {
     cl->sendcounts[r] = (size_t)(k < 0 ? 0 : k) * row;
   }
   if (!msg[0] && sum != rows)
-    snprintf(msg, sizeof msg, "alltoall: splits must be non-negative and sum to the first "
-             "dimension (%lld)", (long long)rows);
+    snprintf(msg, sizeof msg,
+             "alltoall: splits must be non-negative and sum to the first "
+             "dimension (%lld)",
+             (long long)rows);
   if (!msg[0]) return 0;
   call_end(cl, HVD_E_INVALID, msg);
   return -1;
@@ -631,7 +689,7 @@ static void run_alltoall(call *cl) {
   input_shape(cl, 0);
   hvd_opts o = opts_for(cl, on_gathered, 1);
   hvd_handle h = hvd_tf_capi()->alltoall_async(TF_TensorData(cl->in[0]), cl->sendcounts, cl->dtype,
-                                      &cl->recvs[0], cl->counts, NAME(cl), &o);
+                                               &cl->recvs[0], cl->counts, NAME(cl), &o);
   if (h < 0) end_refused(cl, h);
 }
 
@@ -660,7 +718,8 @@ static void on_scattered(hvd_handle h, int status, void *arg) {
 static int scatter_buffers(call *cl, int i, const void **send, void **recv, size_t *count) {
   TF_Tensor *t = cl->in[i];
   if (TF_NumDims(t) == 0) {
-    call_end(cl, HVD_E_INVALID, "reducescatter: a scalar (zero-dimensional tensor) cannot be "
+    call_end(cl, HVD_E_INVALID,
+             "reducescatter: a scalar (zero-dimensional tensor) cannot be "
              "scattered");
     return -1;
   }
@@ -678,8 +737,8 @@ static int scatter_buffers(call *cl, int i, const void **send, void **recv, size
     return -1;
   }
   for (int r = 0, at = 0; r < n; at += (int)rows_for(dim0, n, r), r++) /* rank r's at block r */
-    memcpy((char *)cl->scratch[i] + (size_t)(r * block) * rowb, (const char *)*send +
-           (size_t)at * rowb, (size_t)rows_for(dim0, n, r) * rowb);
+    memcpy((char *)cl->scratch[i] + (size_t)(r * block) * rowb,
+           (const char *)*send + (size_t)at * rowb, (size_t)rows_for(dim0, n, r) * rowb);
   *send = cl->scratch[i];
   *recv = cl->recvs[i];
   return 0;
@@ -705,11 +764,11 @@ static void run_reducescatter(call *cl) {
     cl->shape[0] = (int64_t)(counts[0] / row_size(cl->in[0]));
     hvd_opts o = opts_for(cl, on_scattered, 1);
     h = hvd_tf_capi()->reducescatter_async(sends[0], recvs[0], counts[0], cl->dtype,
-                                  (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
+                                           (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
   } else {
     hvd_opts o = opts_for(cl, on_scattered, 0);
     h = hvd_tf_capi()->grouped_reducescatter_async(sends, recvs, counts, k, cl->dtype,
-                                          (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
+                                                   (hvd_op)cl->kn->reduce_op, NAME(cl), &o);
   }
   if (h < 0) end_refused(cl, h);
 free_arrays:
@@ -739,6 +798,7 @@ static void compute_async(void *k, TF_OpKernelContext *ctx, TF_AsyncOpKernelDone
     TF_RunAsyncOpKernelDoneCallback(done);
     return;
   }
+  track(kn, 1);
   if (take_inputs(cl) < 0) return;
   switch (kn->k) {
     case K_ALLREDUCE: run_allreduce(cl); break;
@@ -826,59 +886,79 @@ typedef struct {
 #define COMMON_ATTRS "attr:ignore_name_scope: bool = false", "attr:process_set_id: int = 0"
 
 static const char *const allreduce_spec[] = {
-  "attr:T: " TYPES, "attr:reduce_op: int", SCALE_ATTRS, COMMON_ATTRS,
-  "in:tensor: T", "out:sum: T", NULL};
-static const char *const grouped_allreduce_spec[] = {
-  "attr:T: " TYPES, "attr:reduce_op: int", SCALE_ATTRS, COMMON_ATTRS,
-  "attr:num_tensors: int >= 1", "in:tensors: num_tensors*T", "out:sum: num_tensors*T", NULL};
-static const char *const allgather_spec[] = {
-  "attr:T: " TYPES, COMMON_ATTRS, "in:tensor: T", "out:output: T", NULL};
-static const char *const broadcast_spec[] = {
-  "attr:T: " TYPES, "attr:root_rank: int", COMMON_ATTRS, "in:tensor: T", "out:output: T", NULL};
-static const char *const alltoall_spec[] = {
-  "attr:T: " TYPES, COMMON_ATTRS, "in:tensor: T", "in:splits: int32", "out:output: T",
-  "out:received_splits: int32", NULL};
+    "attr:T: " TYPES, "attr:reduce_op: int", SCALE_ATTRS, COMMON_ATTRS,
+    "in:tensor: T",   "out:sum: T",          NULL};
+static const char *const grouped_allreduce_spec[] = {"attr:T: " TYPES,
+                                                     "attr:reduce_op: int",
+                                                     SCALE_ATTRS,
+                                                     COMMON_ATTRS,
+                                                     "attr:num_tensors: int >= 1",
+                                                     "in:tensors: num_tensors*T",
+                                                     "out:sum: num_tensors*T",
+                                                     NULL};
+static const char *const allgather_spec[] = {"attr:T: " TYPES, COMMON_ATTRS, "in:tensor: T",
+                                             "out:output: T", NULL};
+static const char *const broadcast_spec[] = {"attr:T: " TYPES, "attr:root_rank: int", COMMON_ATTRS,
+                                             "in:tensor: T",   "out:output: T",       NULL};
+static const char *const alltoall_spec[] = {"attr:T: " TYPES,
+                                            COMMON_ATTRS,
+                                            "in:tensor: T",
+                                            "in:splits: int32",
+                                            "out:output: T",
+                                            "out:received_splits: int32",
+                                            NULL};
 static const char *const reducescatter_spec[] = {
-  "attr:T: " TYPES, "attr:reduce_op: int", SCALE_ATTRS, COMMON_ATTRS,
-  "in:tensor: T", "out:output: T", NULL};
-static const char *const grouped_allgather_spec[] = {
-  "attr:T: " TYPES, COMMON_ATTRS, "attr:num_tensors: int >= 1", "in:tensors: num_tensors*T",
-  "out:outputs: num_tensors*T", NULL};
-static const char *const grouped_reducescatter_spec[] = {
-  "attr:T: " TYPES, "attr:reduce_op: int", SCALE_ATTRS, COMMON_ATTRS,
-  "attr:num_tensors: int >= 1", "in:tensors: num_tensors*T", "out:outputs: num_tensors*T", NULL};
+    "attr:T: " TYPES, "attr:reduce_op: int", SCALE_ATTRS, COMMON_ATTRS,
+    "in:tensor: T",   "out:output: T",       NULL};
+static const char *const grouped_allgather_spec[] = {"attr:T: " TYPES,
+                                                     COMMON_ATTRS,
+                                                     "attr:num_tensors: int >= 1",
+                                                     "in:tensors: num_tensors*T",
+                                                     "out:outputs: num_tensors*T",
+                                                     NULL};
+static const char *const grouped_reducescatter_spec[] = {"attr:T: " TYPES,
+                                                         "attr:reduce_op: int",
+                                                         SCALE_ATTRS,
+                                                         COMMON_ATTRS,
+                                                         "attr:num_tensors: int >= 1",
+                                                         "in:tensors: num_tensors*T",
+                                                         "out:outputs: num_tensors*T",
+                                                         NULL};
 static const char *const join_spec[] = {"out:output: int32", NULL};
 static const char *const barrier_spec[] = {"attr:process_set_id: int = 0", NULL};
 static const char *const query_spec[] = {"out:output: int32", NULL};
-static const char *const included_spec[] = {"attr:process_set_id: int = 0",
-                                            "out:output: int32", NULL};
+static const char *const included_spec[] = {"attr:process_set_id: int = 0", "out:output: int32",
+                                            NULL};
 
 static const op_def defs[] = {
-  {K_ALLREDUCE, allreduce_spec, same_shape, create_allreduce, 1},
-  {K_GROUPED_ALLREDUCE, grouped_allreduce_spec, same_shape, create_grouped_allreduce, 1},
-  {K_ALLGATHER, allgather_spec, unknown_shape, create_allgather, 1},
-  {K_BROADCAST, broadcast_spec, same_shape, create_broadcast, 1},
-  {K_ALLTOALL, alltoall_spec, unknown_shape, create_alltoall, 1},
-  {K_REDUCESCATTER, reducescatter_spec, unknown_shape, create_reducescatter, 1},
-  {K_GROUPED_ALLGATHER, grouped_allgather_spec, unknown_shape, create_grouped_allgather, 1},
-  {K_GROUPED_REDUCESCATTER, grouped_reducescatter_spec, unknown_shape,
-   create_grouped_reducescatter, 1},
-  {K_JOIN, join_spec, scalar_shape, create_join, 0},
-  {K_BARRIER, barrier_spec, NULL, create_barrier, 0},
-  {K_SIZE, query_spec, scalar_shape, create_size, 0},
-  {K_LOCAL_SIZE, query_spec, scalar_shape, create_local_size, 0},
-  {K_RANK, query_spec, scalar_shape, create_rank, 0},
-  {K_LOCAL_RANK, query_spec, scalar_shape, create_local_rank, 0},
-  {K_PROCESS_SET_INCLUDED, included_spec, scalar_shape, create_process_set_included, 0},
+    {K_ALLREDUCE, allreduce_spec, same_shape, create_allreduce, 1},
+    {K_GROUPED_ALLREDUCE, grouped_allreduce_spec, same_shape, create_grouped_allreduce, 1},
+    {K_ALLGATHER, allgather_spec, unknown_shape, create_allgather, 1},
+    {K_BROADCAST, broadcast_spec, same_shape, create_broadcast, 1},
+    {K_ALLTOALL, alltoall_spec, unknown_shape, create_alltoall, 1},
+    {K_REDUCESCATTER, reducescatter_spec, unknown_shape, create_reducescatter, 1},
+    {K_GROUPED_ALLGATHER, grouped_allgather_spec, unknown_shape, create_grouped_allgather, 1},
+    {K_GROUPED_REDUCESCATTER, grouped_reducescatter_spec, unknown_shape,
+     create_grouped_reducescatter, 1},
+    {K_JOIN, join_spec, scalar_shape, create_join, 0},
+    {K_BARRIER, barrier_spec, NULL, create_barrier, 0},
+    {K_SIZE, query_spec, scalar_shape, create_size, 0},
+    {K_LOCAL_SIZE, query_spec, scalar_shape, create_local_size, 0},
+    {K_RANK, query_spec, scalar_shape, create_rank, 0},
+    {K_LOCAL_RANK, query_spec, scalar_shape, create_local_rank, 0},
+    {K_PROCESS_SET_INCLUDED, included_spec, scalar_shape, create_process_set_included, 0},
 };
 
 static void register_op(const op_def *d, TF_Status *st) {
   const char *name = op_names[d->k];
   TF_OpDefinitionBuilder *b = TF_NewOpDefinitionBuilder(name);
   for (const char *const *s = d->spec; *s; s++) {
-    if (strncmp(*s, "in:", 3) == 0) TF_OpDefinitionBuilderAddInput(b, *s + 3);
-    else if (strncmp(*s, "out:", 4) == 0) TF_OpDefinitionBuilderAddOutput(b, *s + 4);
-    else TF_OpDefinitionBuilderAddAttr(b, *s + 5);
+    if (strncmp(*s, "in:", 3) == 0)
+      TF_OpDefinitionBuilderAddInput(b, *s + 3);
+    else if (strncmp(*s, "out:", 4) == 0)
+      TF_OpDefinitionBuilderAddOutput(b, *s + 4);
+    else
+      TF_OpDefinitionBuilderAddAttr(b, *s + 5);
   }
   /* Collectives and joins must run every time, in every step. */
   TF_OpDefinitionBuilderSetIsStateful(b, 1);
@@ -896,8 +976,7 @@ __attribute__((constructor)) static void register_all(void) {
   for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
     register_op(&defs[i], st);
     if (TF_GetCode(st) != TF_OK) {
-      fprintf(stderr, "hvd.tensorflow: registering %s: %s\n", op_names[defs[i].k],
-              TF_Message(st));
+      fprintf(stderr, "hvd.tensorflow: registering %s: %s\n", op_names[defs[i].k], TF_Message(st));
       TF_SetStatus(st, TF_OK, "");
     }
   }

@@ -3,12 +3,17 @@ tests/mpi/nohang.c through a framework binding.
 
     python frameworks.py FRAMEWORK MODE[,MODE...] [SECONDS]
 
-FRAMEWORK: torch, jax (the collective inside jax.jit: desync only).  MODE,
-one after the other:
+FRAMEWORK: torch, jax (the collective inside jax.jit: desync only),
+tensorflow.  MODE, one after the other:
     desync   even ranks wait on allreduce 'grad.a', odd ranks on 'grad.b'
+             (in tensorflow, whose eager ops hvd names by call order: even
+             ranks wait on an allreduce, odd ranks on an allgather)
+    graph    the same inside a tf.function (tensorflow)
     async    rank 0 submits 'a' and, SECONDS later, 'b' (asynchronously);
              rank 1 submits 'b' and then 'a' and waits on both; the others
              submit both: out of order, never ended (torch only)
+    slow     rank 0 computes SECONDS before its allreduce, the others wait
+             in theirs: a stall, never ended (tensorflow)
 
 Each rank prints one line per mode: "rank R: ended EXCEPTION after T s: MESSAGE" or
 "rank R: completed after T s", T from the last collective that completed.
@@ -62,6 +67,36 @@ def jax_program(modes, seconds):
     return completed(rank, t0)
 
 
+def tensorflow_program(modes, seconds):
+    import tensorflow as tf
+    import hvd.tensorflow as hvd
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    mine = tf.fill([1], float(rank + 1))
+    name = "grad.%s" % "ab"[rank % 2]
+    graph = tf.function(lambda x: hvd.allreduce(x, name=name, op=hvd.Sum))
+    for mode in modes:
+        hvd.allreduce(tf.ones([1]), name="start." + mode, op=hvd.Sum)
+        t0 = time.monotonic()
+        try:
+            if mode == "slow":
+                if rank == 0:
+                    time.sleep(seconds)
+                out = hvd.allreduce(mine, name="slow", op=hvd.Sum)
+                assert float(out[0]) == size * (size + 1) / 2, out
+            elif mode == "desync":  # eager ops are matched by call order, not name
+                if rank % 2 == 0:
+                    hvd.allreduce(mine, op=hvd.Sum)
+                else:
+                    hvd.allgather(mine)
+            else:
+                graph(mine)
+        except Exception as e:  # noqa: BLE001
+            return ended(rank, e, t0)
+        completed(rank, t0)
+    return 0
+
+
 def ended(rank, exc, t0):
     msg = " ".join(str(exc).split())
     print("rank %d: ended %s after %.2f s: %s" % (rank, type(exc).__name__,
@@ -77,4 +112,5 @@ def completed(rank, t0):
 if __name__ == "__main__":
     framework, modes = sys.argv[1], sys.argv[2].split(",")
     secs = float(sys.argv[3]) if len(sys.argv) > 3 else 7
-    sys.exit({"torch": torch_program, "jax": jax_program}[framework](modes, secs))
+    programs = {"torch": torch_program, "jax": jax_program, "tensorflow": tensorflow_program}
+    sys.exit(programs[framework](modes, secs))

@@ -3,8 +3,11 @@ certain deadlock ends within 5 s (bound 10 s) on every rank with what the
 binding's Horovod counterpart raises for a failed collective:
 HorovodInternalError in hvd.torch; under jax.jit, the runtime error XLA
 raises, its message "HorovodInternalError: ..." (hvd.jax's marker, which
-hvd.jax.elastic takes for HorovodInternalError).  Out-of-order
-asynchronous submission in hvd.torch completes first, in the same job.
+hvd.jax.elastic takes for HorovodInternalError); in hvd.tensorflow, eager
+and inside a tf.function, tf.errors.UnknownError (what Horovod's ops raise
+for a broken job).  Out-of-order asynchronous submission in hvd.torch, and
+a TensorFlow rank that computes while the other waits, complete first, in
+the same job.
 The project's venv runs them (PyTorch 2.x, JAX); the jobs start together.
 """
 import os
@@ -30,6 +33,9 @@ def jobs(hvdrun, build_dir, python_extension):
     started = {
         "torch2": Job(hvdrun, py, 2, PROGRAM, "torch", "async,desync", ASYNC_SECONDS, limit=150),
         "jax2": Job(hvdrun, py, 2, PROGRAM, "jax", "desync", limit=150),
+        "tf2": Job(hvdrun, py, 2, PROGRAM, "tensorflow", "slow,desync", ASYNC_SECONDS,
+                   limit=150),
+        "tfgraph2": Job(hvdrun, py, 2, PROGRAM, "tensorflow", "graph", limit=150),
     }
     yield started
     for job in started.values():
@@ -83,3 +89,38 @@ def test_jax_desync_under_jit_ends_every_rank(jobs):
     check_desync(p, 2, last, r"\w*RuntimeError")
     for _, _, msg in last.values():
         assert "HorovodInternalError: " in msg, msg
+
+
+def test_tensorflow_slow_rank_is_not_ended(jobs):
+    """Rank 0 computes for longer than the window while rank 1 waits in an
+    eager allreduce: a stall (rank 0 could still submit), never ended."""
+    p, _ = jobs["tf2"].result()
+    seen = lines_by_rank(p)
+    assert sorted(seen) == [0, 1], p.stdout + p.stderr
+    for r, outcomes in seen.items():
+        got, seconds, _ = outcomes[0]
+        assert got == "completed" and seconds >= ASYNC_SECONDS, (r, outcomes)
+
+
+def test_tensorflow_eager_desync_ends_every_rank(jobs):
+    """Eager ops are matched by call order (their names are hvd's): rank 0
+    waits in an allreduce, rank 1 in an allgather; TensorFlow waits for
+    each op's done, so the engine is told the caller waits."""
+    p, _ = jobs["tf2"].result()
+    last = {r: outcomes[-1] for r, outcomes in lines_by_rank(p).items()}
+    assert sorted(last) == [0, 1], p.stdout + p.stderr
+    for r, (got, seconds, msg) in last.items():
+        assert got == "UnknownError", (r, got, msg)
+        assert seconds < 10, "rank %d took %.1f s (bound 10 s)" % (r, seconds)
+        assert re.search(r"rank 0 waits on 'allreduce\.noname\.\d+' \(missing ranks \[1\]\)",
+                         msg), msg
+        assert "rank 1 waits on 'allgather.noname.1' (missing ranks [0])" in msg, msg
+    assert p.returncode != 0
+
+
+def test_tensorflow_graph_desync_ends_every_rank(jobs):
+    """The same inside a tf.function: the executor's threads submit, and
+    the rank is blocked once every graph op alive is in flight."""
+    p, _ = jobs["tfgraph2"].result()
+    last = {r: outcomes[-1] for r, outcomes in lines_by_rank(p).items()}
+    check_desync(p, 2, last, "UnknownError")
