@@ -173,23 +173,66 @@ static void watch_ring(struct tcp_transport *t) {
   if (n > 2) t->watch_peer[t->nwatch++] = (r + 1) % n;
 }
 
-/* Connects and authenticates to rank r for `purpose`, and reads the
- * acceptor's decision (tcp_links.h): *out is the connection when it was
- * accepted, -1 when the peer's own wins. */
+/* Reads len bytes before the deadline, in slices with a sign of life
+ * after each (live.h): a first contact happens inside a collective, and
+ * under load the peer's links thread may take seconds to answer, which
+ * must not look like a stuck engine to this rank's watchers.
+ * HVD_E_ABORTED when the alarm was raised meanwhile. */
+static int read_living(struct tcp_transport *t, int fd, uint8_t *buf, size_t len,
+                       uint64_t deadline) {
+  size_t done = 0;
+  while (done < len) {
+    long n = hvd__net_read_some(fd, buf + done, len - done);
+    if (n < 0) return (int)n;
+    done += (size_t)n;
+    if (n > 0) continue;
+    int left = hvd__ms_left(deadline);
+    if (left == 0)
+      return hvd__err(HVD_E_TIMEOUT, "no answer in time (%zu of %zu bytes)", done, len);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, left < HVD_LIVE_SLICE_MS ? left : HVD_LIVE_SLICE_MS) < 0 && errno != EINTR)
+      return hvd__err_sys(HVD_E_SYSTEM, errno, "poll");
+    hvd__live_beat();
+    if (hvd__alarm_raised(&t->alarm)) return hvd__err(HVD_E_ABORTED, "the alarm was raised");
+  }
+  return 0;
+}
+
+/* The connector's side of the handshake (auth.h) as rank r's peer for
+ * `purpose`, then the acceptor's decision (tcp_links.h). */
+static int handshake_with(struct tcp_transport *t, int fd, int r, const char *purpose,
+                          uint64_t deadline, uint8_t *decision) {
+  hvd_auth_state st;
+  uint8_t challenge[HVD_AUTH_CHALLENGE_LEN], response[HVD_AUTH_RESPONSE_LEN],
+      proof[HVD_AUTH_PROOF_LEN + 1];
+  uint32_t id;
+  HVD__CHECK(read_living(t, fd, challenge, sizeof challenge, deadline));
+  HVD__CHECK(hvd__auth_respond(&t->key, purpose, (uint32_t)t->base.rank, challenge, &st, response));
+  HVD__CHECK(hvd__net_write_all(fd, response, sizeof response, deadline));
+  int rc = read_living(t, fd, proof, sizeof proof, deadline);
+  if (rc == HVD_E_PEER_LOST) /* what an acceptor does to a response it rejects */
+    return hvd__err_prefix(rc, "auth: the peer hung up after our response (is its secret key "
+                               "this job's?)");
+  if (rc < 0) return rc;
+  HVD__CHECK(hvd__auth_verify_proof(&t->key, purpose, proof, &st, &id));
+  if (id != (uint32_t)r)
+    return hvd__err(HVD_E_AUTH, "the peer proved it is rank %u (peer table out of date?)", id);
+  *decision = proof[HVD_AUTH_PROOF_LEN];
+  if (*decision != HVD_LINK_ACCEPT && *decision != HVD_LINK_REFUSE)
+    return hvd__err(HVD_E_PROTOCOL, "it answered 0x%02x, expected accept or refuse", *decision);
+  return 0;
+}
+
+/* Connects and authenticates to rank r for `purpose`: *out is the
+ * connection when it was accepted, -1 when the peer's own wins. */
 static int connect_one(struct tcp_transport *t, int r, const char *purpose, uint64_t deadline,
                        int *out) {
   const hvd_peer_addr *p = &t->peers[r];
-  uint32_t id;
   uint8_t decision = 0;
   int fd;
   int rc = hvd__net_connect_listening(p->addr, p->port, deadline, &fd);
   if (rc < 0) return hvd__err_prefix(rc, "connecting to rank %d", r);
-  rc = hvd__auth_connect(fd, &t->key, purpose, (uint32_t)t->base.rank, deadline, &id);
-  if (rc == 0 && id != (uint32_t)r)
-    rc = hvd__err(HVD_E_AUTH, "the peer proved it is rank %u (peer table out of date?)", id);
-  if (rc == 0) rc = hvd__net_read_all(fd, &decision, 1, deadline);
-  if (rc == 0 && decision != HVD_LINK_ACCEPT && decision != HVD_LINK_REFUSE)
-    rc = hvd__err(HVD_E_PROTOCOL, "it answered 0x%02x, expected accept or refuse", decision);
+  rc = handshake_with(t, fd, r, purpose, deadline, &decision);
   if (rc < 0 || decision != HVD_LINK_ACCEPT) hvd__net_close(&fd);
   if (rc < 0)
     return hvd__err_prefix(rc, "authenticating with rank %d (%s port %d)", r, p->addr, p->port);
@@ -240,8 +283,10 @@ static int watch_timeout(const struct tcp_transport *t, uint64_t start) {
 static int await_watch(struct tcp_transport *t, uint64_t deadline, uint64_t start) {
   while (watch_missing(t) > 0) {
     struct pollfd p = {.fd = hvd__links_event_fd(t->links), .events = POLLIN};
-    if (hvd__ms_left(deadline) == 0) return watch_timeout(t, start);
-    if (poll(&p, 1, hvd__ms_left(deadline)) < 0 && errno != EINTR)
+    int left = hvd__ms_left(deadline);
+    if (left == 0) return watch_timeout(t, start);
+    /* in slices: the event is a hint, the table the truth */
+    if (poll(&p, 1, left < HVD_LIVE_SLICE_MS ? left : HVD_LIVE_SLICE_MS) < 0 && errno != EINTR)
       return hvd__err_sys(HVD_E_SYSTEM, errno, "poll");
     hvd__links_event_clear(t->links);
   }
@@ -643,6 +688,7 @@ static int dial(struct tcp_transport *t, int peer, uint64_t deadline) {
                             "their own to the other (a bug of the links' rule)",
                             peer));
   }
+  if (rc < 0 && hvd__alarm_raised(&t->alarm)) return alarmed(t);
   if (rc < 0) return first_contact_failed(t, peer, rc);
   t->conns[peer].fd = fd;
   return 0;

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -36,6 +37,9 @@
 /* Handshakes in flight at once; more connections wait in the backlog. */
 #define HANDSHAKES_MAX 64
 #define WATCH_MAX 2
+/* After a failed accept (no descriptors left, say), the pause before the
+ * next: the listener stays readable, and the loop must not spin on it. */
+#define ACCEPT_RETRY_MS 50
 
 /* A peer's connection, as the table knows it. */
 enum {
@@ -234,10 +238,12 @@ static void accept_new(hvd_links *l) {
     int rc = hvd__net_accept(l->listen_fd, hvd__now_ms(), &h->fd, h->addr);
     if (rc == HVD_E_TIMEOUT) return; /* nothing more waiting */
     if (rc == 0) rc = hvd__auth_challenge(&h->st, h->buf);
-    if (rc < 0) {
+    if (rc < 0) { /* out of descriptors, say: the next wake tries again, not at once */
       hvd__log(HVD_LOG_WARNING, "rank %d: accepting a connection: %s", l->rank, hvd_last_error());
       hvd__net_close(&h->fd);
-      return; /* the next wake tries again */
+      struct timespec ts = {0, ACCEPT_RETRY_MS * 1000 * 1000};
+      nanosleep(&ts, NULL);
+      return;
     }
     h->deadline = hvd__deadline_in(HANDSHAKE_MS);
     h->phase = SEND_CHALLENGE;
