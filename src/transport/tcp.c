@@ -88,7 +88,7 @@ struct tcp_transport {
   hvd_peer_addr *peers; /* [size]: where each rank listens */
   hvd_secret key;
   int timeout_ms;
-  int spin_us;              /* hvd_tcp_config's */
+  int spin_us, yield_first; /* hvd_tcp_config's */
   int broken;               /* an error or an abort happened: later calls fail fast */
   int lost;                 /* the rank whose failure broke it, -1 if none or unknown */
   int announced;            /* our ABORT went out already (see blame) */
@@ -324,6 +324,7 @@ static int tcp_alloc(const hvd_tcp_config *cfg, struct tcp_transport **out) {
   t->base.in_flight = TCP_IN_FLIGHT;
   t->timeout_ms = cfg->timeout_ms;
   t->spin_us = cfg->spin_us;
+  t->yield_first = cfg->yield_first;
   t->live_ms = cfg->live_ms;
   watch_ring(t);
   for (int i = 0; i < t->nwatch; i++)
@@ -789,11 +790,15 @@ static int tcp_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
       goto mark_cut;
     }
     if (sent + got > 0) {
+      /* bytes moved: a sign of life too (live.h), or a long collective
+       * whose waits never reach poll() (the yields find the bytes first,
+       * as at 256 ranks on 2 cores) looks stuck to this rank's watchers */
+      hvd__live_beat();
       deadline = hvd__deadline_in(t->timeout_ms);
       spin_until = 0, yields = 0;
       continue; /* try again before paying for a poll */
     }
-    if (t->spin_us == 0 && yields < SHARED_YIELDS) {
+    if (t->spin_us == 0 && t->yield_first && yields < SHARED_YIELDS) {
       /* more ranks than cores: the peer we wait for may need this core;
        * give it up, and try again before paying for poll()'s sleep */
       yields++;

@@ -131,6 +131,11 @@ typedef struct {
    * would.  0 where the ranks of this host share cores: spinning then
    * takes the core a peer needs. */
   int spin_us;
+  /* With spin_us 0: whether a waiting sendrecv yields its core a while
+   * before it sleeps (up to 2 ranks a core, as shm.c decides), or sleeps
+   * at once: hundreds of ranks yielding to each other keep the run queue
+   * full and starve the ranks (and hvdrun's agents) with work. */
+  int yield_first;
   /* How long a rank may show no sign of life (live.h) before this rank
    * gives up on it, in ms; 0: never (the watch connections are made and
    * this rank's life is sent all the same, so that the peers' setting
