@@ -38,6 +38,9 @@
  * into a steady state of sleeping in turn, 28 us per 8 B allreduce at np 2
  * on loopback against 4 us spinning (docs/algorithms.md). */
 #define TCP_SPIN_US 200
+/* Beyond this many ranks a core a waiting rank sleeps at once rather than
+ * yield first (shm.c's YIELDING_RANKS_PER_CORE, for the same reason). */
+#define TCP_YIELDING_RANKS_PER_CORE 2
 
 /* What meeting gives: everyone's entry, where this rank listens, the key. */
 typedef struct {
@@ -236,6 +239,7 @@ static int connect_all(const hvd_job *job, met *m, uint64_t deadline, long timeo
   cfg.connect_deadline = deadline;
   cfg.timeout_ms = (int)(timeout_s * 1000);
   cfg.spin_us = hvd__core_each(job->local_size) ? TCP_SPIN_US : 0;
+  cfg.yield_first = job->local_size <= TCP_YIELDING_RANKS_PER_CORE * hvd__cpus();
   cfg.live_ms = (int)(live_s * 1000);
   cfg.hosts = hosts;
   rc = hvd__tcp_create(&cfg, &tcp); /* owns the listener from here, even on failure */

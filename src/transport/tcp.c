@@ -1,15 +1,15 @@
 /*
- * tcp.c -- the TCP transport (transport.h): a full mesh of authenticated
- * connections, one per pair of ranks, and framed sendrecv over it.
+ * tcp.c -- the TCP transport (transport.h): authenticated connections,
+ * one per pair of ranks that talk, and framed sendrecv over them.
  *
- * Building the mesh.  Rank r connects to every lower rank, in rank order,
- * then accepts every higher rank.  Rank 0 only accepts, so it answers at
- * once; by induction every rank's connects are answered once the ranks
- * below it have finished theirs: nothing can wait in a cycle.  Accepting
- * is an event loop over the listening socket and every handshake in
- * flight, so a stranger that stays silent, sends garbage or fails the HMAC
- * only loses its own connection while the real peers authenticate beside
- * it.
+ * Connections on first use.  A rank connects to a peer the first time a
+ * sendrecv needs it (to send or to receive), so that a rank holds only
+ * the connections its collectives use: a full mesh made at start-up
+ * meant n(n-1)/2 handshakes at once, which 256 ranks did not survive.
+ * The peer's links thread (tcp_links.c) accepts and authenticates it
+ * whatever the peer's own thread is doing, and decides which connection
+ * survives when both ends connect at once.  At start-up only the watch
+ * connections (watch.h) are made.
  *
  * sendrecv.  One DATA frame (frame.h) goes out while one comes in, both
  * sockets multiplexed with poll(), so a ring step cannot deadlock on full
@@ -34,26 +34,19 @@
 
 #include "common.h"
 #include "wire/frame.h"
+#include "tcp_links.h"
 #include "transport.h"
 #include "watch.h"
 
-#define TCP_PURPOSE "data"
 /* What a send may leave in the socket buffers without the receiver
  * reading: hvd asks for 4 MiB each way (net.c) and Linux caps that at
  * net.core.wmem_max, which is 208 KiB by default and more on every tuned
  * system; a constant, so that every rank sizes messages alike. */
 #define TCP_IN_FLIGHT (128u * 1024u)
-/* How long an accepted connection may take to authenticate.  A real peer
- * answers in microseconds; this only bounds what a silent stranger holds. */
-#define HANDSHAKE_MS 10000
-/* Handshakes in flight at once; more connections wait in the backlog. */
-#define HANDSHAKES_MAX 64
 /* An ABORT payload: i32 lost rank, then the reason (u16 length + bytes). */
 #define ABORT_REASON_MAX 512
 #define ABORT_PAYLOAD_MAX (4 + 2 + ABORT_REASON_MAX)
 #define WHY_MAX 512
-/* Ranks named in one message before "and N more". */
-#define RANKS_LISTED 16
 /* Watch connections of a rank: its two neighbours on the ring. */
 #define WATCH_MAX 2
 
@@ -67,8 +60,8 @@ typedef struct {
 } tcp_conn;
 
 /* What blame() knows of a peer: the rank it waited on, or one of these. */
-#define REPORT_NONE (-1) /* nothing heard (yet) */
-#define REPORT_GONE (-2) /* connection closed or unreadable */
+#define REPORT_NONE (-1)    /* nothing heard (yet) */
+#define REPORT_GONE (-2)    /* connection closed or unreadable */
 #define REPORT_ABORTED (-3) /* aborted for a reason of its own, not a lost rank */
 
 /* What blame() concludes. */
@@ -89,15 +82,18 @@ typedef struct {
 #define SHARED_YIELDS 256
 
 struct tcp_transport {
-  hvd_transport base; /* first: hvd_transport * and tcp_transport * convert */
-  tcp_conn *conns;    /* size entries; conns[rank].fd stays -1 */
+  hvd_transport base;   /* first: hvd_transport * and tcp_transport * convert */
+  tcp_conn *conns;      /* size entries, -1 until first use; conns[rank].fd stays -1 */
+  hvd_links *links;     /* the accepting thread; NULL alone, and once aborted */
+  hvd_peer_addr *peers; /* [size]: where each rank listens */
+  hvd_secret key;
   int timeout_ms;
-  int spin_us;        /* hvd_tcp_config's */
-  int broken;         /* an error or an abort happened: later calls fail fast */
-  int lost;           /* the rank whose failure broke it, -1 if none or unknown */
-  int announced;      /* our ABORT went out already (see blame) */
+  int spin_us, yield_first; /* hvd_tcp_config's */
+  int broken;               /* an error or an abort happened: later calls fail fast */
+  int lost;                 /* the rank whose failure broke it, -1 if none or unknown */
+  int announced;            /* our ABORT went out already (see blame) */
   const struct half *cur_r; /* the receiving half of the sendrecv in progress */
-  char why[WHY_MAX];  /* what broke it, for those later calls */
+  char why[WHY_MAX];        /* what broke it, for those later calls */
   /* Liveness (live.h): the watchdog, its alarm, and until it starts the
    * watch connections being made (watch_fd[i] to watch_peer[i]). */
   hvd_alarm alarm;
@@ -114,8 +110,10 @@ static void tcp_abort(hvd_transport *base, int lost_rank, const char *why);
 static void tcp_destroy(hvd_transport *base);
 static void announce(struct tcp_transport *t, int lost_rank, const char *why);
 
-static const hvd_transport_ops tcp_ops = {
-    .name = "tcp", .sendrecv = tcp_sendrecv, .abort = tcp_abort, .destroy = tcp_destroy};
+static const hvd_transport_ops tcp_ops = {.name = "tcp",
+                                          .sendrecv = tcp_sendrecv,
+                                          .abort = tcp_abort,
+                                          .destroy = tcp_destroy};
 
 /* Marks t broken by the error just set, and returns it. */
 static int fail(struct tcp_transport *t, int rc) {
@@ -147,17 +145,16 @@ static void close_conn(tcp_conn *c) {
 }
 
 /* ================================================================== */
-/* Building the mesh                                                   */
+/* Start-up: the links thread and the watch connections              */
 /* ================================================================== */
 
 static int check_config(const hvd_tcp_config *cfg) {
   if (cfg->size < 1 || cfg->rank < 0 || cfg->rank >= cfg->size)
-    return hvd__err(HVD_E_INVALID, "tcp transport: rank %d out of range for size %d",
-                    cfg->rank, cfg->size);
-  if (cfg->size > 1 && !cfg->peers)
-    return hvd__err(HVD_E_INVALID, "tcp transport: no peer table");
-  if (cfg->rank < cfg->size - 1 && cfg->listen_fd < 0)
-    return hvd__err(HVD_E_INVALID, "tcp transport: no listening socket for higher ranks");
+    return hvd__err(HVD_E_INVALID, "tcp transport: rank %d out of range for size %d", cfg->rank,
+                    cfg->size);
+  if (cfg->size > 1 && !cfg->peers) return hvd__err(HVD_E_INVALID, "tcp transport: no peer table");
+  if (cfg->size > 1 && cfg->listen_fd < 0)
+    return hvd__err(HVD_E_INVALID, "tcp transport: no listening socket for the peers");
   if (cfg->timeout_ms <= 0)
     return hvd__err(HVD_E_INVALID, "tcp transport: timeout %d ms must be positive",
                     cfg->timeout_ms);
@@ -165,8 +162,8 @@ static int check_config(const hvd_tcp_config *cfg) {
 }
 
 /* The ranks this one watches and is watched by: its neighbours on the
- * ring of ranks (watch.h).  As on the data mesh the higher rank of each
- * pair connects, so the ring's last rank connects to rank 0. */
+ * ring of ranks (watch.h).  The higher rank of each pair connects, so
+ * the ring's last rank connects to rank 0. */
 static void watch_ring(struct tcp_transport *t) {
   int r = t->base.rank, n = t->base.size;
   t->nwatch = 0;
@@ -176,298 +173,150 @@ static void watch_ring(struct tcp_transport *t) {
   if (n > 2) t->watch_peer[t->nwatch++] = (r + 1) % n;
 }
 
-/* Which of t's watch connections goes to `rank`, or -1. */
-static int watch_slot(const struct tcp_transport *t, uint32_t rank) {
-  for (int i = 0; i < t->nwatch; i++)
-    if ((uint32_t)t->watch_peer[i] == rank) return i;
-  return -1;
+/* Reads len bytes before the deadline, in slices with a sign of life
+ * after each (live.h): a first contact happens inside a collective, and
+ * under load the peer's links thread may take seconds to answer, which
+ * must not look like a stuck engine to this rank's watchers.
+ * HVD_E_ABORTED when the alarm was raised meanwhile. */
+static int read_living(struct tcp_transport *t, int fd, uint8_t *buf, size_t len,
+                       uint64_t deadline) {
+  size_t done = 0;
+  while (done < len) {
+    long n = hvd__net_read_some(fd, buf + done, len - done);
+    if (n < 0) return (int)n;
+    done += (size_t)n;
+    if (n > 0) continue;
+    int left = hvd__ms_left(deadline);
+    if (left == 0)
+      return hvd__err(HVD_E_TIMEOUT, "no answer in time (%zu of %zu bytes)", done, len);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, left < HVD_LIVE_SLICE_MS ? left : HVD_LIVE_SLICE_MS) < 0 && errno != EINTR)
+      return hvd__err_sys(HVD_E_SYSTEM, errno, "poll");
+    hvd__live_beat();
+    if (hvd__alarm_raised(&t->alarm)) return hvd__err(HVD_E_ABORTED, "the alarm was raised");
+  }
+  return 0;
 }
 
-/* Connects and authenticates to rank r for `purpose`. */
-static int connect_one(struct tcp_transport *t, const hvd_tcp_config *cfg, int r,
-                       const char *purpose, int *out) {
-  const hvd_peer_addr *p = &cfg->peers[r];
+/* The connector's side of the handshake (auth.h) as rank r's peer for
+ * `purpose`, then the acceptor's decision (tcp_links.h). */
+static int handshake_with(struct tcp_transport *t, int fd, int r, const char *purpose,
+                          uint64_t deadline, uint8_t *decision) {
+  hvd_auth_state st;
+  uint8_t challenge[HVD_AUTH_CHALLENGE_LEN], response[HVD_AUTH_RESPONSE_LEN],
+      proof[HVD_AUTH_PROOF_LEN + 1];
   uint32_t id;
+  HVD__CHECK(read_living(t, fd, challenge, sizeof challenge, deadline));
+  HVD__CHECK(hvd__auth_respond(&t->key, purpose, (uint32_t)t->base.rank, challenge, &st, response));
+  HVD__CHECK(hvd__net_write_all(fd, response, sizeof response, deadline));
+  int rc = read_living(t, fd, proof, sizeof proof, deadline);
+  if (rc == HVD_E_PEER_LOST) /* what an acceptor does to a response it rejects */
+    return hvd__err_prefix(rc, "auth: the peer hung up after our response (is its secret key "
+                               "this job's?)");
+  if (rc < 0) return rc;
+  HVD__CHECK(hvd__auth_verify_proof(&t->key, purpose, proof, &st, &id));
+  if (id != (uint32_t)r)
+    return hvd__err(HVD_E_AUTH, "the peer proved it is rank %u (peer table out of date?)", id);
+  *decision = proof[HVD_AUTH_PROOF_LEN];
+  if (*decision != HVD_LINK_ACCEPT && *decision != HVD_LINK_REFUSE)
+    return hvd__err(HVD_E_PROTOCOL, "it answered 0x%02x, expected accept or refuse", *decision);
+  return 0;
+}
+
+/* Connects and authenticates to rank r for `purpose`: *out is the
+ * connection when it was accepted, -1 when the peer's own wins. */
+static int connect_one(struct tcp_transport *t, int r, const char *purpose, uint64_t deadline,
+                       int *out) {
+  const hvd_peer_addr *p = &t->peers[r];
+  uint8_t decision = 0;
   int fd;
-  int rc = hvd__net_connect(p->addr, p->port, cfg->connect_deadline, &fd);
+  int rc = hvd__net_connect_listening(p->addr, p->port, deadline, &fd);
   if (rc < 0) return hvd__err_prefix(rc, "connecting to rank %d", r);
-  rc = hvd__auth_connect(fd, &cfg->key, purpose, (uint32_t)t->base.rank,
-                         cfg->connect_deadline, &id);
-  if (rc == 0 && id != (uint32_t)r)
-    rc = hvd__err(HVD_E_AUTH, "the peer proved it is rank %u (peer table out of date?)", id);
-  if (rc < 0) {
-    hvd__net_close(&fd);
-    return hvd__err_prefix(rc, "authenticating with rank %d (%s port %d)", r, p->addr,
-                           p->port);
-  }
+  rc = handshake_with(t, fd, r, purpose, deadline, &decision);
+  if (rc < 0 || decision != HVD_LINK_ACCEPT) hvd__net_close(&fd);
+  if (rc < 0)
+    return hvd__err_prefix(rc, "authenticating with rank %d (%s port %d)", r, p->addr, p->port);
   *out = fd;
   return 0;
 }
 
-/* Connects and authenticates to each lower rank in turn, then to the
- * lower of its watch neighbours. */
-static int connect_lower(struct tcp_transport *t, const hvd_tcp_config *cfg) {
-  for (int r = 0; r < t->base.rank; r++)
-    HVD__CHECK(connect_one(t, cfg, r, TCP_PURPOSE, &t->conns[r].fd));
-  for (int i = 0; i < t->nwatch; i++)
-    if (t->watch_peer[i] < t->base.rank)
-      HVD__CHECK(connect_one(t, cfg, t->watch_peer[i], HVD_WATCH_PURPOSE, &t->watch_fd[i]));
-  return 0;
-}
-
-/* ---- accepting: one handshake per accepted connection ---- */
-
-enum { SEND_CHALLENGE, RECV_RESPONSE, SEND_PROOF };
-
-typedef struct {
-  int fd;
-  char addr[HVD_NET_ADDR_MAX];
-  uint64_t deadline;
-  int phase;
-  uint32_t id; /* the rank it proved, from SEND_PROOF on */
-  int watch;   /* it proved the watch purpose (watch.h), not data */
-  hvd_auth_state st;
-  uint8_t buf[HVD_AUTH_RESPONSE_LEN]; /* the message in flight; the largest fits */
-  size_t len, done;
-} handshake;
-
-typedef struct {
-  struct tcp_transport *t;
-  const hvd_tcp_config *cfg;
-  handshake hs[HANDSHAKES_MAX];
-  int n;       /* handshakes in flight */
-  int missing; /* higher ranks not connected yet */
-} acceptor;
-
-/* 1 if rank id's data (or watch) connection is made or about to be. */
-static int rank_taken(const acceptor *a, uint32_t id, int watch) {
-  int slot = watch ? watch_slot(a->t, id) : -1;
-  if (watch ? a->t->watch_fd[slot] >= 0 : a->t->conns[id].fd >= 0) return 1;
-  for (int i = 0; i < a->n; i++)
-    if (a->hs[i].phase == SEND_PROOF && a->hs[i].id == id && a->hs[i].watch == watch) return 1;
-  return 0;
-}
-
-/* The response proves the data purpose, or else the watch purpose. */
-static int verify_purpose(acceptor *a, handshake *h, uint8_t *proof) {
-  const hvd_secret *key = &a->cfg->key;
-  uint32_t rank = (uint32_t)a->t->base.rank;
-  h->watch = 0;
-  int rc = hvd__auth_verify_response(key, TCP_PURPOSE, rank, h->buf, &h->st, proof);
-  if (rc != HVD_E_AUTH) return rc;
-  h->watch = 1;
-  return hvd__auth_verify_response(key, HVD_WATCH_PURPOSE, rank, h->buf, &h->st, proof);
-}
-
-/* The response is complete: check it and the rank it proves, and put the
- * proof in flight. */
-static int check_response(acceptor *a, handshake *h) {
-  uint8_t proof[HVD_AUTH_PROOF_LEN];
-  int rank = a->t->base.rank, size = a->t->base.size;
-  HVD__CHECK(verify_purpose(a, h, proof));
-  uint32_t id = h->st.id_c;
-  if (id <= (uint32_t)rank || id >= (uint32_t)size)
-    return hvd__err(HVD_E_PROTOCOL,
-                    "it proved rank %u, but only ranks %d to %d connect to rank %d", id,
-                    rank + 1, size - 1, rank);
-  if (h->watch && watch_slot(a->t, id) < 0)
-    return hvd__err(HVD_E_PROTOCOL, "it proved rank %u, which does not watch rank %d", id,
-                    rank);
-  if (rank_taken(a, id, h->watch))
-    return hvd__err(HVD_E_PROTOCOL, "it proved rank %u, which is already connected%s", id,
-                    h->watch ? " to watch" : "");
-  h->id = id;
-  h->phase = SEND_PROOF;
-  memcpy(h->buf, proof, sizeof proof);
-  h->len = sizeof proof;
-  h->done = 0;
-  return 0;
-}
-
-/* Moves the handshake on as far as its socket allows.  1: done, the peer
- * is authenticated; 0: waiting for the socket; <0: drop it. */
-static int handshake_step(acceptor *a, handshake *h) {
-  for (;;) {
-    long n;
-    if (h->phase == RECV_RESPONSE) {
-      n = hvd__net_read_some(h->fd, h->buf + h->done, h->len - h->done);
-    } else {
-      struct iovec iov = {.iov_base = h->buf + h->done, .iov_len = h->len - h->done};
-      n = hvd__net_writev_some(h->fd, &iov, 1);
-    }
-    if (n <= 0) return (int)n;
-    h->done += (size_t)n;
-    if (h->done < h->len) continue;
-    if (h->phase == SEND_PROOF) return 1;
-    if (h->phase == RECV_RESPONSE) {
-      HVD__CHECK(check_response(a, h));
-    } else {
-      h->phase = RECV_RESPONSE;
-      h->len = HVD_AUTH_RESPONSE_LEN;
-      h->done = 0;
-    }
-  }
-}
-
-/* Removes handshake i: the last one takes its place. */
-static void handshake_remove(acceptor *a, int i) {
-  a->hs[i] = a->hs[--a->n];
-}
-
-static void handshake_drop(acceptor *a, int i, const char *why) {
-  hvd__log(HVD_LOG_WARNING, "rank %d: dropped a connection from %s: %s", a->t->base.rank,
-           a->hs[i].addr, why);
-  hvd__net_close(&a->hs[i].fd);
-  handshake_remove(a, i);
-}
-
-/* Steps handshake i; installs it as a peer when done, drops it on error. */
-static void handshake_advance(acceptor *a, int i) {
-  int rc = handshake_step(a, &a->hs[i]);
-  if (rc < 0) {
-    handshake_drop(a, i, hvd_last_error());
-  } else if (rc == 1) {
-    const handshake *h = &a->hs[i];
-    hvd__log(HVD_LOG_DEBUG, "rank %d: rank %u connected from %s%s", a->t->base.rank, h->id,
-             h->addr, h->watch ? " (watch)" : "");
-    if (h->watch) a->t->watch_fd[watch_slot(a->t, h->id)] = h->fd;
-    else a->t->conns[h->id].fd = h->fd;
-    a->missing--;
-    handshake_remove(a, i);
-  }
-}
-
-/* Accepts what the backlog holds (room permitting) and sends each a
- * challenge.  Only a failing listening socket is an error. */
-static int accept_new(acceptor *a) {
-  while (a->n < HANDSHAKES_MAX) {
-    handshake *h = &a->hs[a->n];
-    int rc = hvd__net_accept(a->cfg->listen_fd, hvd__now_ms(), &h->fd, h->addr);
-    if (rc == HVD_E_TIMEOUT) return 0; /* nothing more waiting */
-    if (rc < 0) return hvd__err_prefix(rc, "accepting peers");
-    rc = hvd__auth_challenge(&h->st, h->buf);
-    if (rc < 0) {
-      hvd__net_close(&h->fd);
-      return rc;
-    }
-    h->deadline = hvd__deadline_in(HANDSHAKE_MS);
-    h->phase = SEND_CHALLENGE;
-    h->len = HVD_AUTH_CHALLENGE_LEN;
-    h->done = 0;
-    a->n++;
-    handshake_advance(a, a->n - 1);
+/* Connects to the lower of this rank's watch neighbours: the higher rank
+ * of each pair connects (the ring's last rank to rank 0). */
+static int connect_watch(struct tcp_transport *t, uint64_t deadline) {
+  for (int i = 0; i < t->nwatch; i++) {
+    int r = t->watch_peer[i];
+    if (r > t->base.rank) continue;
+    HVD__CHECK(connect_one(t, r, HVD_WATCH_PURPOSE, deadline, &t->watch_fd[i]));
+    if (t->watch_fd[i] < 0)
+      return hvd__err(HVD_E_PROTOCOL, "rank %d refused this rank's watch connection", r);
   }
   return 0;
 }
 
-/* "ranks 2, 5, 7 never connected ..." naming at most RANKS_LISTED. */
-static int mesh_timeout(const acceptor *a, uint64_t start) {
-  const struct tcp_transport *t = a->t;
-  char list[RANKS_LISTED * 12 + 32];
+/* Claims the watch connections the higher neighbours made; how many are
+ * still missing. */
+static int watch_missing(struct tcp_transport *t) {
+  int missing = 0, k = 0; /* k: its index among the links' watch peers */
+  for (int i = 0; i < t->nwatch; i++) {
+    if (t->watch_peer[i] < t->base.rank) continue;
+    if (t->watch_fd[i] < 0 && !hvd__links_claim_watch(t->links, k, &t->watch_fd[i])) missing++;
+    k++;
+  }
+  return missing;
+}
+
+static int watch_timeout(const struct tcp_transport *t, uint64_t start) {
+  char list[64] = "";
   size_t len = 0;
   int n = 0;
-  list[0] = '\0';
-  for (int r = t->base.rank + 1; r < t->base.size; r++) {
-    int slot = watch_slot(t, (uint32_t)r);
-    if (t->conns[r].fd >= 0 && (slot < 0 || t->watch_fd[slot] >= 0)) continue;
-    if (n++ < RANKS_LISTED)
-      len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", n > 1 ? ", " : "", r);
-  }
-  if (n > RANKS_LISTED)
-    snprintf(list + len, sizeof list - len, " and %d more", n - RANKS_LISTED);
+  for (int i = 0; i < t->nwatch; i++)
+    if (t->watch_peer[i] > t->base.rank && t->watch_fd[i] < 0)
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", n++ ? " and " : "",
+                              t->watch_peer[i]);
   return hvd__err(HVD_E_TIMEOUT, "%s %s never connected to rank %d (waited %.1f s)",
                   n == 1 ? "rank" : "ranks", list, t->base.rank,
                   (double)(hvd__now_ms() - start) / 1000.0);
 }
 
-/* Waits for the next event: the listening socket (if there is room for
- * another handshake) and every handshake's socket, until the earliest
- * deadline.  The listening socket, when polled, is pfd[0]. */
-static int accept_wait(acceptor *a, struct pollfd *pfd, int *base) {
-  uint64_t wake = a->cfg->connect_deadline;
-  int np = 0;
-  *base = 0;
-  if (a->n < HANDSHAKES_MAX) {
-    pfd[np++] = (struct pollfd){.fd = a->cfg->listen_fd, .events = POLLIN};
-    *base = 1;
+/* Waits for the higher watch neighbours' connections, which the links
+ * thread accepts. */
+static int await_watch(struct tcp_transport *t, uint64_t deadline, uint64_t start) {
+  while (watch_missing(t) > 0) {
+    struct pollfd p = {.fd = hvd__links_event_fd(t->links), .events = POLLIN};
+    int left = hvd__ms_left(deadline);
+    if (left == 0) return watch_timeout(t, start);
+    /* in slices: the event is a hint, the table the truth */
+    if (poll(&p, 1, left < HVD_LIVE_SLICE_MS ? left : HVD_LIVE_SLICE_MS) < 0 && errno != EINTR)
+      return hvd__err_sys(HVD_E_SYSTEM, errno, "poll");
+    hvd__links_event_clear(t->links);
   }
-  for (int i = 0; i < a->n; i++) {
-    const handshake *h = &a->hs[i];
-    pfd[np++] = (struct pollfd){.fd = h->fd,
-                                .events = h->phase == RECV_RESPONSE ? POLLIN : POLLOUT};
-    if (h->deadline < wake) wake = h->deadline;
-  }
-  int n = poll(pfd, (nfds_t)np, hvd__ms_left(wake));
-  if (n < 0 && errno != EINTR) return hvd__err_sys(HVD_E_SYSTEM, errno, "poll");
-  return n < 0 ? 0 : n;
-}
-
-/* One pass over the event loop's work after a wait. */
-static int accept_dispatch(acceptor *a, const struct pollfd *pfd, int base) {
-  uint64_t now = hvd__now_ms();
-  /* Backwards: removing i moves the last handshake, already visited, into
-   * slot i, so pfd[base + i] still belongs to the one not yet visited. */
-  for (int i = a->n - 1; i >= 0; i--) {
-    if (a->hs[i].deadline <= now)
-      handshake_drop(a, i, "it did not authenticate in time");
-    else if (pfd[base + i].revents)
-      handshake_advance(a, i);
-  }
-  if (base && (pfd[0].revents & POLLIN)) return accept_new(a);
   return 0;
-}
-
-/* Accepts and authenticates every higher rank before the deadline. */
-static int accept_higher(struct tcp_transport *t, const hvd_tcp_config *cfg, uint64_t start) {
-  struct pollfd pfd[HANDSHAKES_MAX + 1];
-  acceptor *a = calloc(1, sizeof *a);
-  int rc = 0;
-  if (!a) return hvd__err(HVD_E_NOMEM, "tcp transport: out of memory");
-  a->t = t;
-  a->cfg = cfg;
-  a->missing = t->base.size - 1 - t->base.rank;
-  for (int i = 0; i < t->nwatch; i++) a->missing += t->watch_peer[i] > t->base.rank;
-  while (a->missing > 0) {
-    if (hvd__ms_left(cfg->connect_deadline) == 0) {
-      rc = mesh_timeout(a, start);
-      break;
-    }
-    int base;
-    rc = accept_wait(a, pfd, &base);
-    if (rc >= 0) rc = accept_dispatch(a, pfd, base); /* also on timeouts: expiries */
-    if (rc < 0) break;
-  }
-  while (a->n > 0) /* strangers still talking when the mesh is complete */
-    handshake_drop(a, a->n - 1, rc < 0 ? "giving up on the mesh"
-                                       : "it had not authenticated when the mesh was complete");
-  free(a);
-  return rc;
 }
 
 /* TCP_IN_FLIGHT is a promise about the kernel's socket buffers (Linux
  * reports twice what a buffer holds): say so when this kernel breaks it,
- * because then a job on several hosts can stall (hybrid.c). */
-static void check_buffers(const struct tcp_transport *t) {
-  for (int r = 0; r < t->base.size; r++) {
-    int bytes = 0;
-    socklen_t len = sizeof bytes;
-    if (t->conns[r].fd < 0 ||
-        getsockopt(t->conns[r].fd, SOL_SOCKET, SO_SNDBUF, &bytes, &len) != 0)
-      continue;
-    if ((size_t)bytes < 2 * TCP_IN_FLIGHT)
-      hvd__log(HVD_LOG_WARNING, "rank %d: the kernel gives TCP sockets only %d bytes of send "
-               "buffer (net.core.wmem_max); hvd needs at least %u: raise it", t->base.rank,
-               bytes / 2, TCP_IN_FLIGHT);
-    return;
-  }
+ * because then a job on several hosts can stall (hybrid.c).  Every
+ * socket of the transport gets the same buffers (net.c): one tells. */
+static void check_buffers(const struct tcp_transport *t, int fd) {
+  int bytes = 0;
+  socklen_t len = sizeof bytes;
+  if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, &len) != 0) return;
+  if ((size_t)bytes < 2 * TCP_IN_FLIGHT)
+    hvd__log(HVD_LOG_WARNING,
+             "rank %d: the kernel gives TCP sockets only %d bytes of send "
+             "buffer (net.core.wmem_max); hvd needs at least %u: raise it",
+             t->base.rank, bytes / 2, TCP_IN_FLIGHT);
 }
 
 static int tcp_alloc(const hvd_tcp_config *cfg, struct tcp_transport **out) {
   struct tcp_transport *t = calloc(1, sizeof *t);
   if (!t) goto fail;
   t->conns = calloc((size_t)cfg->size, sizeof *t->conns);
-  if (!t->conns) goto free_t;
+  t->peers = calloc((size_t)cfg->size, sizeof *t->peers);
+  if (!t->conns || !t->peers) goto free_t;
   for (int r = 0; r < cfg->size; r++) t->conns[r].fd = -1;
+  if (cfg->size > 1) memcpy(t->peers, cfg->peers, (size_t)cfg->size * sizeof *t->peers);
+  t->key = cfg->key;
   t->lost = -1;
   t->base.ops = &tcp_ops;
   t->base.rank = cfg->rank;
@@ -475,6 +324,7 @@ static int tcp_alloc(const hvd_tcp_config *cfg, struct tcp_transport **out) {
   t->base.in_flight = TCP_IN_FLIGHT;
   t->timeout_ms = cfg->timeout_ms;
   t->spin_us = cfg->spin_us;
+  t->yield_first = cfg->yield_first;
   t->live_ms = cfg->live_ms;
   watch_ring(t);
   for (int i = 0; i < t->nwatch; i++)
@@ -483,6 +333,7 @@ static int tcp_alloc(const hvd_tcp_config *cfg, struct tcp_transport **out) {
   int rc = hvd__alarm_init(&t->alarm);
   if (rc < 0) {
     free(t->conns);
+    free(t->peers);
     free(t);
     return rc;
   }
@@ -490,17 +341,43 @@ static int tcp_alloc(const hvd_tcp_config *cfg, struct tcp_transport **out) {
   return 0;
 
 free_t:
+  free(t->conns);
+  free(t->peers);
   free(t);
 fail:
   return hvd__err(HVD_E_NOMEM, "tcp transport: out of memory for %d ranks", cfg->size);
 }
 
-/* The mesh is complete: the watchdog takes the watch connections. */
+/* Starts the thread that accepts connections (it owns listen_fd from
+ * here); none for a job of one. */
+static int start_links(struct tcp_transport *t, int listen_fd) {
+  int watchers[WATCH_MAX], n = 0;
+  if (t->base.size < 2) {
+    hvd__net_close(&listen_fd);
+    return 0;
+  }
+  for (int i = 0; i < t->nwatch; i++)
+    if (t->watch_peer[i] > t->base.rank) watchers[n++] = t->watch_peer[i];
+  hvd_links_config lc = {.rank = t->base.rank,
+                         .size = t->base.size,
+                         .key = t->key,
+                         .listen_fd = listen_fd,
+                         .nwatch = n,
+                         .watch_peer = watchers};
+  return hvd__links_start(&lc, &t->links);
+}
+
+/* The watch connections are made: the watchdog takes them. */
 static int start_watch(struct tcp_transport *t) {
   const char *hosts[WATCH_MAX];
   for (int i = 0; i < t->nwatch; i++) hosts[i] = t->watch_host[i];
-  hvd_watch_config wc = {.rank = t->base.rank, .n = t->nwatch, .fds = t->watch_fd,
-                         .peers = t->watch_peer, .hosts = hosts, .window_ms = t->live_ms,
+  if (t->nwatch > 0) check_buffers(t, t->watch_fd[0]);
+  hvd_watch_config wc = {.rank = t->base.rank,
+                         .n = t->nwatch,
+                         .fds = t->watch_fd,
+                         .peers = t->watch_peer,
+                         .hosts = hosts,
+                         .window_ms = t->live_ms,
                          .alarm = &t->alarm};
   return hvd__watch_start(&wc, &t->watch);
 }
@@ -513,26 +390,25 @@ int hvd__tcp_create(const hvd_tcp_config *cfg, hvd_transport **out) {
   struct tcp_transport *t = NULL;
   *out = NULL;
   int rc = check_config(cfg);
-  if (rc < 0) goto close_listen;
-  rc = tcp_alloc(cfg, &t);
-  if (rc < 0) goto close_listen;
-
-  rc = connect_lower(t, cfg);
-  if (rc == 0) rc = accept_higher(t, cfg, start);
+  if (rc == 0) rc = tcp_alloc(cfg, &t);
+  if (rc < 0) {
+    hvd__net_close(&listen_fd);
+    return rc;
+  }
+  rc = start_links(t, listen_fd);
+  if (rc == 0) rc = connect_watch(t, cfg->connect_deadline);
+  if (rc == 0 && t->links) rc = await_watch(t, cfg->connect_deadline, start);
   if (rc == 0) rc = start_watch(t);
-  if (rc < 0) goto destroy;
-  hvd__net_close(&listen_fd);
-  check_buffers(t);
-  hvd__log(HVD_LOG_DEBUG, "rank %d: connected to %d peers in %.1f ms", cfg->rank,
-           cfg->size - 1, (double)(hvd__now_ms() - start));
+  if (rc < 0) {
+    tcp_destroy(&t->base);
+    return rc;
+  }
+  hvd__log(HVD_LOG_DEBUG,
+           "rank %d: watching %d peers, data connections made on first use "
+           "(%.1f ms)",
+           cfg->rank, t->nwatch, (double)(hvd__now_ms() - start));
   *out = &t->base;
   return 0;
-
-destroy:
-  tcp_destroy(&t->base);
-close_listen:
-  hvd__net_close(&listen_fd);
-  return rc;
 }
 
 /* ================================================================== */
@@ -551,9 +427,7 @@ typedef struct half {
   uint8_t abort_buf[ABORT_PAYLOAD_MAX];
 } half;
 
-static int half_done(const half *h) {
-  return h->peer < 0 || h->done == HVD_FRAME_HDR_LEN + h->len;
-}
+static int half_done(const half *h) { return h->peer < 0 || h->done == HVD_FRAME_HDR_LEN + h->len; }
 
 /* Payload bytes moved, for messages. */
 static size_t half_payload_done(const half *h) {
@@ -573,13 +447,17 @@ static int peer_lost(struct tcp_transport *t, int peer) {
   announce(t, peer, detail);
   blame(t, peer, REPORT_NONE, &v);
   if (v.aborted)
-    return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s (waits: %s)", v.rank,
-                                 v.why, v.chain), v.rank);
+    return fail_lost(t,
+                     hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s (waits: %s)", v.rank, v.why,
+                              v.chain),
+                     v.rank);
   if (v.rank == peer)
     return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d lost: %s", peer, detail), peer);
-  return fail_lost(t, hvd__err(HVD_E_PEER_LOST,
-                               "rank %d lost (waits: %s; rank %d closed its connection)", v.rank,
-                               v.chain, peer), v.rank);
+  return fail_lost(t,
+                   hvd__err(HVD_E_PEER_LOST,
+                            "rank %d lost (waits: %s; rank %d closed its connection)", v.rank,
+                            v.chain, peer),
+                   v.rank);
 }
 
 static int io_failed(struct tcp_transport *t, int rc, int peer, const char *doing) {
@@ -623,13 +501,19 @@ static int peer_aborted(struct tcp_transport *t, const half *h) {
   announce(t, lost, why);
   blame(t, h->peer, lost, &v);
   if (v.aborted)
-    return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s (waits: %s)", v.rank,
-                                 v.why, v.chain), v.rank);
+    return fail_lost(t,
+                     hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s (waits: %s)", v.rank, v.why,
+                              v.chain),
+                     v.rank);
   if (v.rank == lost)
-    return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d lost (reported by rank %d: %s)", lost,
-                                 h->peer, why), lost);
-  return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d lost (waits: %s; rank %d reported: %s)",
-                               v.rank, v.chain, h->peer, why), v.rank);
+    return fail_lost(t,
+                     hvd__err(HVD_E_PEER_LOST, "rank %d lost (reported by rank %d: %s)", lost,
+                              h->peer, why),
+                     lost);
+  return fail_lost(t,
+                   hvd__err(HVD_E_PEER_LOST, "rank %d lost (waits: %s; rank %d reported: %s)",
+                            v.rank, v.chain, h->peer, why),
+                   v.rank);
 }
 
 /* The header is complete, and `early` bytes after it were read into the
@@ -644,8 +528,8 @@ static int check_header(struct tcp_transport *t, half *h, uint32_t tag, size_t e
     if (f.len > sizeof h->abort_buf || early > f.len)
       return fail(t, hvd__err(HVD_E_PROTOCOL,
                               "rank %d sent an ABORT frame of %llu bytes (at most %zu) with "
-                              "%zu bytes behind its header", h->peer,
-                              (unsigned long long)f.len, sizeof h->abort_buf, early));
+                              "%zu bytes behind its header",
+                              h->peer, (unsigned long long)f.len, sizeof h->abort_buf, early));
     memcpy(h->abort_buf, h->payload, early);
     h->abort = 1;
     h->payload = h->abort_buf;
@@ -718,8 +602,8 @@ static int timed_out(struct tcp_transport *t, const half *s, const half *r, uint
     snprintf(what[n++], sizeof what[0], "rank %d %s (%zu of %zu bytes received)", r->peer,
              r->done ? "stopped sending" : "sent nothing", half_payload_done(r), r->len);
   if (!half_done(s))
-    snprintf(what[n++], sizeof what[0], "rank %d is not receiving (%zu of %zu bytes sent)",
-             s->peer, half_payload_done(s), s->len);
+    snprintf(what[n++], sizeof what[0], "rank %d is not receiving (%zu of %zu bytes sent)", s->peer,
+             half_payload_done(s), s->len);
   snprintf(mine, sizeof mine, "timed out after %g s without progress at collective #%u: %s%s%s",
            t->timeout_ms / 1000.0, tag, what[0], n > 1 ? "; " : "", n > 1 ? what[1] : "");
   int suspect = !half_done(r) ? r->peer : s->peer;
@@ -727,12 +611,15 @@ static int timed_out(struct tcp_transport *t, const half *s, const half *r, uint
   announce(t, suspect, mine);
   blame(t, suspect, REPORT_NONE, &v);
   if (v.aborted)
-    return fail_lost(t, hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s (waits: %d -> %s)", v.rank,
-                                 v.why, t->base.rank, v.chain), v.rank);
+    return fail_lost(t,
+                     hvd__err(HVD_E_PEER_LOST, "rank %d aborted: %s (waits: %d -> %s)", v.rank,
+                              v.why, t->base.rank, v.chain),
+                     v.rank);
   if (v.rank == suspect) return fail_lost(t, hvd__err(HVD_E_TIMEOUT, "%s", mine), suspect);
-  return fail_lost(t, hvd__err(HVD_E_TIMEOUT,
-                               "rank %d stopped responding (waits: %d -> %s); here: %s", v.rank,
-                               t->base.rank, v.chain, mine), v.rank);
+  return fail_lost(t,
+                   hvd__err(HVD_E_TIMEOUT, "rank %d stopped responding (waits: %d -> %s); here: %s",
+                            v.rank, t->base.rank, v.chain, mine),
+                   v.rank);
 }
 
 /* The watchdog gave up on a rank (live.h): its verdict is our error, and
@@ -746,8 +633,7 @@ static int alarmed(struct tcp_transport *t) {
 /* Waits until a socket of an unfinished half is ready, in slices, with a
  * sign of life after each (live.h).  1: ready, 0: the no-progress deadline
  * passed, 2: the alarm was raised, <0: error. */
-static int sendrecv_wait(struct tcp_transport *t, const half *s, const half *r,
-                         uint64_t deadline) {
+static int sendrecv_wait(struct tcp_transport *t, const half *s, const half *r, uint64_t deadline) {
   struct pollfd p[3];
   int np = 0;
   p[np++] = (struct pollfd){.fd = t->alarm.fd, .events = POLLIN};
@@ -769,18 +655,106 @@ static int sendrecv_wait(struct tcp_transport *t, const half *s, const half *r,
   }
 }
 
-/* Checks a peer argument; 0 if usable. */
-static int check_peer(struct tcp_transport *t, int peer, const void *buf, size_t len,
-                      const char *role) {
-  HVD__CHECK(hvd__check_peer(&t->base, peer, buf, len, role));
-  if (peer == -1) return 0;
-  if (t->conns[peer].fd < 0) /* closed by an abort: broken covers it */
-    return hvd__err(HVD_E_ABORTED, "sendrecv: no connection to rank %d", peer);
+/* ---- first contact ---- */
+
+static void put_conn(void *arg, int peer, int fd) {
+  ((struct tcp_transport *)arg)->conns[peer].fd = fd;
+}
+
+/* Takes every connection the links accepted and nobody claimed yet: an
+ * ABORT, and the search for the rank that is stuck, reach them too. */
+static void claim_handed(struct tcp_transport *t) {
+  if (t->links) hvd__links_claim_all(t->links, put_conn, t);
+}
+
+/* The first connect to `peer` failed: a refusal means it has gone (it
+ * ended or aborted, closing its listening socket), anything else that it
+ * could not be reached in time. */
+static int first_contact_failed(struct tcp_transport *t, int peer, int rc) {
+  if (rc == HVD_E_PEER_LOST) return peer_lost(t, peer);
+  char why[WHY_MAX];
+  snprintf(why, sizeof why, "%s", hvd_last_error());
+  announce(t, peer, why);
+  return fail_lost(t, hvd__err(rc, "%s", why), peer);
+}
+
+/* Connects to `peer`: ours is kept, or the peer's wins and is on its way. */
+static int dial(struct tcp_transport *t, int peer, uint64_t deadline) {
+  int fd = -1;
+  int rc = connect_one(t, peer, HVD_LINK_PURPOSE, deadline, &fd);
+  if (hvd__links_connected(t->links, peer, rc < 0 ? -1 : fd >= 0) < 0) {
+    hvd__net_close(&fd);
+    return fail(t, hvd__err(HVD_E_PROTOCOL,
+                            "rank %d and this rank both kept a connection of "
+                            "their own to the other (a bug of the links' rule)",
+                            peer));
+  }
+  if (rc < 0 && hvd__alarm_raised(&t->alarm)) return alarmed(t);
+  if (rc < 0) return first_contact_failed(t, peer, rc);
+  t->conns[peer].fd = fd;
   return 0;
 }
 
-static void half_init(half *h, const struct tcp_transport *t, int peer, void *payload,
-                      size_t len) {
+/* The peer's connection did not come in time though ours was refused for
+ * it: the peer is stuck between its connect and its handshake. */
+static int never_connected(struct tcp_transport *t, int peer, uint32_t tag) {
+  char why[WHY_MAX];
+  snprintf(why, sizeof why,
+           "timed out after %g s at collective #%u: rank %d refused this "
+           "rank's connection for its own, which never came",
+           t->timeout_ms / 1000.0, tag, peer);
+  announce(t, peer, why);
+  return fail_lost(t, hvd__err(HVD_E_TIMEOUT, "%s", why), peer);
+}
+
+/* Waits a slice for the links to hand a connection over. */
+static int await_link(struct tcp_transport *t, int peer, uint64_t deadline, uint32_t tag) {
+  struct pollfd p[2] = {{.fd = t->alarm.fd, .events = POLLIN},
+                        {.fd = hvd__links_event_fd(t->links), .events = POLLIN}};
+  int left = hvd__ms_left(deadline);
+  if (left == 0) return never_connected(t, peer, tag);
+  int n = poll(p, 2, left < HVD_LIVE_SLICE_MS ? left : HVD_LIVE_SLICE_MS);
+  hvd__live_beat();
+  if (hvd__alarm_raised(&t->alarm)) return alarmed(t);
+  if (n < 0 && errno != EINTR) return fail(t, hvd__err_sys(HVD_E_SYSTEM, errno, "poll"));
+  if (n > 0 && (p[1].revents & POLLIN)) hvd__links_event_clear(t->links);
+  return 0;
+}
+
+/* Makes sure there is a connection to `peer` (-1: none needed). */
+static int obtain(struct tcp_transport *t, int peer, uint64_t deadline, uint32_t tag) {
+  while (peer >= 0 && t->conns[peer].fd < 0) {
+    int fd = -1, how = hvd__links_claim(t->links, peer, &fd);
+    if (how == HVD_LINK_TAKEN)
+      t->conns[peer].fd = fd;
+    else if (how == HVD_LINK_CONNECT)
+      HVD__CHECK(dial(t, peer, deadline));
+    else
+      HVD__CHECK(await_link(t, peer, deadline, tag));
+  }
+  return 0;
+}
+
+int hvd__tcp_connections(hvd_transport *base) {
+  struct tcp_transport *t = (struct tcp_transport *)base;
+  int n = 0;
+  claim_handed(t);
+  for (int r = 0; r < t->base.size; r++) n += t->conns[r].fd >= 0;
+  return n;
+}
+
+/* Checks the peer arguments and connects to the peers first needed; 0 if
+ * usable. */
+static int check_peers(struct tcp_transport *t, int to, const void *sbuf, size_t slen, int from,
+                       const void *rbuf, size_t rlen, uint32_t tag) {
+  HVD__CHECK(hvd__check_peer(&t->base, to, sbuf, slen, "destination"));
+  HVD__CHECK(hvd__check_peer(&t->base, from, rbuf, rlen, "source"));
+  uint64_t deadline = hvd__deadline_in(t->timeout_ms);
+  HVD__CHECK(obtain(t, to, deadline, tag));
+  return obtain(t, from, deadline, tag);
+}
+
+static void half_init(half *h, const struct tcp_transport *t, int peer, void *payload, size_t len) {
   h->peer = peer;
   h->fd = peer >= 0 ? t->conns[peer].fd : -1;
   h->payload = payload;
@@ -794,17 +768,15 @@ static int tcp_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
   struct tcp_transport *t = (struct tcp_transport *)base;
   half s, r;
   if (t->broken)
-    return hvd__err(HVD_E_ABORTED, "the connections to the other ranks broke earlier: %s",
-                    t->why);
+    return hvd__err(HVD_E_ABORTED, "the connections to the other ranks broke earlier: %s", t->why);
   if (hvd__alarm_raised(&t->alarm)) return alarmed(t);
-  HVD__CHECK(check_peer(t, to, sbuf, slen, "destination"));
-  HVD__CHECK(check_peer(t, from, rbuf, rlen, "source"));
+  HVD__CHECK(check_peers(t, to, sbuf, slen, from, rbuf, rlen, tag));
 
   half_init(&s, t, to, (void *)sbuf, slen); /* only ever read from */
   half_init(&r, t, from, rbuf, rlen);
   t->cur_r = &r;
-  if (to >= 0) hvd__frame_encode(&(hvd_frame){.type = HVD_FRAME_DATA, .tag = tag, .len = slen},
-                                 s.hdr);
+  if (to >= 0)
+    hvd__frame_encode(&(hvd_frame){.type = HVD_FRAME_DATA, .tag = tag, .len = slen}, s.hdr);
 
   uint64_t deadline = hvd__deadline_in(t->timeout_ms);
   int rc;
@@ -818,11 +790,15 @@ static int tcp_sendrecv(hvd_transport *base, int to, const void *sbuf, size_t sl
       goto mark_cut;
     }
     if (sent + got > 0) {
+      /* bytes moved: a sign of life too (live.h), or a long collective
+       * whose waits never reach poll() (the yields find the bytes first,
+       * as at 256 ranks on 2 cores) looks stuck to this rank's watchers */
+      hvd__live_beat();
       deadline = hvd__deadline_in(t->timeout_ms);
       spin_until = 0, yields = 0;
       continue; /* try again before paying for a poll */
     }
-    if (t->spin_us == 0 && yields < SHARED_YIELDS) {
+    if (t->spin_us == 0 && t->yield_first && yields < SHARED_YIELDS) {
       /* more ranks than cores: the peer we wait for may need this core;
        * give it up, and try again before paying for poll()'s sleep */
       yields++;
@@ -856,8 +832,8 @@ mark_cut:
  * before its ABORT can follow. */
 static void note_cut(struct tcp_transport *t, const half *s) {
   if (s->peer >= 0 && s->done > 0 && !half_done(s))
-    t->conns[s->peer].unsent =
-        s->done < HVD_FRAME_HDR_LEN ? SIZE_MAX : HVD_FRAME_HDR_LEN + s->len - s->done;
+    t->conns[s->peer].unsent = s->done < HVD_FRAME_HDR_LEN ? SIZE_MAX
+                                                           : HVD_FRAME_HDR_LEN + s->len - s->done;
 }
 
 /* ================================================================== */
@@ -899,6 +875,7 @@ static int pad_cut_frame(tcp_conn *c, uint64_t deadline) {
 /* Sends every peer an ABORT naming lost_rank, once. */
 static void announce(struct tcp_transport *t, int lost_rank, const char *why) {
   uint8_t frame[HVD_FRAME_HDR_LEN + ABORT_PAYLOAD_MAX];
+  claim_handed(t);
   if (t->announced) return;
   t->announced = 1;
   size_t len = encode_abort(frame, sizeof frame, lost_rank, why);
@@ -922,6 +899,10 @@ static void tcp_abort(hvd_transport *base, int lost_rank, const char *why) {
     t->broken = 1;
     snprintf(t->why, sizeof t->why, "aborted: %s", why ? why : "");
   }
+  /* A rank that first connects from now on is refused: it learns that
+   * this one has gone, as the connected ones learn from the ABORT. */
+  hvd__links_stop(t->links);
+  t->links = NULL;
   for (int r = 0; r < t->base.size; r++) close_conn(&t->conns[r]);
   /* Nothing more to watch for: the peers heard why, and stop watching us */
   hvd__watch_stop(t->watch);
@@ -932,10 +913,12 @@ static void tcp_destroy(hvd_transport *base) {
   struct tcp_transport *t = (struct tcp_transport *)base;
   if (!t) return;
   hvd__watch_stop(t->watch);
+  hvd__links_stop(t->links);
   for (int r = 0; r < t->base.size; r++) close_conn(&t->conns[r]);
   for (int i = 0; i < t->nwatch; i++) hvd__net_close(&t->watch_fd[i]);
   hvd__alarm_close(&t->alarm);
   free(t->conns);
+  free(t->peers);
   free(t);
 }
 
@@ -964,7 +947,7 @@ typedef struct {
   size_t abort_len; /* nonzero while reading an ABORT payload */
   uint8_t hdr[HVD_FRAME_HDR_LEN];
   uint8_t buf[ABORT_PAYLOAD_MAX];
-  int report; /* REPORT_* or the rank this peer waited on */
+  int report;                 /* REPORT_* or the rank this peer waited on */
   char why[ABORT_REASON_MAX]; /* the reason of an ABORT */
 } listener;
 
@@ -987,8 +970,10 @@ static void listener_report(listener *l, int size) {
   hvd_reader r = {.buf = l->buf, .len = l->abort_len};
   int32_t lost = (int32_t)hvd__get_u32(&r);
   hvd__get_str(&r, l->why, sizeof l->why);
-  if (!hvd__reader_done(&r) || lost < -1 || lost >= size) l->report = REPORT_GONE;
-  else l->report = lost >= 0 ? lost : REPORT_ABORTED;
+  if (!hvd__reader_done(&r) || lost < -1 || lost >= size)
+    l->report = REPORT_GONE;
+  else
+    l->report = lost >= 0 ? lost : REPORT_ABORTED;
   for (char *c = l->why; *c; c++) /* it goes into our messages verbatim */
     if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
 }
@@ -999,9 +984,12 @@ static void listener_step(listener *l, int size) {
   while (l->report == REPORT_NONE) {
     uint8_t *dst;
     size_t want;
-    if (l->skip) dst = sink, want = l->skip < sizeof sink ? l->skip : sizeof sink;
-    else if (l->abort_len) dst = l->buf + l->got, want = l->abort_len - l->got;
-    else dst = l->hdr + l->got, want = HVD_FRAME_HDR_LEN - l->got;
+    if (l->skip)
+      dst = sink, want = l->skip < sizeof sink ? l->skip : sizeof sink;
+    else if (l->abort_len)
+      dst = l->buf + l->got, want = l->abort_len - l->got;
+    else
+      dst = l->hdr + l->got, want = HVD_FRAME_HDR_LEN - l->got;
     ssize_t n = recv(l->fd, dst, want, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
     if (n <= 0) {
@@ -1011,8 +999,10 @@ static void listener_step(listener *l, int size) {
     if (l->skip) {
       l->skip -= (size_t)n;
     } else if ((l->got += (size_t)n) == (l->abort_len ? l->abort_len : HVD_FRAME_HDR_LEN)) {
-      if (l->abort_len) listener_report(l, size);
-      else if (listener_header(l) < 0) l->report = REPORT_GONE;
+      if (l->abort_len)
+        listener_report(l, size);
+      else if (listener_header(l) < 0)
+        l->report = REPORT_GONE;
     }
   }
 }
@@ -1081,6 +1071,7 @@ static void listeners_wait(struct tcp_transport *t, listener *ls, struct pollfd 
  * the end of the chain of waits.  Without memory for the listeners it
  * blames start's report (or start): less precise, never wrong. */
 static void blame(struct tcp_transport *t, int start, int start_report, verdict *v) {
+  claim_handed(t);
   listener *ls = listeners_open(t);
   struct pollfd *p = calloc((size_t)t->base.size, sizeof *p);
   v->rank = start_report >= 0 ? start_report : start;

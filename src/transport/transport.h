@@ -67,15 +67,14 @@ typedef struct {
    * same failure reports as sendrecv.  Returns 0, or 1 when a rank's stamp
    * differs from *mine (*odd then holds it and *odd_rank the rank), or an
    * error.  Offered with window. */
-  int (*sync)(hvd_transport *t, const hvd_sync_stamp *mine, hvd_sync_stamp *odd,
-              int *odd_rank);
+  int (*sync)(hvd_transport *t, const hvd_sync_stamp *mine, hvd_sync_stamp *odd, int *odd_rank);
   /* The same, publishing n <= HVD_SYNC_SMALL bytes with this rank's
    * arrival; after it returns 0, synced(t, r) is rank r's bytes of it
    * until this rank's next sync.  A small collective then needs no window:
    * its values travel in the line the ranks poll anyway.  Offered with
    * sync. */
-  int (*sync_small)(hvd_transport *t, const hvd_sync_stamp *mine, const void *small,
-                    size_t n, hvd_sync_stamp *odd, int *odd_rank);
+  int (*sync_small)(hvd_transport *t, const hvd_sync_stamp *mine, const void *small, size_t n,
+                    hvd_sync_stamp *odd, int *odd_rank);
   const unsigned char *(*synced)(hvd_transport *t, int rank);
   /* (shm.c, where the ranks may read each other's memory, which setup
    * probes): copies bytes of rank `rank`'s memory, remote[0..nr), into
@@ -94,8 +93,8 @@ typedef struct {
 
 typedef struct {
   const char *name;
-  int (*sendrecv)(hvd_transport *t, int to, const void *sbuf, size_t slen, int from,
-                  void *rbuf, size_t rlen, uint32_t tag);
+  int (*sendrecv)(hvd_transport *t, int to, const void *sbuf, size_t slen, int from, void *rbuf,
+                  size_t rlen, uint32_t tag);
   /* Tells every peer that this rank gives up because of `lost_rank` and
    * `why`; closes everything.  Idempotent.  lost_rank -1 means "the rank
    * whose failure the transport itself saw, if any", so the peers learn
@@ -124,7 +123,7 @@ typedef struct {
   hvd_secret key;
   int listen_fd;              /* bound and listening; the transport owns it */
   const hvd_peer_addr *peers; /* size entries; peers[rank] is this rank */
-  uint64_t connect_deadline;  /* for building the full mesh */
+  uint64_t connect_deadline;  /* for the watch connections at start-up */
   int timeout_ms;             /* no-progress deadline for each sendrecv */
   /* Microseconds a waiting sendrecv keeps trying its sockets without
    * blocking before it sleeps in poll(): a peer with a core of its own
@@ -132,6 +131,11 @@ typedef struct {
    * would.  0 where the ranks of this host share cores: spinning then
    * takes the core a peer needs. */
   int spin_us;
+  /* With spin_us 0: whether a waiting sendrecv yields its core a while
+   * before it sleeps (up to 2 ranks a core, as shm.c decides), or sleeps
+   * at once: hundreds of ranks yielding to each other keep the run queue
+   * full and starve the ranks (and hvdrun's agents) with work. */
+  int yield_first;
   /* How long a rank may show no sign of life (live.h) before this rank
    * gives up on it, in ms; 0: never (the watch connections are made and
    * this rank's life is sent all the same, so that the peers' setting
@@ -140,19 +144,23 @@ typedef struct {
   const char *const *hosts; /* [size]: each rank's host, for messages; NULL: none */
 } hvd_tcp_config;
 
-/* Builds a full mesh: connects to every lower rank, accepts every higher
- * rank, authenticates each connection ("data" purpose, ids = ranks), and
- * the watch connections to this rank's neighbours on the ring of ranks
- * ("watch" purpose, watch.h), served by a watchdog thread.
- * Connections that fail authentication or send garbage are dropped and
- * accepting goes on until every real peer has arrived or the deadline
- * passes (HVD_E_TIMEOUT naming the ranks still missing). */
+/* Starts the TCP transport: a thread that accepts and authenticates the
+ * peers' connections ("data" purpose, ids = ranks; tcp_links.h), and the
+ * watch connections to this rank's neighbours on the ring of ranks
+ * ("watch" purpose, watch.h), served by a watchdog thread, made before
+ * connect_deadline (HVD_E_TIMEOUT naming the ranks missing).  Data
+ * connections are made on first use, one per pair of ranks that talk.
+ * Connections that fail authentication or send garbage are dropped. */
 int hvd__tcp_create(const hvd_tcp_config *cfg, hvd_transport **out);
 
 /* The TCP transport's alarm (live.h): raised by its watchdog, it fails
  * the wait in progress; a transport that waits for the same ranks in
  * another way (shared memory under hybrid.c) listens to it too. */
 hvd_alarm *hvd__tcp_alarm(hvd_transport *t);
+
+/* The data connections a TCP transport holds now (made or accepted):
+ * one per peer it has exchanged with.  t must be a TCP transport. */
+int hvd__tcp_connections(hvd_transport *t);
 
 /* The checks every sendrecv makes of a peer argument (-1: that half is
  * skipped); 0 if usable.  role: "destination" or "source". */
@@ -164,18 +172,16 @@ static inline int hvd__check_peer(const hvd_transport *t, int peer, const void *
                     t->size);
   if (peer == t->rank)
     return hvd__err(HVD_E_INVALID, "sendrecv: %s rank %d is this rank", role, peer);
-  if (len > 0 && !buf)
-    return hvd__err(HVD_E_INVALID, "sendrecv: NULL buffer for %zu bytes", len);
+  if (len > 0 && !buf) return hvd__err(HVD_E_INVALID, "sendrecv: NULL buffer for %zu bytes", len);
   return 0;
 }
 
 /* Convenience wrappers over the ops. */
-static inline int hvd__sendrecv(hvd_transport *t, int to, const void *sbuf, size_t slen,
-                                int from, void *rbuf, size_t rlen, uint32_t tag) {
+static inline int hvd__sendrecv(hvd_transport *t, int to, const void *sbuf, size_t slen, int from,
+                                void *rbuf, size_t rlen, uint32_t tag) {
   return t->ops->sendrecv(t, to, sbuf, slen, from, rbuf, rlen, tag);
 }
-static inline int hvd__send(hvd_transport *t, int to, const void *buf, size_t len,
-                            uint32_t tag) {
+static inline int hvd__send(hvd_transport *t, int to, const void *buf, size_t len, uint32_t tag) {
   return t->ops->sendrecv(t, to, buf, len, -1, NULL, 0, tag);
 }
 static inline int hvd__recv(hvd_transport *t, int from, void *buf, size_t len, uint32_t tag) {

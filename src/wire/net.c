@@ -38,9 +38,7 @@
  * address (a socketpair): the "where" of error messages. */
 #define ENDPOINT_MAX 300
 
-static double secs_since(uint64_t start_ms) {
-  return (double)(hvd__now_ms() - start_ms) / 1000.0;
-}
+static double secs_since(uint64_t start_ms) { return (double)(hvd__now_ms() - start_ms) / 1000.0; }
 
 static void endpoint(char *out, size_t cap, const char *host, int port) {
   if (strchr(host, ':'))
@@ -51,8 +49,8 @@ static void endpoint(char *out, size_t cap, const char *host, int port) {
 
 /* Numeric address and port of sa.  Returns 0, or -1 for a family without
  * one (AF_UNIX). */
-static int sockaddr_to_text(const struct sockaddr *sa, socklen_t len,
-                            char addr[HVD_NET_ADDR_MAX], int *port) {
+static int sockaddr_to_text(const struct sockaddr *sa, socklen_t len, char addr[HVD_NET_ADDR_MAX],
+                            int *port) {
   char serv[NI_MAXSERV];
   if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6) return -1;
   if (getnameinfo(sa, len, addr, HVD_NET_ADDR_MAX, serv, sizeof serv,
@@ -117,8 +115,8 @@ int hvd__net_tune(int fd) {
     return hvd__err_sys(HVD_E_SYSTEM, errno, "fcntl(O_NONBLOCK) on fd %d", fd);
   /* Small frames (headers, control messages) must not wait for Nagle. */
   int one = 1;
-  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0 &&
-      errno != EOPNOTSUPP && errno != ENOPROTOOPT) /* not TCP: nothing to tune */
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0 && errno != EOPNOTSUPP &&
+      errno != ENOPROTOOPT) /* not TCP: nothing to tune */
     return hvd__err_sys(HVD_E_SYSTEM, errno, "setsockopt(TCP_NODELAY) on fd %d", fd);
   set_buffers(fd);
   return 0;
@@ -132,8 +130,7 @@ void hvd__net_close(int *fd) {
 /* ---- listen ---- */
 
 static int listen_on(const struct addrinfo *ai, int *fd) {
-  int s = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                 ai->ai_protocol);
+  int s = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
   if (s < 0) return -1;
   int one = 1, zero = 0;
   (void)setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -188,8 +185,7 @@ int hvd__net_listen(const char *addr, int port, int *fd, int *port_out) {
   int err = addr ? listen_family(addr, service, AF_UNSPEC, fd, &gai_error)
                  : listen_family(NULL, service, AF_INET6, fd, &gai_error);
   if (err && !addr) err = listen_family(NULL, service, AF_INET, fd, &gai_error);
-  if (err && gai_error)
-    return hvd__err(HVD_E_SYSTEM, "listen on %s: %s", where, gai_error);
+  if (err && gai_error) return hvd__err(HVD_E_SYSTEM, "listen on %s: %s", where, gai_error);
   if (err) return hvd__err_sys(HVD_E_SYSTEM, err, "listen on %s", where);
 
   struct sockaddr_storage ss;
@@ -215,8 +211,7 @@ static int connect_retryable(int e) {
 /* One attempt at one address.  0 with *fd set, or an errno (ETIMEDOUT
  * when the deadline passed first). */
 static int connect_once(const struct addrinfo *ai, uint64_t deadline, int *fd) {
-  int s = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                 ai->ai_protocol);
+  int s = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
   if (s < 0) return errno;
   int err = 0;
   set_buffers(s);
@@ -239,7 +234,9 @@ static int connect_once(const struct addrinfo *ai, uint64_t deadline, int *fd) {
   return 0;
 }
 
-int hvd__net_connect(const char *host, int port, uint64_t deadline, int *fd) {
+/* refused_final: a refused connection is an answer (HVD_E_PEER_LOST), not
+ * a peer that has yet to listen. */
+static int connect_loop(const char *host, int port, uint64_t deadline, int refused_final, int *fd) {
   char where[ENDPOINT_MAX], service[16];
   *fd = -1;
   endpoint(where, sizeof where, host, port);
@@ -269,7 +266,12 @@ int hvd__net_connect(const char *host, int port, uint64_t deadline, int *fd) {
         if (rc < 0) hvd__net_close(fd);
         goto free_res;
       }
-      if (connect_retryable(err)) retry_err = err;
+      if (connect_retryable(err) && !(refused_final && err == ECONNREFUSED)) retry_err = err;
+    }
+    if (!retry_err && refused_final && err == ECONNREFUSED) {
+      rc = hvd__err(HVD_E_PEER_LOST, "connect to %s: refused (nothing listens there any more)",
+                    where);
+      goto free_res;
     }
     if (!retry_err) { /* nothing that waiting would fix */
       rc = hvd__err_sys(HVD_E_SYSTEM, err, "connect to %s", where);
@@ -288,10 +290,17 @@ free_res:
   return rc;
 }
 
+int hvd__net_connect(const char *host, int port, uint64_t deadline, int *fd) {
+  return connect_loop(host, port, deadline, 0, fd);
+}
+
+int hvd__net_connect_listening(const char *host, int port, uint64_t deadline, int *fd) {
+  return connect_loop(host, port, deadline, 1, fd);
+}
+
 /* ---- accept ---- */
 
-int hvd__net_accept(int listen_fd, uint64_t deadline, int *fd,
-                    char peer_addr[HVD_NET_ADDR_MAX]) {
+int hvd__net_accept(int listen_fd, uint64_t deadline, int *fd, char peer_addr[HVD_NET_ADDR_MAX]) {
   uint64_t start = hvd__now_ms();
   *fd = -1;
   for (;;) {
@@ -320,8 +329,8 @@ int hvd__net_accept(int listen_fd, uint64_t deadline, int *fd,
     int ready = wait_fd(listen_fd, POLLIN, deadline);
     if (ready < 0) return ready;
     if (ready == 0)
-      return hvd__err(HVD_E_TIMEOUT, "accept on fd %d: nobody connected within %.1f s",
-                      listen_fd, secs_since(start));
+      return hvd__err(HVD_E_TIMEOUT, "accept on fd %d: nobody connected within %.1f s", listen_fd,
+                      secs_since(start));
   }
 }
 

@@ -33,10 +33,14 @@ int hvd__net_listen(const char *addr, int port, int *fd, int *port_out);
  * TCP_NODELAY, with large buffers. */
 int hvd__net_connect(const char *host, int port, uint64_t deadline, int *fd);
 
+/* The same, to a peer known to have listened there (a rank whose address
+ * came from the rendezvous): a refusal means it has gone, and fails at
+ * once with HVD_E_PEER_LOST instead of being retried. */
+int hvd__net_connect_listening(const char *host, int port, uint64_t deadline, int *fd);
+
 /* Accepts one connection before the deadline; *fd as for connect.  When
  * peer_addr is not NULL it receives the peer's numeric address. */
-int hvd__net_accept(int listen_fd, uint64_t deadline, int *fd,
-                    char peer_addr[HVD_NET_ADDR_MAX]);
+int hvd__net_accept(int listen_fd, uint64_t deadline, int *fd, char peer_addr[HVD_NET_ADDR_MAX]);
 
 /* Writes/reads exactly len bytes before the deadline. */
 int hvd__net_write_all(int fd, const void *buf, size_t len, uint64_t deadline);

@@ -1,8 +1,9 @@
 """Many hosts (docs/scale.md): 16 emulated hosts x 2 ranks through hvdrun
 over ssh, from h0.  hvdrun starts 8 sessions itself (--launch-fanout's
 default) and the agents on those start the other 7: a launch tree of two
-levels.  The job runs every collective exactly (tests/mpi/scale_probe.c)
-and ends with nothing left on any host.
+levels.  The job runs every collective exactly (tests/mpi/scale_probe.c),
+each rank's allreduces within 2 log2 n connections (made on first use;
+scale_probe checks it), and ends with nothing left on any host.
 """
 import os
 import re
@@ -42,4 +43,11 @@ def test_sixteen_hosts_start_in_a_tree_and_reduce_exactly(cluster, build_dir):
     assert {h for h, _ in relayed}.isdisjoint(direct)
     assert {via for _, via in relayed} <= set(direct)
     print(re.search(r"scale_probe: .*", p.stdout).group(0))
+    # Connections on first use: each rank checked that its allreduces
+    # added at most 2 log2 n sockets (a failed check above if not);
+    # the counts are here for the log.
+    sockets = re.search(r"scale_probe: sockets_init (\d+) sockets_allreduce (\d+) "
+                        r"sockets_end (\d+)", p.stdout)
+    assert sockets, tail
+    print(sockets.group(0))
     assert_nothing_left(cluster)

@@ -4,10 +4,11 @@
  * length), ABORT frames and their reasons, streams cut anywhere.
  *
  * Each input builds a real job of 2 ranks over loopback: this thread is
- * rank 1, whose hvd__tcp_create connects and authenticates to rank 0; a
- * second thread plays rank 0, completes the handshake (and that of rank
- * 1's watch connection, which it leaves alone), then sends the input's
- * bytes and ends its stream.  Rank 1 sends 16 bytes to rank 0 while
+ * rank 1, whose hvd__tcp_create makes its watch connection to rank 0 and
+ * whose first sendrecv its data connection (tcp_links.h); a second
+ * thread plays rank 0, completes both handshakes and ACCEPTs both (the
+ * watch connection it then leaves alone), then sends the input's bytes
+ * on the data connection and ends its stream.  Rank 1 sends 16 bytes to rank 0 while
  * it receives 64 (tag 1), then receives 8 (tag 2).  Properties:
  *   - each sendrecv ends at once (the stream ends after the input) with
  *     success or an error that says why;
@@ -20,6 +21,7 @@
 
 #include "fuzz.h"
 #include "wire/frame.h"
+#include "transport/tcp_links.h"
 #include "transport/transport.h"
 #include "transport/watch.h"
 
@@ -42,22 +44,30 @@ typedef struct {
   size_t n;
 } peer;
 
-/* Rank 0: the handshake, the input, the end of its stream; then it reads
+/* Accepts one connection for `purpose` as rank 0 would: the handshake,
+ * then ACCEPT. */
+static int accept_as_rank0(int listen_fd, const char *purpose, uint64_t deadline, int *fd) {
+  char addr[HVD_NET_ADDR_MAX];
+  uint32_t id;
+  uint8_t accept = HVD_LINK_ACCEPT;
+  if (hvd__net_accept(listen_fd, deadline, fd, addr) < 0) return -1;
+  if (hvd__auth_accept(*fd, &key, purpose, 0, deadline, &id) < 0) return -1;
+  return hvd__net_write_all(*fd, &accept, 1, deadline);
+}
+
+/* Rank 0: the handshakes, the input, the end of its stream; then it reads
  * whatever rank 1 says until rank 1 closes. */
 static void *rank0(void *arg) {
   peer *pr = arg;
   uint64_t deadline = hvd__deadline_in(5000);
-  char addr[HVD_NET_ADDR_MAX];
-  uint32_t id;
   int fd = -1, watch = -1;
-  if (hvd__net_accept(pr->listen_fd, deadline, &fd, addr) == 0 &&
-      hvd__auth_accept(fd, &key, "data", 0, deadline, &id) == 0 &&
-      hvd__net_accept(pr->listen_fd, deadline, &watch, addr) == 0 &&
-      hvd__auth_accept(watch, &key, HVD_WATCH_PURPOSE, 0, deadline, &id) == 0) {
+  if (accept_as_rank0(pr->listen_fd, HVD_WATCH_PURPOSE, deadline, &watch) == 0 &&
+      accept_as_rank0(pr->listen_fd, HVD_LINK_PURPOSE, deadline, &fd) == 0) {
     (void)hvd__net_write_all(fd, pr->p, pr->n < FUZZ_PEER_MAX ? pr->n : FUZZ_PEER_MAX, deadline);
     shutdown(fd, SHUT_WR);
     uint8_t sink[4096];
-    while (hvd__net_read_all(fd, sink, sizeof sink, deadline) == 0) {}
+    while (hvd__net_read_all(fd, sink, sizeof sink, deadline) == 0) {
+    }
   }
   hvd__net_close(&fd);
   hvd__net_close(&watch);
@@ -72,12 +82,19 @@ static const uint8_t *payload_at(const uint8_t *data, size_t size, size_t off, s
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   hvd_peer_addr peers[2] = {{"127.0.0.1", 0}, {"127.0.0.1", 1}};
   peer pr = {-1, data, size};
+  int listen1 = -1; /* rank 1's: nobody connects to it here */
   FUZZ_CHECK(hvd__net_listen("127.0.0.1", 0, &pr.listen_fd, &peers[0].port) == 0);
+  FUZZ_CHECK(hvd__net_listen("127.0.0.1", 0, &listen1, &peers[1].port) == 0);
   pthread_t th;
   FUZZ_CHECK(pthread_create(&th, NULL, rank0, &pr) == 0);
 
-  hvd_tcp_config cfg = {.rank = 1, .size = 2, .key = key, .listen_fd = -1, .peers = peers,
-                        .connect_deadline = hvd__deadline_in(5000), .timeout_ms = 5000};
+  hvd_tcp_config cfg = {.rank = 1,
+                        .size = 2,
+                        .key = key,
+                        .listen_fd = listen1,
+                        .peers = peers,
+                        .connect_deadline = hvd__deadline_in(5000),
+                        .timeout_ms = 5000};
   hvd_transport *t = NULL;
   FUZZ_CHECK(hvd__tcp_create(&cfg, &t) == 0);
   uint8_t out[16] = {7}, first[FIRST], second[SECOND];

@@ -15,7 +15,9 @@
  * the same pattern (folds over the ranks in int64), so the comparison is
  * exact in float32 too; the average is checked to float32's rounding.
  *
- * Prints "scale_probe rank R of N: C checks, F failed", and rank 0 also
+ * Rank 0 prints "scale_probe: started init_ms I first_ms F sockets_rank0
+ * S" as soon as the first allreduce returns.  Then every rank prints
+ * "scale_probe rank R of N: C checks, F failed", and rank 0 also
  * "scale_probe: init_ms I first_ms F checks_ms C first_unix_ms U":
  * milliseconds from the start of main to hvd_init's return, to the first
  * allreduce's, and for the checks after it, and the wall clock (ms since
@@ -25,6 +27,19 @@
  * connections, listeners included) and the largest resident memory of a
  * rank, both the maximum over the ranks (an allreduce).  With BOUND_MS, a first allreduce later than that
  * on any rank is a failed check.
+ *
+ * Connections are made on first use (src/transport/tcp.c), so the
+ * sockets a rank holds follow the collectives it ran: "scale_probe:
+ * sockets_init I sockets_allreduce A sockets_end E", each the most over
+ * the ranks, after hvd_init, after every allreduce (its algorithms:
+ * ring, recursive doubling, Rabenseifner, hierarchical) and after the
+ * rest (alltoall needs every pair).  A rank's allreduces may add at most
+ * 2 log2 n data connections when n is a power of two: the engine's
+ * negotiation is Bruck's allgather (partners r + 2^k and r - 2^k), and
+ * recursive doubling's, Rabenseifner's and the ring's partners are among
+ * those.  Elsewhere recursive doubling renumbers the ranks beyond the
+ * largest power of two, so its partners may differ: at most
+ * 3 ceil(log2 n) + 1 then.  More is a failed check.
  */
 #include <dirent.h>
 #include <math.h>
@@ -167,8 +182,10 @@ static void reducescatter(void) {
   for (int r = 0; r < rank; r++) first += hvd_reducescatter_count(n, r);
   size_t mine = hvd_reducescatter_count(n, rank), bad = 0;
   for (size_t i = 0; i < mine; i++) bad += out[i] != (int32_t)fold(HVD_SUM, first + i);
-  CHECK(mine == n / (size_t)size + ((size_t)rank < n % (size_t)size), "reducescatter: %zu "
-        "elements here", mine);
+  CHECK(mine == n / (size_t)size + ((size_t)rank < n % (size_t)size),
+        "reducescatter: %zu "
+        "elements here",
+        mine);
   CHECK(bad == 0, "reducescatter: %zu elements wrong", bad);
   free(in);
   free(out);
@@ -191,19 +208,38 @@ static void grouped(void) {
   CHECK(bad == 0, "grouped allreduce: %zu elements wrong", bad);
 }
 
+/* What the allreduces may add to a rank's sockets (see the top). */
+static void check_allreduce_sockets(const int64_t *sockets) {
+  int log2n = 0;
+  while ((1 << log2n) < size) log2n++;
+  int most = (1 << log2n) == size ? 2 * log2n : 3 * log2n + 1;
+  int64_t added = sockets[1] - sockets[0];
+  CHECK(added <= most,
+        "the allreduces left %lld more sockets open, at most %d expected at %d ranks",
+        (long long)added, most, size);
+}
+
 int main(int argc, char **argv) {
   double t0 = now(), bound_ms = argc > 1 ? atof(argv[1]) : 0;
   limit_stalls();
   if (init_or_complain() != 0) return 1;
   double t_init = now();
+  int64_t sockets[3] = {open_sockets(), 0, 0}; /* after init, allreduces, the rest */
   rank = hvd_rank();
   size = hvd_size();
   allreduce_int(HVD_SUM, 4); /* the first allreduce: every rank has met */
   double t_first = now();
   struct timespec wall;
   clock_gettime(CLOCK_REALTIME, &wall);
-  CHECK(!bound_ms || (t_first - t0) * 1e3 <= bound_ms, "the first allreduce returned %.0f ms "
-        "after the start, beyond %.0f ms", (t_first - t0) * 1e3, bound_ms);
+  if (rank == 0) { /* at once: a job that fails later has started all the same */
+    printf("scale_probe: started init_ms %.0f first_ms %.0f sockets_rank0 %lld\n",
+           (t_init - t0) * 1e3, (t_first - t0) * 1e3, (long long)open_sockets());
+    fflush(stdout);
+  }
+  CHECK(!bound_ms || (t_first - t0) * 1e3 <= bound_ms,
+        "the first allreduce returned %.0f ms "
+        "after the start, beyond %.0f ms",
+        (t_first - t0) * 1e3, bound_ms);
   static const hvd_op ops[] = {HVD_SUM, HVD_MIN, HVD_MAX};
   for (size_t k = 0; k < LEN(ops); k++) {
     allreduce_int(ops[k], 1000);
@@ -211,22 +247,28 @@ int main(int argc, char **argv) {
   }
   allreduce_float(HVD_AVERAGE, 257);
   allreduce_float(HVD_SUM, (size_t)64 << 10);
+  grouped();
+  sockets[1] = open_sockets();
+  check_allreduce_sockets(sockets);
   broadcast_from(0);
   broadcast_from(size - 1);
   allgather();
   alltoall();
   reducescatter();
-  grouped();
   CALL(hvd_barrier());
   double t_end = now();
-  int64_t most[2] = {open_sockets(), rss_kb()};
-  CALL(hvd_allreduce(most, most, 2, HVD_INT64, HVD_MAX, "most"));
+  sockets[2] = open_sockets();
+  int64_t most[5] = {sockets[2], rss_kb(), sockets[0], sockets[1], sockets[2]};
+  CALL(hvd_allreduce(most, most, 5, HVD_INT64, HVD_MAX, "most"));
   if (rank == 0)
     printf("scale_probe: init_ms %.0f first_ms %.0f checks_ms %.0f first_unix_ms %lld\n",
            (t_init - t0) * 1e3, (t_first - t0) * 1e3, (t_end - t_first) * 1e3,
            (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000);
   if (rank == 0)
     printf("scale_probe: sockets %lld rss_kb %lld\n", (long long)most[0], (long long)most[1]);
+  if (rank == 0)
+    printf("scale_probe: sockets_init %lld sockets_allreduce %lld sockets_end %lld\n",
+           (long long)most[2], (long long)most[3], (long long)most[4]);
   CALL(hvd_shutdown());
   return report_checks("scale_probe", rank, size, checks, failures);
 }

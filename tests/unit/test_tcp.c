@@ -1,14 +1,18 @@
 /*
  * test_tcp.c -- the TCP transport (transport.h), ranks as threads.
  *
- * Each test builds a small mesh on 127.0.0.1 with one thread per rank,
+ * Each test builds a small job on 127.0.0.1 with one thread per rank,
  * runs a function on every rank at once, and checks what each rank saw
  * from the main thread (ranks.h: cmocka's asserts must not run in other
  * threads, so rank threads only return and record).  Covered: ring
  * exchanges up to 16 MiB (both directions at once, far beyond the socket
- * buffers), strangers on the port while the mesh forms, a peer that
- * disappears, a peer that stops answering, size and order mismatches,
- * ABORT propagation, and a mesh that cannot complete.
+ * buffers), strangers on the port before and after the job's connections
+ * are made, the connections each pattern makes (one per peer it talks
+ * to: ring, recursive doubling, every pair at once from both ends), a
+ * send to a rank that has not entered the transport, a peer that
+ * disappears before or after first contact, a peer that stops
+ * answering, size and order mismatches, ABORT propagation, and watch
+ * connections that cannot be made.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,9 +28,10 @@
 
 #include "common.h"
 #include "ranks.h"
+#include "transport/tcp_links.h"
 #include "transport/transport.h"
 
-#define MAX_RANKS 4
+#define MAX_RANKS 8
 #define BIG (16u << 20)
 
 typedef struct {
@@ -39,6 +44,7 @@ typedef struct {
   char first_err[RANKS_ERR_MAX];
   long bad;
   uint64_t ms;
+  int links; /* hvd__tcp_connections after the pattern */
 } rank_ctx;
 
 typedef struct {
@@ -157,8 +163,8 @@ static int exchange(rank_ctx *c, int to, int from, size_t len, int step, uint8_t
                     uint8_t *rbuf) {
   if (to >= 0) fill(sbuf, len, c->rank, step);
   memset(rbuf, 0xee, len);
-  int rc = hvd__sendrecv(c->t, to, sbuf, to >= 0 ? len : 0, from, rbuf,
-                         from >= 0 ? len : 0, (uint32_t)step);
+  int rc = hvd__sendrecv(c->t, to, sbuf, to >= 0 ? len : 0, from, rbuf, from >= 0 ? len : 0,
+                         (uint32_t)step);
   if (rc == 0 && from >= 0) c->bad += count_bad(rbuf, len, from, step);
   return rc;
 }
@@ -239,12 +245,19 @@ static void expect_hangup(int fd) {
   close(fd);
 }
 
-/* Runs the handshake as a would-be rank; it must be refused. */
+/* Runs the handshake as a would-be rank; it must be refused: dropped,
+ * or told that the rank's connection exists (REFUSE) and closed. */
 static void expect_refused(int port, const hvd_secret *key, const char *purpose, uint32_t id) {
   uint32_t peer;
+  uint8_t decision = 0;
   int fd = dial(port);
   int rc = hvd__auth_connect(fd, key, purpose, id, hvd__deadline_in(5000), &peer);
-  if (rc == 0) fail_msg("rank 0 accepted a connection claiming rank %u", id);
+  if (rc == 0) {
+    assert_int_equal(hvd__net_read_all(fd, &decision, 1, hvd__deadline_in(5000)), 0);
+    if (decision != HVD_LINK_REFUSE) fail_msg("rank 0 accepted a connection claiming rank %u", id);
+    expect_hangup(fd);
+    return;
+  }
   close(fd);
 }
 
@@ -270,25 +283,34 @@ static void test_strangers(void **state) {
   /* (d) a valid secret but a rank that cannot connect to rank 0 */
   expect_refused(port0, &m->key, "data", 7);
   expect_refused(port0, &m->key, "data", 0);
+  /* (e) a watch connection from a rank that does not watch rank 0 (in
+   * a ring of 3, ranks 1 and 2 both do: only a second one is refused) */
+  expect_refused(port0, &m->key, "watch", 7);
 
-  /* (d) a duplicate: once rank 1 serves its own port, it has finished
-   * connecting to rank 0, so rank 1 is taken there. */
   start_create(m, 1);
   fd = dial(port1);
   uint8_t challenge[HVD_AUTH_CHALLENGE_LEN];
-  assert_int_equal(hvd__net_read_all(fd, challenge, sizeof challenge, hvd__deadline_in(5000)),
-                   0);
+  assert_int_equal(hvd__net_read_all(fd, challenge, sizeof challenge, hvd__deadline_in(5000)), 0);
   close(fd);
-  expect_refused(port0, &m->key, "data", 1);
-
   start_create(m, 2);
   for (int r = 0; r < 3; r++) join(m, r);
   assert_created(m);
-  expect_hangup(silent); /* dropped when the mesh was complete */
+  expect_refused(port0, &m->key, "watch", 1); /* a second watch connection */
 
   run_ranks(m, ring_fn);
   assert_all_ok(m);
+  /* Later strangers: garbage, the wrong secret, a duplicate of a rank
+   * connected already (rank 1 talks to rank 0 in the ring): each loses
+   * its own connection and the job goes on. */
+  fd = dial(port1);
+  assert_int_equal(hvd__net_write_all(fd, junk, sizeof junk, hvd__deadline_in(2000)), 0);
+  expect_hangup(fd);
+  expect_refused(port0, &other, "data", 2);
+  expect_refused(port0, &m->key, "data", 1);
+  run_ranks(m, ring_fn);
+  assert_all_ok(m);
   mesh_free(m);
+  expect_hangup(silent); /* dropped when rank 0 closed, if not before */
 }
 
 static int lost_fn(int rank, void *arg) {
@@ -302,8 +324,7 @@ static int lost_fn(int rank, void *arg) {
     return rc;
   }
   uint8_t *sbuf = calloc(1, BIG), *rbuf = malloc(BIG);
-  record_first(c,
-               sbuf && rbuf ? hvd__sendrecv(c->t, 1, sbuf, BIG, 1, rbuf, BIG, 1) : HVD_E_NOMEM);
+  record_first(c, sbuf && rbuf ? hvd__sendrecv(c->t, 1, sbuf, BIG, 1, rbuf, BIG, 1) : HVD_E_NOMEM);
   free(sbuf);
   free(rbuf);
   return hvd__sendrecv(c->t, 1, s, 8, 1, r, 8, 2);
@@ -405,6 +426,16 @@ static void test_mismatch(void **state) {
   mesh_free(m);
 }
 
+/* Rank 1 and every other rank make their connection (an abort reaches
+ * the peers connected; the others learn when they first connect). */
+static int greet_rank1(rank_ctx *c, int size) {
+  uint8_t s[4] = {0}, r[4];
+  int rc = 0;
+  for (int p = 0; rc == 0 && p < size; p++)
+    if (p != c->rank && (c->rank == 1 || p == 1)) rc = hvd__sendrecv(c->t, p, s, 4, p, r, 4, 99);
+  return rc;
+}
+
 /* Rank 1 gives up because of rank 2 (or of nobody: lost_rank -1).  The
  * others wait for data: the ABORT comes instead, read with the header
  * into the start of a small buffer, whole or in part, or after the
@@ -414,8 +445,11 @@ static int abort_fn(int rank, void *arg) {
   rank_ctx *c = &m->r[rank];
   size_t len = m->recv_len ? m->recv_len : 4;
   uint8_t *b = calloc(1, len);
-  int rc;
-  if (!b) return HVD_E_NOMEM;
+  int rc = b ? greet_rank1(c, m->size) : HVD_E_NOMEM;
+  if (rc < 0) {
+    free(b);
+    return rc;
+  }
   if (rank == 1) {
     int lost = m->size == 3 ? 2 : -1;
     c->t->ops->abort(c->t, lost, lost >= 0 ? "connection closed by peer" : "shutting down");
@@ -457,6 +491,129 @@ static void test_abort(void **state) {
     assert_contains(m->ranks.err[0], "rank 1 aborted: shutting down");
     mesh_free(m);
   }
+}
+
+/* Rank 1 goes before anyone connected to it, by an abort or by closing
+ * its transport: the others' first contact is refused, naming it. */
+static int unconnected_fn(int rank, void *arg) {
+  mesh *m = arg;
+  rank_ctx *c = &m->r[rank];
+  uint8_t b[4] = {0};
+  int rc = 0;
+  if (rank == 1) {
+    if (m->send_tag) c->t->ops->abort(c->t, -1, "shutting down");
+    c->t->ops->destroy(c->t);
+    c->t = NULL;
+  }
+  pthread_barrier_wait(&m->bar);
+  if (rank == 0) rc = hvd__send(c->t, 1, b, sizeof b, 5);
+  if (rank == 2) rc = hvd__recv(c->t, 1, b, sizeof b, 5);
+  return rc;
+}
+
+static void test_abort_unconnected(void **state) {
+  (void)state;
+  for (uint32_t aborted = 0; aborted < 2; aborted++) {
+    mesh *m = mesh_build(3, 5000);
+    m->send_tag = aborted;
+    run_ranks(m, unconnected_fn);
+    assert_int_equal(m->ranks.rc[1], 0);
+    for (int r = 0; r < 3; r += 2) {
+      assert_int_equal(m->ranks.rc[r], HVD_E_PEER_LOST);
+      assert_contains(m->ranks.err[r], "rank 1 lost");
+      assert_contains(m->ranks.err[r], "refused");
+    }
+    mesh_free(m);
+  }
+}
+
+/* ---- connections on first use ---- */
+
+/* The patterns the collectives use, small: each rank then records the
+ * connections it holds. */
+static int ring_links_fn(int rank, void *arg) {
+  mesh *m = arg;
+  rank_ctx *c = &m->r[rank];
+  int n = m->size, rc = 0;
+  uint8_t s[512], r[512];
+  for (int step = 0; rc == 0 && step < 3; step++)
+    rc = exchange(c, (rank + 1) % n, (rank + n - 1) % n, sizeof s, step, s, r);
+  c->links = hvd__tcp_connections(c->t);
+  return rc;
+}
+
+/* Recursive doubling: at step k every rank swaps with rank ^ 2^k. */
+static int doubling_links_fn(int rank, void *arg) {
+  mesh *m = arg;
+  rank_ctx *c = &m->r[rank];
+  int rc = 0;
+  uint8_t s[512], r[512];
+  for (int k = 1; rc == 0 && k < m->size; k <<= 1)
+    rc = exchange(c, rank ^ k, rank ^ k, sizeof s, k, s, r);
+  c->links = hvd__tcp_connections(c->t);
+  return rc;
+}
+
+/* Every pair at once from both ends (pairwise alltoall's schedule, rank
+ * ^ k): each first contact is simultaneous, and each pair must end with
+ * one connection, the same at both ends (the data says so). */
+static int all_pairs_fn(int rank, void *arg) {
+  mesh *m = arg;
+  rank_ctx *c = &m->r[rank];
+  int rc = 0;
+  uint8_t s[512], r[512];
+  for (int round = 0; round < 2; round++)
+    for (int k = 1; rc == 0 && k < m->size; k++)
+      rc = exchange(c, rank ^ k, rank ^ k, sizeof s, k + 10 * round, s, r);
+  c->links = hvd__tcp_connections(c->t);
+  return rc;
+}
+
+static void links_case(int size, ranks_fn *fn, int expect) {
+  mesh *m = mesh_build(size, 5000);
+  run_ranks(m, fn);
+  assert_all_ok(m);
+  for (int r = 0; r < size; r++)
+    if (m->r[r].links != expect)
+      fail_msg("np %d: rank %d holds %d connections, expected %d", size, r, m->r[r].links, expect);
+  mesh_free(m);
+}
+
+static void test_links(void **state) {
+  (void)state;
+  links_case(8, ring_links_fn, 2);     /* ring: the two neighbours */
+  links_case(2, ring_links_fn, 1);     /* ... one at np 2 */
+  links_case(8, doubling_links_fn, 3); /* recursive doubling: log2 n */
+  links_case(4, doubling_links_fn, 2);
+  links_case(8, all_pairs_fn, 7); /* alltoall: n - 1, one per pair */
+  mesh *m = mesh_build(3, 5000);  /* nothing used: no data connection */
+  for (int r = 0; r < 3; r++) assert_int_equal(hvd__tcp_connections(m->r[r].t), 0);
+  mesh_free(m);
+}
+
+/* Ranks 0 and 2 send in_flight bytes to rank 1 while rank 1 has not
+ * entered the transport: its links thread accepts them, and the sends
+ * complete.  Then rank 1 reads both. */
+static int in_flight_fn(int rank, void *arg) {
+  mesh *m = arg;
+  rank_ctx *c = &m->r[rank];
+  size_t len = c->t->in_flight;
+  uint8_t *s = malloc(len), *r = malloc(len);
+  int rc = s && r ? 0 : HVD_E_NOMEM;
+  if (rc == 0 && rank != 1) rc = exchange(c, 1, -1, len, 30 + rank, s, r);
+  pthread_barrier_wait(&m->bar);
+  for (int p = 0; rc == 0 && rank == 1 && p < 3; p += 2) rc = exchange(c, -1, p, len, 30 + p, s, r);
+  free(s);
+  free(r);
+  return rc;
+}
+
+static void test_in_flight(void **state) {
+  (void)state;
+  mesh *m = mesh_build(3, 5000);
+  run_ranks(m, in_flight_fn);
+  assert_all_ok(m);
+  mesh_free(m);
 }
 
 static void test_mesh_timeout(void **state) {
@@ -548,10 +705,17 @@ static void test_net(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_ring),     cmocka_unit_test(test_strangers),
-      cmocka_unit_test(test_peer_lost), cmocka_unit_test(test_timeout),
-      cmocka_unit_test(test_mismatch), cmocka_unit_test(test_abort),
-      cmocka_unit_test(test_mesh_timeout), cmocka_unit_test(test_net),
+      cmocka_unit_test(test_ring),
+      cmocka_unit_test(test_strangers),
+      cmocka_unit_test(test_peer_lost),
+      cmocka_unit_test(test_timeout),
+      cmocka_unit_test(test_mismatch),
+      cmocka_unit_test(test_abort),
+      cmocka_unit_test(test_mesh_timeout),
+      cmocka_unit_test(test_net),
+      cmocka_unit_test(test_abort_unconnected),
+      cmocka_unit_test(test_links),
+      cmocka_unit_test(test_in_flight),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
