@@ -318,6 +318,19 @@ def test_elastic_state_commits_restores_and_syncs():
     assert st.epoch == 0
     for got, want in zip(state(m), committed):
         np.testing.assert_array_equal(got, want)
+    # The callbacks in fit: a commit after every batch (mid-epoch on JAX,
+    # where the trainer holds the state) and the counters.
+    x, y = data(n)
+    m.fit(shard(x, n, me), shard(y, n, me), batch_size=B, epochs=1, shuffle=False, verbose=0,
+          callbacks=[hvd.elastic.CommitStateCallback(st), hvd.elastic.UpdateBatchStateCallback(st),
+                     hvd.elastic.UpdateEpochStateCallback(st)])
+    assert (st.epoch, st.batch) == (1, 0)
+    trained = state(m)
+    m.layers[0].kernel.assign(ops.zeros(m.layers[0].kernel.shape))
+    st.restore()
+    for got, want in zip(state(m), trained):
+        np.testing.assert_array_equal(got, want)
+    assert_same_on_every_rank(trained)
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="JAX's jit-compiled train step")
