@@ -3,13 +3,10 @@ TensorFlow backend, or tf-keras 2 (TF_USE_LEGACY_KERAS=1), over
 hvd.tensorflow; the Keras optimizers are wrapped by
 hvd.tensorflow.keras_optimizer, which hvd.tensorflow's own
 DistributedOptimizer also uses for them."""
-from hvd.common.frameworks import require as _require
+import tensorflow as tf  # (hvd.keras._keras checked its version first)
 
-_require("hvd.keras")  # TensorFlow, in the range this binding serves, or ImportError
-import tensorflow as tf  # noqa: E402
-
-import hvd.tensorflow as _hvd  # noqa: E402
-from hvd.tensorflow import (Adasum, Average, Compression, Max, Min, Product,  # noqa: F401,E402
+import hvd.tensorflow as _hvd
+from hvd.tensorflow import (Adasum, Average, Compression, Max, Min, Product,  # noqa: F401
                             ProcessSet, Sum, add_process_set, allgather_object, barrier,
                             broadcast_object, broadcast_variables, ccl_built, cross_rank,
                             cross_size, cuda_built, ddl_built, global_process_set, gloo_built,
@@ -17,13 +14,13 @@ from hvd.tensorflow import (Adasum, Average, Compression, Max, Min, Product,  # 
                             local_size, mpi_built, mpi_enabled, mpi_threads_supported,
                             nccl_built, rank, remove_process_set, rocm_built, shutdown, size,
                             start_timeline, stop_timeline)
-from hvd.tensorflow.elastic import ObjectState, run  # noqa: F401,E402
-from hvd.tensorflow.elastic import TensorFlowKerasState as KerasState  # noqa: F401,E402
-from hvd.tensorflow.keras_optimizer import (build_optimizer, default_settings,  # noqa: F401,E402
+from hvd.tensorflow.elastic import ObjectState, run  # noqa: F401
+from hvd.tensorflow.elastic import TensorFlowKerasState as KerasState  # noqa: F401
+from hvd.tensorflow.keras_optimizer import (build_optimizer, default_settings,  # noqa: F401
                                             distributed_class, distributed_optimizer,
                                             optimizer_built, optimizer_variables,
                                             unwrapped_class)
-from hvd.tensorflow.keras_optimizer import as_tf_variable as as_native  # noqa: F401,E402
+from hvd.tensorflow.keras_optimizer import as_tf_variable as as_native  # noqa: F401
 
 
 def _constant(value, name):

@@ -7,7 +7,33 @@ made once, when hvd.keras is imported.  TensorFlow is imported only for
 tf-keras 2 (Keras 3 on JAX or PyTorch runs without it)."""
 import os
 
+from hvd.common.frameworks import require as _require
+
 LEGACY = os.environ.get("TF_USE_LEGACY_KERAS", "").strip().lower() in ("1", "true", "yes")
+
+
+def _require_tensorflow():
+    """On TensorFlow (tf-keras 2, or Keras 3 with KERAS_BACKEND unset or
+    tensorflow, Keras's default), TensorFlow in the range hvd.keras serves
+    there, checked before Keras is imported: a missing or unserved
+    TensorFlow is hvd's ImportError, not Keras's.  Unless Keras's own
+    config file names another backend, which Keras then says."""
+    try:
+        _require("hvd.keras")
+    except ImportError:
+        if LEGACY:
+            raise
+        try:
+            import keras
+            other = keras.backend.backend() != "tensorflow"
+        except Exception:  # Keras fails without TensorFlow: hvd's error says why
+            other = False
+        if not other:
+            raise
+
+
+if LEGACY or os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+    _require_tensorflow()
 
 if LEGACY:
     import tensorflow as tf
