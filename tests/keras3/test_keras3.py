@@ -116,6 +116,20 @@ def test_optimizer_options_against_the_global_batch(kwargs, lr_scale, rtol):
     assert_same_on_every_rank(state(m))
 
 
+def test_optimizer_over_a_process_set():
+    """Averaged over a registered set of every rank (its own set id, in the
+    engine and, on JAX, in the custom call): the global batch's step."""
+    n = hvd.size()
+    ps = hvd.add_process_set(hvd.ProcessSet(list(range(n))))
+    try:
+        m = one_step(32, process_set=ps)
+        want = reference_step(32, LR, n * B)
+        for got, w in zip(m.get_weights(), want):
+            np.testing.assert_allclose(got, w, rtol=2e-5, atol=2e-6)
+    finally:
+        hvd.remove_process_set(ps)
+
+
 @pytest.mark.parametrize("average", [True, False])
 def test_backward_passes_per_step_aggregates_before_the_allreduce(average):
     """Horovod's backward_passes_per_step=2: the first batch changes no
