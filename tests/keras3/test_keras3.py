@@ -65,6 +65,17 @@ def test_the_backend_binding_and_no_tensorflow_beside_jax_and_torch():
         assert "tensorflow" not in sys.modules, "hvd.keras imported TensorFlow on " + BACKEND
 
 
+def test_no_other_binding_after_the_elastic_state():
+    """KerasState syncs its objects with the backend's own binding."""
+    m = model(401)
+    m.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(LR)), loss="mse")
+    hvd.elastic.KerasState(m, epoch=0).sync()
+    others = {"tensorflow": "hvd.torch", "jax": "hvd.torch", "torch": "hvd.jax"}
+    assert others[BACKEND] not in sys.modules
+    if BACKEND == "jax":
+        assert "torch" not in sys.modules
+
+
 def test_fit_on_shards_equals_the_global_batch_and_stays_the_same_everywhere():
     n, me = hvd.size(), hvd.rank()
     x, y = data(n)

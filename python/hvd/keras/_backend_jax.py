@@ -60,4 +60,4 @@ def reducescatter(value, name=None, op=Average):
     return _hvd.reducescatter(jnp.asarray(value), name=name, op=op)
 
 
-KerasState = keras_state_class(ObjectState, broadcast_variables)
+KerasState = keras_state_class(ObjectState, broadcast_variables, broadcast_object)

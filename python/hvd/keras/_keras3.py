@@ -38,8 +38,9 @@ def scalar_value(x):
     return float(ops.convert_to_numpy(x.value if hasattr(x, "value") else x))
 
 
-def keras_state_class(object_state, broadcast_variables):
-    """KerasState over the binding's ObjectState and broadcast_variables
+def keras_state_class(object_state, broadcast_variables, broadcast_object):
+    """KerasState over the binding's ObjectState, broadcast_variables and
+    broadcast_object
     (hvd.keras.elastic derives its KerasState from it): a Keras model,
     its optimizer (model.optimizer by default; built now, so a worker
     that joins holds the same variables) and plain objects.  A commit
@@ -54,7 +55,7 @@ def keras_state_class(object_state, broadcast_variables):
             if self.optimizer is not None and getattr(model, "built", False):
                 build_optimizer(self.optimizer, model.trainable_variables)
             self._saved_values = self._values()
-            super().__init__(**kwargs)
+            super().__init__(bcast_object=broadcast_object, **kwargs)
 
         def _variables(self):
             attach_state(self.model)
