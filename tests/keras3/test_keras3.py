@@ -297,6 +297,11 @@ def test_collectives_give_the_backends_tensors():
     b = hvd.broadcast(np.array([me, 2 * me], np.float32), n - 1)
     assert isinstance(b, kind)
     np.testing.assert_array_equal(ops.convert_to_numpy(b), [n - 1, 2 * (n - 1)])
+    rows = np.arange(2 * n, dtype=np.float32) * (me + 1)
+    rs = hvd.reducescatter(rows)  # Average; rank me's 2 rows
+    assert isinstance(rs, kind)
+    np.testing.assert_allclose(ops.convert_to_numpy(rs),
+                               np.arange(2 * me, 2 * me + 2) * (n + 1) / 2)
     m = model(300 + me)
     hvd.broadcast_global_variables(0, model=m)
     assert_same_on_every_rank([np.asarray(w) for w in m.get_weights()])
