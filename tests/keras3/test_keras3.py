@@ -321,6 +321,9 @@ def test_load_model_wraps_the_optimizer(tmp_path):
     loaded = hvd.load_model(path)
     assert wrapped(loaded.optimizer)
     assert type(loaded.optimizer).__name__ == "Adam"
+    # the class below hvd's: the one Keras makes for keras.optimizers.Adam here
+    assert hvd._backend.unwrapped_class(type(loaded.optimizer)) is type(
+        keras.optimizers.Adam(0.01))
     for got, want in zip(loaded.get_weights(), m.get_weights()):
         np.testing.assert_array_equal(got, want)
     assert not wrapped(keras.models.load_model(path).optimizer)

@@ -27,8 +27,17 @@ def _reduce_grads(grads, name, op, prescale, postscale, compression, process_set
 
 
 _binding = Binding(_reduce_grads)
-distributed_class = _binding.distributed_class
 unwrapped_class = _binding.unwrapped_class
+
+
+def distributed_class(base, settings):
+    """The distributed subclass of base, or of the torch-specialised class
+    Keras makes for it (keras.optimizers.Adam -> its torch Adam, which
+    TorchOptimizer.__new__ picks for a plain instance): what load_model
+    wraps is then what the user's own optimizer was."""
+    return _binding.distributed_class(type(base.__new__(base)), settings)
+
+
 distributed_optimizer = _binding.distributed_optimizer
 
 
