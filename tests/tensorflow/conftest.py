@@ -9,17 +9,14 @@ each rank computes the reference of a collective locally with numpy;
 tests/conftest.py starts and ends hvd.  tf_modes.py runs an op eagerly,
 in tf.function or in a TensorFlow 1 graph.
 
-A rank that fails a test ends the job (pytest_runtest_makereport below):
-its other ranks would otherwise wait in a collective it never makes.  It
-prints the failure and exits; hvdrun then stops the rest, so the job ends
-with that rank's error, not a timeout.
+A rank that fails a test ends the job (tests/end_job.py): its other ranks
+would otherwise wait in a collective it never makes.
 
 TensorFlow gets ONE inter-op thread for the whole session: hvd's
 collectives are asynchronous kernels, so no op waiting for other ranks
 holds that thread (test_more_collectives_than_threads leans on it).
 """
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("HOROVOD_DYNAMIC_PROCESS_SETS", "1")
@@ -34,21 +31,14 @@ tf.config.threading.set_intra_op_parallelism_threads(1)
 
 import hvd.tensorflow as hvd  # noqa: E402
 
+import end_job  # noqa: E402  (tests/end_job.py)
+
 
 @pytest.fixture(scope="session")
 def hvd_binding():
     return hvd
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    """A failed test (or its set-up) on one rank of a job of several ends
-    the job with that rank's error."""
-    outcome = yield
-    report = outcome.get_result()
-    if report.failed and hvd.is_initialized() and hvd.size() > 1:
-        sys.stderr.write("rank %d failed %s (%s); ending the job:\n%s\n"
-                         % (hvd.rank(), item.nodeid, report.when, report.longreprtext))
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(1)
+# A failed test (or its set-up) on one rank of a job of several ends the
+# job with that rank's error.
+pytest_runtest_makereport = end_job.on_failure(lambda: hvd)

@@ -12,7 +12,7 @@ import hvd.tensorflow as hvd
 from hvd.keras._keras import LEGACY, keras  # the Keras hvd.keras works with
 from hvd.tensorflow.keras_optimizer import _Reducing
 
-B, STEPS = 4, 3
+from keras_shards import B, STEPS, data, shard  # tests/keras_shards.py
 
 
 def model(seed):
@@ -20,18 +20,6 @@ def model(seed):
     m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="tanh"),
                           keras.layers.Dense(2)])
     return m
-
-
-def data(n):
-    rng = np.random.default_rng(5)
-    x = rng.normal(size=(n * B * STEPS, 4)).astype(np.float32)
-    y = rng.normal(size=(n * B * STEPS, 2)).astype(np.float32)
-    return x, y
-
-
-def shard(a, n, r):
-    """Rank r's samples: its B of every global batch of n * B."""
-    return np.concatenate([a[s * n * B + r * B: s * n * B + (r + 1) * B] for s in range(STEPS)])
 
 
 # tf-keras 2 has two optimizer families: its optimizer and OptimizerV2.

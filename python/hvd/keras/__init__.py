@@ -8,13 +8,12 @@ keeps some layers' gradients local; callbacks has Horovod's callbacks;
 load_model() loads a model saved with a wrapped optimizer and wraps it
 again.  Horovod itself never supported Keras 3.
 
-Everything hvd.keras needs of the framework's binding comes through one
-seam, hvd.keras._backend (today hvd.tensorflow's).
+Keras 3 runs on TensorFlow, JAX or PyTorch (KERAS_BACKEND): the same
+script runs on each.  Everything hvd.keras needs of the framework's
+binding comes through one seam, hvd.keras._backend, which takes it from
+hvd.tensorflow, hvd.jax or hvd.torch as the backend is (docs/keras.md).
 """
-from hvd.common.frameworks import require as _require
-
-_require("hvd.keras")  # the framework, in the range this binding serves, or ImportError
-from hvd.keras import _backend  # noqa: E402
+from hvd.keras import _backend
 from hvd.keras._backend import (Adasum, Average, Compression, Max, Min, Product,  # noqa: F401
                                 ProcessSet, Sum, add_process_set, allgather_object, barrier,
                                 broadcast_object, ccl_built, cross_rank, cross_size, cuda_built,

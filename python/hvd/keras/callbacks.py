@@ -1,11 +1,13 @@
 """horovod.keras.callbacks for Keras 3 (or tf-keras 2, hvd.keras._keras):
 broadcast the initial state, average the metrics, warm up and schedule the
 learning rate, keep the best model.  Collectives go through hvd.keras's
-seam (hvd.keras._backend)."""
+seam (hvd.keras._backend), so the callbacks serve every Keras backend; a
+callback that touches variables mid-epoch first puts back the state
+Keras's JAX trainer holds outside them (_keras.attach_state)."""
 import numpy as np
 
 from hvd.keras import _backend
-from hvd.keras._keras import keras
+from hvd.keras._keras import attach_state, keras
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
@@ -30,6 +32,7 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
 
     def _broadcast(self):
         from hvd.keras import model_variables
+        attach_state(self.model)
         _backend.broadcast_variables(model_variables(self.model, self._local_vars),
                                      self.root_rank)
 
@@ -61,10 +64,12 @@ class MetricAverageCallback(keras.callbacks.Callback):
 
 
 def _get_lr(model):
+    attach_state(model)
     return _backend.scalar_value(model.optimizer.learning_rate)
 
 
 def _set_lr(model, lr):
+    attach_state(model)
     opt = model.optimizer
     if hasattr(opt.learning_rate, "assign"):
         opt.learning_rate.assign(lr)

@@ -10,14 +10,15 @@ KerasState and the callbacks that keep it current during model.fit.
     def train(state):
         model.fit(..., initial_epoch=state.epoch, callbacks=callbacks)
 """
+from hvd.keras import _backend
+from hvd.keras._backend import ObjectState, run  # noqa: F401
 from hvd.keras._keras import keras
-from hvd.keras._backend import ObjectState, TensorFlowKerasState, run  # noqa: F401
 
 __all__ = ["run", "KerasState", "CommitStateCallback", "UpdateBatchStateCallback",
            "UpdateEpochStateCallback"]
 
 
-class KerasState(TensorFlowKerasState):
+class KerasState(_backend.KerasState):
     """A Keras model and its optimizer, and plain objects."""
 
     def __init__(self, model, optimizer=None, **kwargs):

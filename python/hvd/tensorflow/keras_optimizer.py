@@ -5,11 +5,10 @@ Keras optimizer without importing hvd.keras (which imports hvd.tensorflow).
 """
 import tensorflow as tf
 
-from hvd.common.process_sets import global_process_set
-from hvd.tensorflow.compression import Compression
+from hvd.common import keras_optimizer as _common
+from hvd.common.keras_optimizer import default_settings  # noqa: F401
 from hvd.tensorflow.gradients import (LocalGradientAggregationHelper, _key,
                                       make_allreduce_grads_fn, reduce_with_locals)
-from hvd.tensorflow.mpi_ops import Average, Sum
 
 
 def optimizer_variables(opt):
@@ -49,17 +48,11 @@ def as_tf_variable(v):
 
 # ---- DistributedOptimizer around a Keras optimizer ----
 #
-# The wrapped optimizer is a copy (from its config) of a subclass of the
-# optimizer's own class, named and placed as it, so a saved model records
-# the plain optimizer and load_model wraps it again.  The subclass mixes in
-# what Horovod's keras DistributedOptimizer adds: on tf-keras 2 (its
-# optimizer and the legacy OptimizerV2), as Horovod, compute_gradients()
-# (what minimize() and model.fit's train step call) and get_gradients()
-# reduce the gradients; on Keras 3, which has neither, apply() does.
-
-_SETTINGS = ("compression", "sparse_as_dense", "op", "gradient_predivide_factor", "groups",
-             "process_set", "scale_local_gradients", "backward_passes_per_step",
-             "average_aggregated_gradients", "name")
+# The subclass (hvd.common.keras_optimizer.wrap) mixes in what Horovod's
+# keras DistributedOptimizer adds: on tf-keras 2 (its optimizer and the
+# legacy OptimizerV2), as Horovod, compute_gradients() (what minimize()
+# and model.fit's train step call) and get_gradients() reduce the
+# gradients; on Keras 3, which has neither, apply() does.
 
 
 def _is_keras3(cls):
@@ -71,7 +64,7 @@ class _Reducing:
     """What both Keras generations' distributed optimizers share: the
     reduce of gradients with local variables, and the aggregation helper."""
 
-    _hvd_settings = None  # a dict of _SETTINGS, set on the subclass
+    _hvd_settings = None  # a dict of common.keras_optimizer.SETTINGS, set by wrap()
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -158,46 +151,19 @@ class _Keras3Mixin(_Reducing):
 
 def distributed_class(base, settings):
     """The subclass of the Keras optimizer class base that reduces with
-    settings (a dict of _SETTINGS)."""
-    mixin = _Keras3Mixin if _is_keras3(base) else _TfKerasMixin
-    cls = type(base.__name__, (mixin, base), {"_hvd_settings": dict(settings)})
-    cls.__module__ = base.__module__
-    return cls
+    settings (a dict of hvd.common.keras_optimizer.SETTINGS)."""
+    return _common.wrap(base, _Keras3Mixin if _is_keras3(base) else _TfKerasMixin, settings)
 
 
 def unwrapped_class(cls):
     """The Keras class below hvd's subclasses."""
-    return next(c for c in cls.__mro__ if not issubclass(c, _Reducing))
+    return _common.unwrapped_class(cls, _Reducing)
 
 
-def distributed_optimizer(optimizer, name=None, compression=None, sparse_as_dense=False,
-                          op=None, gradient_predivide_factor=1.0, backward_passes_per_step=1,
-                          average_aggregated_gradients=False, groups=None,
-                          process_set=None, scale_local_gradients=True):
+def distributed_optimizer(optimizer, **kwargs):
     """A copy of the Keras optimizer (from its config) that reduces its
     gradients over process_set (Average or Sum), as Horovod's keras
-    DistributedOptimizer."""
-    op = Average if op is None else op
-    if op not in (Average, Sum):
-        raise ValueError("op currently only supports Average and Sum")
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if backward_passes_per_step < 1:
-        raise ValueError("backward_passes_per_step must be >= 1")
-    settings = dict(compression=compression or Compression.none,
-                    sparse_as_dense=sparse_as_dense, op=op,
-                    gradient_predivide_factor=gradient_predivide_factor, groups=groups,
-                    process_set=process_set or global_process_set,
-                    scale_local_gradients=scale_local_gradients,
-                    backward_passes_per_step=int(backward_passes_per_step),
-                    average_aggregated_gradients=bool(average_aggregated_gradients), name=name)
+    DistributedOptimizer; kwargs: hvd.common.keras_optimizer.settings'."""
     base = unwrapped_class(optimizer.__class__)
-    return distributed_class(base, settings).from_config(optimizer.get_config())
-
-
-def default_settings(compression=None):
-    """The settings load_model wraps optimizers with (Horovod's defaults)."""
-    return dict(compression=compression or Compression.none, sparse_as_dense=False, op=Average,
-                gradient_predivide_factor=1.0, groups=None, process_set=global_process_set,
-                scale_local_gradients=True, backward_passes_per_step=1,
-                average_aggregated_gradients=False, name=None)
+    return distributed_class(base, _common.settings(**kwargs)).from_config(
+        optimizer.get_config())
