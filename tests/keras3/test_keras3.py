@@ -131,20 +131,25 @@ def test_optimizer_options_against_the_global_batch(kwargs, lr_scale, rtol):
 
 def test_optimizer_over_a_process_set():
     """Averaged over a registered set (its own set id, in the engine and,
-    on JAX, in the custom call) of every rank but rank 0, which sits out:
-    the step of the members' batches together.  (At size 1, rank 0 alone:
-    the global set, which is not added again.)"""
+    on JAX, in the custom call): rank 0 alone in one, the other ranks in
+    another, each rank's step the one of its set's batches together.  Every
+    rank trains, so Keras's per-process names (layers, optimizers) stay
+    alike on every rank.  (At size 1, rank 0 alone is the global set, which
+    is not added again.)"""
     n, me = hvd.size(), hvd.rank()
-    members = list(range(1, n)) or [0]
-    ps = hvd.add_process_set(members) if n > 1 else hvd.global_process_set
+    if n == 1:
+        sets = [hvd.global_process_set]
+    else:
+        sets = [hvd.add_process_set([0]), hvd.add_process_set(list(range(1, n)))]
     try:
-        if me in members:
-            m = one_step(32, process_set=ps)
-            want = reference_step(32, LR, len(members) * B, first=members[0] * B)
-            for got, w in zip(m.get_weights(), want):
-                np.testing.assert_allclose(got, w, rtol=2e-5, atol=2e-6)
+        ps = next(s for s in sets if me in s.ranks)
+        m = one_step(32, process_set=ps)
+        want = reference_step(32, LR, len(ps.ranks) * B, first=ps.ranks[0] * B)
+        for got, w in zip(m.get_weights(), want):
+            np.testing.assert_allclose(got, w, rtol=2e-5, atol=2e-6)
     finally:
-        hvd.remove_process_set(ps)
+        for s in sets:
+            hvd.remove_process_set(s)
 
 
 @pytest.mark.parametrize("average", [True, False])
