@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "wire/net.h"
 
 /* Published words: shared-memory segments of this process (one, or one
  * per rank in tests that run ranks as threads). */
@@ -82,8 +83,7 @@ void hvd__alarm_raise(hvd_alarm *a, int lost, const char *why) {
   a->lost = lost;
   snprintf(a->why, sizeof a->why, "%s", why);
   atomic_store_explicit(&a->raised, 1, memory_order_release);
-  uint64_t one = 1;
-  if (a->fd >= 0) (void)!write(a->fd, &one, sizeof one);
+  hvd__net_wake(a->fd);
 }
 
 int hvd__alarm_raised(hvd_alarm *a) {

@@ -86,10 +86,7 @@ struct hvd_links {
 
 _Static_assert(HVD_AUTH_PROOF_LEN + 1 <= HVD_AUTH_RESPONSE_LEN, "proof and decision fit buf");
 
-static void signal_event(hvd_links *l) {
-  uint64_t one = 1;
-  (void)!write(l->event_fd, &one, sizeof one);
-}
+static void signal_event(hvd_links *l) { hvd__net_wake(l->event_fd); }
 
 static int watch_index(const hvd_links *l, uint32_t id) {
   for (int i = 0; i < l->nwatch; i++)
@@ -378,9 +375,8 @@ fail:
 
 void hvd__links_stop(hvd_links *l) {
   if (!l) return;
-  uint64_t one = 1;
   atomic_store(&l->stop, 1);
-  (void)!write(l->stop_fd, &one, sizeof one);
+  hvd__net_wake(l->stop_fd);
   if (l->started) pthread_join(l->thread, NULL);
   free_links(l);
 }

@@ -290,9 +290,8 @@ free_it:
 
 void hvd__watch_stop(hvd_watch *w) {
   if (!w) return;
-  uint64_t one = 1;
   atomic_store(&w->stop, 1);
-  (void)!write(w->stop_fd, &one, sizeof one);
+  hvd__net_wake(w->stop_fd);
   pthread_join(w->thread, NULL);
   for (int i = 0; i < w->n; i++) { /* best effort: a peer that cannot take it sees the close */
     peer *p = &w->peers[i];

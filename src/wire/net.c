@@ -127,6 +127,13 @@ void hvd__net_close(int *fd) {
   *fd = -1;
 }
 
+void hvd__net_wake(int fd) {
+  uint64_t one = 1;
+  if (fd < 0) return;
+  while (write(fd, &one, sizeof one) < 0 && errno == EINTR) {
+  }
+}
+
 /* ---- listen ---- */
 
 static int listen_on(const struct addrinfo *ai, int *fd) {

@@ -64,4 +64,9 @@ int hvd__net_tune(int fd);
 /* Closes fd if >= 0 and sets it to -1. */
 void hvd__net_close(int *fd);
 
+/* Adds one to an eventfd (if fd >= 0), again when a signal interrupted
+ * the write: a wake that is lost leaves a thread in poll() until its
+ * next timeout, which a peer can take for a rank that stopped. */
+void hvd__net_wake(int fd);
+
 #endif /* HVD_NET_H */
