@@ -1,5 +1,6 @@
 """An elastic hvd.keras job (test_keras_elastic.py starts it under hvdrun's
-elastic driver): model.fit with KerasState and the elastic callbacks,
+elastic driver, with KERAS_BACKEND tensorflow, jax or torch): model.fit
+with KerasState and the elastic callbacks,
 EPOCHS epochs of STEPS batches.  The worker on h2 kills itself (SIGKILL)
 once, mid-epoch, right after batch KILL_AT[1] of epoch KILL_AT[0]; the
 others go on from their last commit, and a new worker may join.
@@ -12,14 +13,19 @@ import signal
 import socket
 
 import numpy as np
-import tensorflow as tf
+import keras
 
-tf.config.threading.set_intra_op_parallelism_threads(1)
-tf.config.threading.set_inter_op_parallelism_threads(2)
+import hvd.keras as hvd
 
-import keras  # noqa: E402
+if keras.backend.backend() == "tensorflow":  # three hosts share two cores
+    import tensorflow as tf
 
-import hvd.keras as hvd  # noqa: E402
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+elif keras.backend.backend() == "torch":
+    import torch
+
+    torch.set_num_threads(1)
 
 EPOCHS, STEPS, BATCH = 3, 6, 4
 KILL_AT = (1, 3)
@@ -100,5 +106,5 @@ def train(state):
 train(state)
 digests = hvd.allgather_object([w.tobytes() for w in model.get_weights()])
 print("done epoch %d batch %d iterations %d size %d same %s"
-      % (state.epoch, state.batch, int(model.optimizer.iterations.numpy()), hvd.size(),
+      % (state.epoch, state.batch, int(keras.ops.convert_to_numpy(model.optimizer.iterations)), hvd.size(),
          all(d == digests[0] for d in digests)), flush=True)

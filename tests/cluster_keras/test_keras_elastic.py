@@ -1,4 +1,5 @@
-"""Elastic hvd.keras across emulated hosts: hvdrun in h0 is the elastic
+"""Elastic hvd.keras across emulated hosts, on each Keras 3 backend whose
+binding was built (HVD_KERAS_BACKENDS, from ctest): hvdrun in h0 is the elastic
 driver (--min-np/--max-np, a host discovery script), keras_elastic_worker.py
 runs model.fit with KerasState and the elastic callbacks on h0..h2, and the
 worker on h2 is killed (SIGKILL) mid-epoch.  The job must go on and finish
@@ -10,11 +11,15 @@ import os
 import re
 import subprocess
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIMIT = 300  # seconds: TensorFlow's start is slow on a busy machine
+BACKENDS = os.environ.get("HVD_KERAS_BACKENDS", "tensorflow").split()
 
 
-def test_keras_worker_killed_mid_epoch(cluster, build_dir, tmp_path):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_keras_worker_killed_mid_epoch(cluster, build_dir, tmp_path, backend):
     cluster.check()
     hosts = tmp_path / "hosts"
     hosts.write_text("h0:1\nh1:1\nh2:1\n")
@@ -24,6 +29,8 @@ def test_keras_worker_killed_mid_epoch(cluster, build_dir, tmp_path):
     env = dict(os.environ, PYTHONPATH=os.path.join(build_dir, "python"),
                KILL_MARKER=str(tmp_path / "killed"), TF_CPP_MIN_LOG_LEVEL="3",
                CUDA_VISIBLE_DEVICES="", HOROVOD_GLOO_TIMEOUT_SECONDS="20",
+               KERAS_BACKEND=backend, JAX_PLATFORMS="cpu",
+               XLA_FLAGS="--xla_cpu_multi_thread_eigen=false",
                HOROVOD_START_TIMEOUT="120")
     argv = [os.path.join(build_dir, "hvdrun"), "--ssh-command", "ssh -F %s" % cluster.ssh_config,
             "-np", "3", "--min-np", "2", "--max-np", "3",

@@ -1,5 +1,5 @@
 """Shared set-up for hvd.keras on Keras 3's three backends (ctest
-python.keras3.tensorflow / .jax / .torch: the same tests, KERAS_BACKEND
+python.keras3.{tensorflow,jax,torch}.np{1,2,4}: the same tests, KERAS_BACKEND
 set per test; the venv's pytest in every rank under hvdrun, as
 tests/tensorflow and tests/jax).  Each framework gets one thread per rank
 (the CI has two cores); tests/conftest.py starts and ends hvd, and

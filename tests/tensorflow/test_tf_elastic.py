@@ -4,7 +4,7 @@ recovery through a new job (hvd_elastic_reset under hvdrun) after a
 simulated lost worker -- HorovodInternalError, or the tf.errors.UnknownError
 a broken job's collective raises -- and the Keras callbacks that keep the
 state current in model.fit.  A worker killed mid-epoch under hvdrun's
-elastic driver: tests/cluster_tf/test_keras_elastic.py."""
+elastic driver: tests/cluster_keras/test_keras_elastic.py."""
 import numpy as np
 import tensorflow as tf
 
