@@ -25,6 +25,7 @@
 #include "agent_proto.h"
 #include "agent_relay.h"
 #include "common.h"
+#include "env.h"
 #include "procs.h"
 #include "rank_env.h"
 #include "signals.h"
@@ -32,7 +33,7 @@
 #include "wire/shm_name.h"
 
 #define PING_MS 1000
-#define SILENCE_MS 4000
+#define SILENCE_MS 4000    /* until the job says (HOROVOD_AGENT_TIMEOUT_SECONDS) */
 #define KILL_AFTER_MS 2000 /* SIGTERM to SIGKILL */
 #define GIVE_UP_MS 1000    /* after SIGKILL: the ranks' last reports, then go */
 #define QUEUE_HIGH (1024 * 1024)
@@ -62,7 +63,8 @@ struct agent {
   int sig_fd;
   int in_open, out_ok;
   uint64_t heard_at, ping_at, kill_at, give_up_at;
-  uint64_t seen_at; /* when on_time() last ran (STALLED_MS) */
+  uint64_t silence_ms; /* hvdrun may say nothing this long */
+  uint64_t seen_at;    /* when on_time() last ran (STALLED_MS) */
   int stopping;
   int exit_code;
   char host[256];
@@ -131,8 +133,11 @@ static void queue_up(void *arg, agent_msg m) { queue(arg, m); }
 /* proc_output_fn: a rank's bytes, or the end of one of its pipes. */
 static void on_rank_output(void *ctx, int stream, const char *data, size_t n) {
   agent_proc *ap = ctx;
-  queue(ap->a, (agent_msg){.type = n ? AGENT_OUTPUT : AGENT_CLOSED, .rank = ap->rank,
-                           .stream = (uint8_t)stream, .data = (const uint8_t *)data, .len = n});
+  queue(ap->a, (agent_msg){.type = n ? AGENT_OUTPUT : AGENT_CLOSED,
+                           .rank = ap->rank,
+                           .stream = (uint8_t)stream,
+                           .data = (const uint8_t *)data,
+                           .len = n});
 }
 
 /* Starts one rank with the agent's environment, the job's over it, and
@@ -152,12 +157,27 @@ static void start_rank(agent *a, agent_proc *ap, const agent_rank *k) {
   if (envp && proc_spawn(&ap->p, a->job.argv, envp, 0) == 0) {
     queue(a, (agent_msg){.type = AGENT_STARTED, .rank = k->rank, .num = (uint32_t)ap->p.pid});
   } else {
-    queue(a, (agent_msg){.type = AGENT_EXITED, .rank = k->rank,
+    queue(a, (agent_msg){.type = AGENT_EXITED,
+                         .rank = k->rank,
                          .exit = {PROC_NO_SETUP, errno ? errno : EIO}});
     ap->reported = 1;
   }
   free(envp);
   free(over);
+}
+
+/* hvdrun's HOROVOD_AGENT_TIMEOUT_SECONDS, which the job's environment
+ * carries (hvdrun checked it; a value out of range keeps the default). */
+static void take_silence(agent *a) {
+  const hvd_param *p = &hvd__params[HVD_P_AGENT_TIMEOUT_SECONDS];
+  size_t n = strlen(p->name);
+  long v;
+  for (size_t i = 0; i < a->job.nenv; i++) {
+    const char *e = a->job.env[i];
+    if (strncmp(e, p->name, n) == 0 && e[n] == '=' &&
+        options_parse_int(e + n + 1, p->min, p->max, &v) == 0)
+      a->silence_ms = (uint64_t)v * 1000;
+  }
 }
 
 static void on_job(agent *a, const uint8_t *payload, size_t len) {
@@ -166,6 +186,7 @@ static void on_job(agent *a, const uint8_t *payload, size_t len) {
     return;
   }
   a->have_job = 1;
+  take_silence(a);
   if (a->job.version != AGENT_PROTO_VERSION) {
     fail(a, "hvdrun speaks version %u, its agent %u: install the same hvd on every host",
          a->job.version, AGENT_PROTO_VERSION);
@@ -321,7 +342,7 @@ static void dispatch(agent *a) {
 
 static uint64_t next_wake(const agent *a) {
   uint64_t wake = a->out_ok ? a->ping_at : HVD__NEVER;
-  uint64_t silence = a->heard_at + SILENCE_MS;
+  uint64_t silence = a->heard_at + a->silence_ms;
   if (a->in_open && !a->stopping && silence < wake) wake = silence;
   if (a->kill_at && a->kill_at < wake) wake = a->kill_at;
   if (a->give_up_at && a->give_up_at < wake) wake = a->give_up_at;
@@ -335,8 +356,8 @@ static void on_time(agent *a, uint64_t now) {
     queue(a, (agent_msg){.type = AGENT_PING});
     a->ping_at = now + PING_MS;
   }
-  if (a->in_open && !a->stopping && now >= a->heard_at + SILENCE_MS)
-    stop(a, "no word from hvdrun for %d s", SILENCE_MS / 1000);
+  if (a->in_open && !a->stopping && now >= a->heard_at + a->silence_ms)
+    stop(a, "no word from hvdrun for %d s", (int)(a->silence_ms / 1000));
   if (a->kill_at && now >= a->kill_at) {
     signal_all(a, SIGKILL);
     a->kill_at = 0;
@@ -378,6 +399,7 @@ static int agent_init(agent *a) {
   uint64_t now = hvd__now_ms();
   a->heard_at = now;
   a->ping_at = now + PING_MS;
+  a->silence_ms = SILENCE_MS;
   agent_msg hello = {.type = AGENT_HELLO, .num = AGENT_PROTO_VERSION};
   snprintf(hello.text, sizeof hello.text, "%s", a->host);
   queue(a, hello);

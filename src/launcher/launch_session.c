@@ -48,7 +48,6 @@
 #include "rank_env.h"
 
 #define PING_MS 1000
-#define SILENCE_MS 4000
 #define SESSION_EXIT_MS 2000 /* after the ranks are done: the session's time to leave */
 #define SAID_MAX 2048        /* the last words of the session's stderr, for reports */
 /* hvdrun's loop turns at least every PING_MS: a longer gap means the
@@ -62,10 +61,10 @@ typedef enum { S_CONNECTING, S_UP, S_CLOSING, S_GONE } session_state;
 
 typedef struct {
   const session_kind *kind;
-  proc child; /* the session's process: ssh, srun (not for a relayed one) */
-  uint32_t id;     /* in the frames of the agent that relays it: its host's first rank */
-  int in_open;     /* its stdin is open */
-  proc_exit end;   /* a relayed session's end, once ENDED came */
+  proc child;         /* the session's process: ssh, srun (not for a relayed one) */
+  uint32_t id;        /* in the frames of the agent that relays it: its host's first rank */
+  int in_open;        /* its stdin is open */
+  proc_exit end;      /* a relayed session's end, once ENDED came */
   launch_host **kids; /* the hosts whose sessions this host's agent started */
   int nkids, cap_kids;
   session_state state;
@@ -123,8 +122,8 @@ static int put_job(const launch_host *h, const char *cwd, bytes *q) {
   agent_rank *ranks = job_ranks(h, &env);
   size_t argc = 0;
   while (o->argv[argc]) argc++;
-  agent_job j = {AGENT_PROTO_VERSION, (char *)cwd, o->argv, argc, env.vars, env.common, ranks,
-                 (size_t)n};
+  agent_job j = {AGENT_PROTO_VERSION, (char *)cwd, o->argv,  argc, env.vars,
+                 env.common,          ranks,       (size_t)n};
   if (ranks && ranks[n - 1].nvars == RANK_ENV_PER_RANK) rc = agent_put_job(q, &j);
   free_ranks(ranks, n);
   rank_env_free(&env);
@@ -135,14 +134,17 @@ static int put_job(const launch_host *h, const char *cwd, bytes *q) {
 static int queue_job(launch_host *h, session *s) {
   char cwd[PATH_MAX];
   if (!getcwd(cwd, sizeof cwd)) {
-    launch_host_failed(h, HVDRUN_EXIT_HOST, 0, "host '%s': cannot start its ranks: hvdrun's "
-                       "working directory: %s", name_of(h), strerror(errno));
+    launch_host_failed(h, HVDRUN_EXIT_HOST, 0,
+                       "host '%s': cannot start its ranks: hvdrun's "
+                       "working directory: %s",
+                       name_of(h), strerror(errno));
     return -1;
   }
   if (put_job(h, cwd, &s->q) == 0) return 0;
-  launch_host_failed(h, HVDRUN_EXIT_HOST, 0, "host '%s': cannot start its ranks: out of memory, "
-                     "or its environment and arguments exceed %u bytes", name_of(h),
-                     HVD_FRAME_CONTROL_MAX);
+  launch_host_failed(h, HVDRUN_EXIT_HOST, 0,
+                     "host '%s': cannot start its ranks: out of memory, "
+                     "or its environment and arguments exceed %u bytes",
+                     name_of(h), HVD_FRAME_CONTROL_MAX);
   return -1;
 }
 
@@ -193,8 +195,7 @@ static void pass_down(launch_host *h) {
   while (bytes_pending(&s->q) > 0) {
     size_t n = bytes_pending(&s->q);
     if (n > AGENT_OUTPUT_MAX) n = AGENT_OUTPUT_MAX;
-    agent_msg m = {.type = AGENT_TO, .id = s->id, .data = (uint8_t *)s->q.buf + s->q.off,
-                   .len = n};
+    agent_msg m = {.type = AGENT_TO, .id = s->id, .data = (uint8_t *)s->q.buf + s->q.off, .len = n};
     if (!via || !via->in_open || agent_put_msg(&via->q, &m) < 0) n = bytes_pending(&s->q);
     bytes_consume(&s->q, n);
   }
@@ -251,9 +252,11 @@ static int ranks_done(const launch_host *h) {
 static void relay_hint(const launch_host *h, char *buf, size_t cap) {
   buf[0] = '\0';
   if (h->via)
-    snprintf(buf, cap, " (its session started on %s, through hvdrun's agent there: beyond "
+    snprintf(buf, cap,
+             " (its session started on %s, through hvdrun's agent there: beyond "
              "--launch-fanout hosts, the hosts start each other's sessions; --launch-fanout 0 "
-             "starts every session from here)", name_of(h->via));
+             "starts every session from here)",
+             name_of(h->via));
 }
 
 /* The session ended: what that means depends on how far it got. */
@@ -272,16 +275,18 @@ static void judge_end(launch_host *h, session *s) {
     snprintf(how, sizeof how, "%s %s", s->kind->name, desc);
   }
   if (s->state == S_CONNECTING && e.how == PROC_EXITED && (e.value == 126 || e.value == 127))
-    launch_host_failed(h, HVDRUN_EXIT_HOST, 0, "hvdrun's agent could not start on %s: %s; "
+    launch_host_failed(h, HVDRUN_EXIT_HOST, 0,
+                       "hvdrun's agent could not start on %s: %s; "
                        "hvdrun must be installed at the same path on every host",
                        name_of(h), text[0] ? text : how);
   else if (s->state == S_CONNECTING)
     launch_host_failed(h, HVDRUN_EXIT_HOST, 0, "host '%s': cannot start its ranks: %s%s%s%s",
                        name_of(h), how, text[0] ? ": " : "", text, hint);
   else if (!ranks_done(h))
-    launch_host_failed(h, HVDRUN_EXIT_HOST, 1, "host %s: lost contact with hvdrun's agent "
-                       "(the %s session ended: %s)", name_of(h), s->kind->name,
-                       text[0] ? text : how);
+    launch_host_failed(h, HVDRUN_EXIT_HOST, 1,
+                       "host %s: lost contact with hvdrun's agent "
+                       "(the %s session ended: %s)",
+                       name_of(h), s->kind->name, text[0] ? text : how);
   else if (!proc_exit_ok(e))
     launch_say(h, 0, "host %s: %s", name_of(h), how);
 }
@@ -296,14 +301,15 @@ static void protocol_error(launch_host *h) {
 
 static void on_hello(launch_host *h, session *s, const agent_msg *m) {
   if (m->num != AGENT_PROTO_VERSION) {
-    hvd__err(HVD_E_PROTOCOL, "it speaks version %u, this hvdrun %u: install the same hvd on "
-             "every host", m->num, AGENT_PROTO_VERSION);
+    hvd__err(HVD_E_PROTOCOL,
+             "it speaks version %u, this hvdrun %u: install the same hvd on "
+             "every host",
+             m->num, AGENT_PROTO_VERSION);
     protocol_error(h);
     return;
   }
   s->state = S_UP;
-  launch_say(h, 0, "host %s: hvdrun's agent is up (its host calls itself %s)", name_of(h),
-             m->text);
+  launch_say(h, 0, "host %s: hvdrun's agent is up (its host calls itself %s)", name_of(h), m->text);
   /* What the session said while connecting was kept for a failure; now
    * it is news. */
   if (h->ctx->opt->verbose) output_stream_feed(&s->err, s->said, s->said_len);
@@ -415,7 +421,8 @@ static void gone(launch_host *h) {
     session *ks = kid->impl;
     if (!ks || ks->state == S_GONE) continue;
     if (!ks->failed)
-      launch_host_failed(kid, HVDRUN_EXIT_HOST, 1, "host %s: lost contact with hvdrun's agent "
+      launch_host_failed(kid, HVDRUN_EXIT_HOST, 1,
+                         "host %s: lost contact with hvdrun's agent "
                          "(its session ran through the agent on %s, which is gone)",
                          name_of(kid), name_of(h));
     ks->failed = 1;
@@ -506,7 +513,8 @@ int session_start(launch_host *h, const session_kind *kind) {
   h->impl = s;
   s->kind = kind;
   s->id = (uint32_t)h->spec->first;
-  s->child.in_fd = s->child.exec_fd = s->child.out_fd[PROC_STDOUT] = s->child.out_fd[PROC_STDERR] = -1;
+  s->child.in_fd = s->child.exec_fd = s->child.out_fd[PROC_STDOUT] = s->child.out_fd[PROC_STDERR] =
+      -1;
   s->state = S_GONE;
   agent_reader_init(&s->rd, AGENT_FROM_AGENT);
   snprintf(prefix, sizeof prefix, "hvdrun: host %s: ", name_of(h));
@@ -516,9 +524,11 @@ int session_start(launch_host *h, const session_kind *kind) {
   s->in_open = h->via != NULL; /* the JOB goes down with the SPAWN */
   if (spawn(h, s, &cmd) < 0) {
     s->in_open = 0;
-    launch_host_failed(h, HVDRUN_EXIT_HOST, 0, "host '%s': cannot start its ranks: cannot "
-                       "start '%s'%s%s: %s", name_of(h), kind->program(h),
-                       h->via ? " on " : "", h->via ? name_of(h->via) : "", strerror(errno));
+    launch_host_failed(h, HVDRUN_EXIT_HOST, 0,
+                       "host '%s': cannot start its ranks: cannot "
+                       "start '%s'%s%s: %s",
+                       name_of(h), kind->program(h), h->via ? " on " : "",
+                       h->via ? name_of(h->via) : "", strerror(errno));
   } else {
     uint64_t now = hvd__now_ms();
     s->state = S_CONNECTING;
@@ -578,12 +588,18 @@ void session_dispatch(launch_host *h, const struct pollfd *fds, size_t n) {
   proc_poll_dispatch(&s->child, fds + at, n - at, on_session_output, h);
 }
 
+/* How long the agent may say nothing (HOROVOD_AGENT_TIMEOUT_SECONDS); the
+ * agent reads the same from the job's environment. */
+static uint64_t silence_ms(const launch_host *h) {
+  return (uint64_t)h->ctx->opt->agent_timeout * 1000;
+}
+
 uint64_t session_deadline(const launch_host *h) {
   const session *s = h->impl;
   uint64_t d = HVD__NEVER;
   if (!s || s->state == S_GONE) return d;
   if (s->state == S_CONNECTING && !s->failed) d = s->answer_by;
-  uint64_t silence = s->heard_at + SILENCE_MS;
+  uint64_t silence = s->heard_at + silence_ms(h);
   if (s->state == S_UP && !s->failed && silence < d) d = silence;
   if (s->in_open && s->ping_at < d) d = s->ping_at;
   if (s->kill_at && s->kill_at < d) d = s->kill_at;
@@ -598,14 +614,17 @@ void session_expire(launch_host *h, uint64_t now) {
   s->seen_at = now;
   if (s->state == S_CONNECTING && !s->failed && now >= s->answer_by) {
     said_text(s, text, sizeof text);
-    launch_host_failed(h, HVDRUN_EXIT_HOST, 0, "host '%s': cannot start its ranks: no answer "
-                       "within %d s%s%s", name_of(h), h->ctx->opt->start_timeout,
-                       text[0] ? ": " : "", text);
+    launch_host_failed(h, HVDRUN_EXIT_HOST, 0,
+                       "host '%s': cannot start its ranks: no answer "
+                       "within %d s%s%s",
+                       name_of(h), h->ctx->opt->start_timeout, text[0] ? ": " : "", text);
     kill_session(h);
   }
-  if (s->state == S_UP && !s->failed && now >= s->heard_at + SILENCE_MS) {
-    launch_host_failed(h, HVDRUN_EXIT_HOST, 1, "host %s: lost contact with hvdrun's agent "
-                       "(no word for %d s)", name_of(h), SILENCE_MS / 1000);
+  if (s->state == S_UP && !s->failed && now >= s->heard_at + silence_ms(h)) {
+    launch_host_failed(h, HVDRUN_EXIT_HOST, 1,
+                       "host %s: lost contact with hvdrun's agent "
+                       "(no word for %d s)",
+                       name_of(h), h->ctx->opt->agent_timeout);
     kill_session(h);
   }
   if (s->in_open && now >= s->ping_at) {

@@ -40,11 +40,35 @@
 
 /* F_ENV: the flag sets the variable its row names; the rest are hvdrun's own. */
 typedef enum {
-  F_ENV, F_NP, F_HOSTS, F_HOSTFILE, F_SSH_PORT, F_SSH_IDENTITY, F_SSH_COMMAND, F_SSH_THIS_HOST,
-  F_LAUNCH_FANOUT, F_OUTPUT,
-  F_MIN_NP, F_MAX_NP, F_DISCOVERY, F_SLOTS_PER_HOST, F_ELASTIC_TIMEOUT, F_RESET_LIMIT,
-  F_COOLDOWN, F_LAUNCHER, F_MPI, F_MPI_ARGS, F_GLOO, F_MAKE_SECRET, F_VERBOSE, F_CHECK_BUILD,
-  F_VERSION, F_HELP, F_CONFIG_FILE, F_BINDING_ARGS, F_PREFIX_TIMESTAMP,
+  F_ENV,
+  F_NP,
+  F_HOSTS,
+  F_HOSTFILE,
+  F_SSH_PORT,
+  F_SSH_IDENTITY,
+  F_SSH_COMMAND,
+  F_SSH_THIS_HOST,
+  F_LAUNCH_FANOUT,
+  F_OUTPUT,
+  F_MIN_NP,
+  F_MAX_NP,
+  F_DISCOVERY,
+  F_SLOTS_PER_HOST,
+  F_ELASTIC_TIMEOUT,
+  F_RESET_LIMIT,
+  F_COOLDOWN,
+  F_LAUNCHER,
+  F_MPI,
+  F_MPI_ARGS,
+  F_GLOO,
+  F_MAKE_SECRET,
+  F_VERBOSE,
+  F_CHECK_BUILD,
+  F_VERSION,
+  F_HELP,
+  F_CONFIG_FILE,
+  F_BINDING_ARGS,
+  F_PREFIX_TIMESTAMP,
   F_NOTHING,   /* accepted; asks for what hvdrun does anyway (its help line says why) */
   F_WARN,      /* accepted with one warning line: it changes nothing here (its help line) */
   F_NO_MEANING /* refused in one line: its help line says why */
@@ -72,11 +96,11 @@ typedef struct {
   flag_id id;
   const char *short_name; /* may be NULL */
   const char *long_name;
-  const char *arg;        /* the value's name, NULL for a switch */
-  int param;              /* F_ENV: the variable the flag sets (hvd_param_id), else -1 */
-  long scale;             /* F_ENV: an INT variable gets the value times scale; a BOOL one
+  const char *arg;  /* the value's name, NULL for a switch */
+  int param;        /* F_ENV: the variable the flag sets (hvd_param_id), else -1 */
+  long scale;       /* F_ENV: an INT variable gets the value times scale; a BOOL one
                              gets scale (1, or 0 for a --no- twin) */
-  const char *help;       /* F_ENV: --help adds the variable and the range */
+  const char *help; /* F_ENV: --help adds the variable and the range */
 } flag;
 
 static const flag flags[] = {
@@ -100,8 +124,7 @@ static const flag flags[] = {
      "also write rank N's output to DIR/rank.N/stdout and stderr"},
     {F_CONFIG_FILE, NULL, "--config-file", "FILE", OWN,
      "horovodrun's YAML settings; the command line's flags override them"},
-    {F_MIN_NP, NULL, "--min-np", "N", OWN,
-     "elastic: fewest workers to train with (default -np)"},
+    {F_MIN_NP, NULL, "--min-np", "N", OWN, "elastic: fewest workers to train with (default -np)"},
     {F_MAX_NP, NULL, "--max-np", "N", OWN,
      "elastic: most workers to train with (default: no bound below 4096)"},
     {F_DISCOVERY, NULL, "--host-discovery-script", "SCRIPT", OWN,
@@ -146,7 +169,8 @@ static const flag flags[] = {
      "the old name of --log-with-timestamp"},
     {F_PREFIX_TIMESTAMP, NULL, "--prefix-output-with-timestamp", NULL, OWN,
      "start each forwarded output line with its time, as 'Fri Nov 27 02:05:43 2026[0]<stdout>:'"},
-    {F_ENV, NULL, "--fusion-threshold-mb", "MB", ENV_SCALED(FUSION_THRESHOLD, 1048576), "fuse allreduces of up to MB megabytes; 0: no fusion"},
+    {F_ENV, NULL, "--fusion-threshold-mb", "MB", ENV_SCALED(FUSION_THRESHOLD, 1048576),
+     "fuse allreduces of up to MB megabytes; 0: no fusion"},
     {F_ENV, NULL, "--cycle-time-ms", "MS", ENV(CYCLE_TIME),
      "pause between negotiation cycles, like 2.5"},
     {F_ENV, NULL, "--hierarchical-allreduce", NULL, ENV(HIERARCHICAL_ALLREDUCE),
@@ -169,8 +193,10 @@ static const flag flags[] = {
     {F_ENV, NULL, "--no-autotune", NULL, ENV_OFF(AUTOTUNE), "no autotuning (the default)"},
     {F_ENV, NULL, "--autotune-log-file", "PATH", ENV(AUTOTUNE_LOG),
      "rank 0 writes every autotune sample and its score there (CSV)"},
-    {F_ENV, NULL, "--autotune-warmup-samples", "N", ENV(AUTOTUNE_WARMUP_SAMPLES), "autotune samples discarded at the start"},
-    {F_ENV, NULL, "--autotune-steps-per-sample", "N", ENV(AUTOTUNE_STEPS_PER_SAMPLE), "training steps in one autotune sample"},
+    {F_ENV, NULL, "--autotune-warmup-samples", "N", ENV(AUTOTUNE_WARMUP_SAMPLES),
+     "autotune samples discarded at the start"},
+    {F_ENV, NULL, "--autotune-steps-per-sample", "N", ENV(AUTOTUNE_STEPS_PER_SAMPLE),
+     "training steps in one autotune sample"},
     {F_ENV, NULL, "--autotune-bayes-opt-max-samples", "N", ENV(AUTOTUNE_BAYES_OPT_MAX_SAMPLES),
      "samples of the Bayesian optimisation"},
     {F_ENV, NULL, "--autotune-gaussian-process-noise", "X", ENV(AUTOTUNE_GAUSSIAN_PROCESS_NOISE),
@@ -189,7 +215,8 @@ static const flag flags[] = {
      "keep the stall inspector on (the default)"},
     {F_ENV, NULL, "--stall-check-warning-time-seconds", "SECONDS", ENV(STALL_CHECK_TIME_SECONDS),
      "warn of ranks a tensor waits this long for"},
-    {F_ENV, NULL, "--stall-check-shutdown-time-seconds", "SECONDS", ENV(STALL_SHUTDOWN_TIME_SECONDS), "fail after a stall this long; 0: never"},
+    {F_ENV, NULL, "--stall-check-shutdown-time-seconds", "SECONDS",
+     ENV(STALL_SHUTDOWN_TIME_SECONDS), "fail after a stall this long; 0: never"},
     {F_ENV, NULL, "--tcp", NULL, ENV(SHM_DISABLE),
      "only TCP between the ranks, also between those of one host (no shared memory)"},
     {F_WARN, NULL, "--mpi-threads-disable", NULL, OWN,
@@ -226,8 +253,7 @@ static const struct {
 /* Every flag may set a variable, so hvdrun_options.env never fills up. */
 _Static_assert(HVD__ARRAY_LEN(flags) <= HVDRUN_ENV_MAX, "HVDRUN_ENV_MAX is too small");
 
-static const char usage_line[] =
-    "usage: hvdrun -np N [-H host:slots,...] [options] prog [args...]";
+static const char usage_line[] = "usage: hvdrun -np N [-H host:slots,...] [options] prog [args...]";
 
 static const hvd_param *param_of(const flag *f) { return &hvd__params[f->param]; }
 
@@ -296,9 +322,11 @@ static void print_help(void) {
   for (size_t i = 0; i < HVD__ARRAY_LEN(flags); i++) {
     const flag *f = &flags[i];
     flag_names(f, names, sizeof names);
-    printf("  %-*s %s%s", width, names, f->id == F_NO_MEANING ? "refused: "
-                                                  : f->id == F_WARN ? "accepted, with a warning: "
-                                                                    : "", f->help);
+    printf("  %-*s %s%s", width, names,
+           f->id == F_NO_MEANING ? "refused: "
+           : f->id == F_WARN     ? "accepted, with a warning: "
+                                 : "",
+           f->help);
     if (f->id == F_ENV) print_env_help(f);
     printf("\n");
   }
@@ -400,8 +428,8 @@ static options_result set_decimal(const flag *f, const char *value, hvdrun_env *
   long min, max;
   range_of(f, &min, &max);
   if (check_decimal(value, min, max) < 0)
-    return usage_error("%s needs a number like 2.5 in %ld..%ld, not '%s'", f->long_name, min,
-                       max, value);
+    return usage_error("%s needs a number like 2.5 in %ld..%ld, not '%s'", f->long_name, min, max,
+                       value);
   e->value = value;
   return OPTIONS_RUN;
 }
@@ -431,7 +459,8 @@ static options_result set_cores(const flag *f, const char *value, hvdrun_env *e)
   range_of(f, &min, &max);
   if (!value[0] || hvd__parse_cores((hvd_param_id)f->param, value, 0, &core, &count) < 0)
     return usage_error("%s needs CPU numbers in %ld..%ld separated by commas (one per rank "
-                       "of a host), not '%s'", f->long_name, min, max, value);
+                       "of a host), not '%s'",
+                       f->long_name, min, max, value);
   e->value = value;
   return OPTIONS_RUN;
 }
@@ -475,7 +504,8 @@ static options_result set_ifaces(hvdrun_options *o, const char *value, hvdrun_en
     for (size_t i = 0; ok && i < n; i++) ok = isgraph((unsigned char)p[i]) && p[i] != '/';
     if (!ok)
       return usage_error("--network-interface needs interface names separated by commas, "
-                         "not '%s'", value);
+                         "not '%s'",
+                         value);
     if (p[n] == '\0') break;
     p += n + 1;
   }
@@ -583,7 +613,8 @@ static options_result set_fanout(hvdrun_options *o, const char *value) {
   long n;
   if (options_parse_int(value, 0, HVDRUN_MAX_NP, &n) < 0 || n == 1)
     return usage_error("--launch-fanout needs 0 (hvdrun starts every session) or a number of "
-                       "sessions in 2..%d, not '%s'", HVDRUN_MAX_NP, value);
+                       "sessions in 2..%d, not '%s'",
+                       HVDRUN_MAX_NP, value);
   o->launch_fanout = (int)n;
   return OPTIONS_RUN;
 }
@@ -619,7 +650,8 @@ static options_result apply(hvdrun_options *o, const flag *f, const char *value)
     case F_MAX_NP: o->elastic = 1; return set_count(f, value, 1, HVDRUN_MAX_NP, &o->max_np);
     case F_DISCOVERY: o->elastic = 1; return set_nonempty(f, value, &o->discovery);
     case F_SLOTS_PER_HOST: return set_count(f, value, 1, 1000000, &o->slots_per_host);
-    case F_ELASTIC_TIMEOUT: return set_param_int(f, value, HVD_P_ELASTIC_TIMEOUT, &o->elastic_timeout);
+    case F_ELASTIC_TIMEOUT:
+      return set_param_int(f, value, HVD_P_ELASTIC_TIMEOUT, &o->elastic_timeout);
     case F_RESET_LIMIT: return set_count(f, value, 0, 1000000, &o->reset_limit);
     case F_COOLDOWN: return OPTIONS_USAGE; /* two values: options_parse() reads them */
     case F_LAUNCHER: return set_launcher(o, value);
@@ -644,9 +676,9 @@ static options_result apply(hvdrun_options *o, const flag *f, const char *value)
 /* The elastic flags, once all are read: defaults and how they fit. */
 static options_result finish_elastic(hvdrun_options *o) {
   if (!o->elastic) {
-    if (o->slots_per_host || o->elastic_timeout >= 0 || o->reset_limit >= 0 ||
-        o->cooldown_max > 0)
-      return usage_error("%s", "--slots-per-host, --elastic-timeout, --reset-limit and "
+    if (o->slots_per_host || o->elastic_timeout >= 0 || o->reset_limit >= 0 || o->cooldown_max > 0)
+      return usage_error("%s",
+                         "--slots-per-host, --elastic-timeout, --reset-limit and "
                          "--blacklist-cooldown-range are for elastic jobs (--min-np, --max-np, "
                          "--host-discovery-script)");
     return OPTIONS_RUN;
@@ -669,7 +701,8 @@ static options_result set_cooldown(hvdrun_options *o, const char *min, const cha
   if (!min || !max || options_parse_int(min, 0, 86400, &a) < 0 ||
       options_parse_int(max, 0, 86400, &b) < 0 || a > b)
     return usage_error("--blacklist-cooldown-range needs two numbers of seconds MIN <= MAX "
-                       "in 0..86400, not '%s %s'", min ? min : "", max ? max : "");
+                       "in 0..86400, not '%s %s'",
+                       min ? min : "", max ? max : "");
   o->cooldown_min = (int)a;
   o->cooldown_max = (int)b;
   return OPTIONS_RUN;
@@ -685,6 +718,8 @@ static options_result finish(hvdrun_options *o, char **rest) {
   if (o->binding_args && !o->mpi) return usage_error("%s", "--binding-args needs --mpi");
   /* hvdrun waits as long as the ranks do: for ssh to connect, for an agent to answer. */
   if (param_seconds(o, HVD_P_START_TIMEOUT, &o->start_timeout) != OPTIONS_RUN) return OPTIONS_USAGE;
+  if (param_seconds(o, HVD_P_AGENT_TIMEOUT_SECONDS, &o->agent_timeout) != OPTIONS_RUN)
+    return OPTIONS_USAGE;
   if (!o->ssh_command) o->ssh_command = "ssh";
   o->argv = rest;
   return finish_elastic(o);

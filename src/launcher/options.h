@@ -36,11 +36,11 @@ typedef struct {
 typedef enum { LAUNCHER_AUTO, LAUNCHER_SSH, LAUNCHER_SRUN, LAUNCHER_LOCAL } launcher_kind;
 
 typedef struct {
-  int np;                 /* -np: ranks to start */
-  const char *hosts;      /* -H value, or NULL */
-  const char *hostfile;   /* --hostfile value, or NULL */
-  int verbose;            /* --verbose */
-  int ssh_port;           /* -p: 0 for ssh's own choice */
+  int np;                   /* -np: ranks to start */
+  const char *hosts;        /* -H value, or NULL */
+  const char *hostfile;     /* --hostfile value, or NULL */
+  int verbose;              /* --verbose */
+  int ssh_port;             /* -p: 0 for ssh's own choice */
   const char *ssh_identity; /* -i, or NULL */
   const char *ssh_command;  /* --ssh-command: words split on blanks, "ssh" by default */
   int ssh_this_host;        /* --ssh-this-host: this machine's ranks through it too */
@@ -49,6 +49,7 @@ typedef struct {
   const char *output_dir;   /* --output-filename, or NULL */
   const char *nics;         /* --network-interface(s), every one given, or NULL */
   int start_timeout;        /* seconds: --start-timeout, HOROVOD_START_TIMEOUT or 30 */
+  int agent_timeout;        /* seconds: HOROVOD_AGENT_TIMEOUT_SECONDS or 4 */
   launcher_kind launcher;   /* --launcher */
   int mpi;                  /* --mpi: start the job through mpirun (--gloo: not) */
   const char *mpi_args;     /* --mpi-args: words for mpirun, split on blanks, or NULL */
@@ -56,23 +57,23 @@ typedef struct {
   int prefix_timestamp;     /* --prefix-output-with-timestamp */
   /* Elastic training: any of --min-np, --max-np, --host-discovery-script. */
   int elastic;
-  int min_np, max_np;       /* default -np and 4096 */
-  const char *discovery;    /* --host-discovery-script, or NULL: -H/--hostfile (or this machine) */
-  int slots_per_host;       /* --slots-per-host: for bare host names (1) */
-  int elastic_timeout;      /* seconds: --elastic-timeout, HOROVOD_ELASTIC_TIMEOUT or 600 */
-  int reset_limit;          /* --reset-limit, or -1: none */
+  int min_np, max_np;    /* default -np and 4096 */
+  const char *discovery; /* --host-discovery-script, or NULL: -H/--hostfile (or this machine) */
+  int slots_per_host;    /* --slots-per-host: for bare host names (1) */
+  int elastic_timeout;   /* seconds: --elastic-timeout, HOROVOD_ELASTIC_TIMEOUT or 600 */
+  int reset_limit;       /* --reset-limit, or -1: none */
   int cooldown_min, cooldown_max; /* --blacklist-cooldown-range, seconds; 0 0: for good */
-  char **argv;            /* the program and its arguments (NULL-terminated) */
+  char **argv;                    /* the program and its arguments (NULL-terminated) */
   hvdrun_env env[HVDRUN_ENV_MAX]; /* the variables the flags set, validated */
   size_t n_env;
-  char *nics_buf;           /* owned: the names of repeated --network-interface flags */
-  config_rows config;       /* owned: the --config-file's settings, which env[] points into */
+  char *nics_buf;     /* owned: the names of repeated --network-interface flags */
+  config_rows config; /* owned: the --config-file's settings, which env[] points into */
 } hvdrun_options;
 
 typedef enum {
-  OPTIONS_RUN,   /* start the job */
-  OPTIONS_DONE,  /* --help or --version was printed: exit 0 */
-  OPTIONS_USAGE  /* an error was printed: exit HVDRUN_EXIT_USAGE */
+  OPTIONS_RUN,  /* start the job */
+  OPTIONS_DONE, /* --help or --version was printed: exit 0 */
+  OPTIONS_USAGE /* an error was printed: exit HVDRUN_EXIT_USAGE */
 } options_result;
 
 /* Parses argv into *o, printing help, version or a "hvdrun: ..." usage

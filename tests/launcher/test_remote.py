@@ -431,17 +431,50 @@ def test_dropped_session_stops_the_hosts_ranks(hvdrun, fake_ssh, log):
         assert_all_gone(pids, within=5)
 
 
-def test_silent_agent_is_lost(hvdrun, fake_ssh, log):
+@pytest.mark.parametrize("window", [None, 7])
+def test_silent_agent_is_lost(hvdrun, fake_ssh, log, monkeypatch, window):
+    """After 4 s, or HOROVOD_AGENT_TIMEOUT_SECONDS."""
+    if window:
+        monkeypatch.setenv("HOROVOD_AGENT_TIMEOUT_SECONDS", str(window))
     with running(hvdrun, fake_ssh, log, 2, "localhost:1,127.0.0.2:1", SLEEPER) as (p, pids, _):
         agent = next(parent(pid) for pid in pids if b"--agent" in cmdline(parent(pid)))
         t0 = time.monotonic()
         os.kill(agent, signal.SIGSTOP)  # as good as a cut link
         out, err = p.communicate(timeout=LIMIT)
+        took = time.monotonic() - t0
         assert p.returncode == 255, err
-        assert ("hvdrun: host 127.0.0.2: lost contact with hvdrun's agent (no word for 4 s); "
-                "rank 1 did not report an exit\n") in err.decode()
-        assert 3.5 < time.monotonic() - t0 < 10
+        assert ("hvdrun: host 127.0.0.2: lost contact with hvdrun's agent (no word for %d s); "
+                "rank 1 did not report an exit\n" % (window or 4)) in err.decode()
+        assert (window or 4) - 0.5 < took
         assert_all_gone(pids + [agent], within=5)
+
+
+@pytest.mark.parametrize("window", [None, 7])
+def test_agent_gives_up_on_silent_hvdrun(hvdrun, fake_ssh, log, monkeypatch, window):
+    """The agent ends its host's ranks when hvdrun says nothing for 4 s, or
+    for the HOROVOD_AGENT_TIMEOUT_SECONDS that hvdrun's job carries."""
+    if window:
+        monkeypatch.setenv("HOROVOD_AGENT_TIMEOUT_SECONDS", str(window))
+    with running(hvdrun, fake_ssh, log, 2, "localhost:1,127.0.0.2:1", SLEEPER) as (p, pids, _):
+        remote = [pid for pid in pids if b"--agent" in cmdline(parent(pid))]
+        assert len(remote) == 1, pids
+        t0 = time.monotonic()
+        os.kill(p.pid, signal.SIGSTOP)
+        try:
+            assert_all_gone(remote, within=(window or 4) + 10)
+            took = time.monotonic() - t0
+        finally:
+            os.kill(p.pid, signal.SIGCONT)
+        assert (window or 4) - 0.5 < took
+
+
+def test_agent_timeout_is_checked(hvdrun, fake_ssh, log, monkeypatch):
+    monkeypatch.setenv("HOROVOD_AGENT_TIMEOUT_SECONDS", "1")
+    p = subprocess.run([hvdrun, "-np", "1", "true"], capture_output=True, text=True,
+                       timeout=LIMIT)
+    assert p.returncode != 0
+    assert "HOROVOD_AGENT_TIMEOUT_SECONDS must be a whole number of seconds in 2..86400, " \
+        "not '1'" in p.stderr, p.stderr
 
 
 # ---- the launch tree: agents start further agents ----
