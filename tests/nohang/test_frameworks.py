@@ -36,6 +36,9 @@ def jobs(hvdrun, build_dir, python_extension):
         "tf2": Job(hvdrun, py, 2, PROGRAM, "tensorflow", "slow,desync", ASYNC_SECONDS,
                    limit=150),
         "tfgraph2": Job(hvdrun, py, 2, PROGRAM, "tensorflow", "graph", limit=150),
+        "torch4": Job(hvdrun, py, 4, PROGRAM, "torch", "desync", limit=150),
+        "jax4": Job(hvdrun, py, 4, PROGRAM, "jax", "desync", limit=150),
+        "tfgraph4": Job(hvdrun, py, 4, PROGRAM, "tensorflow", "graph", limit=150),
     }
     yield started
     for job in started.values():
@@ -75,18 +78,18 @@ def test_torch_async_out_of_order_completes(jobs):
         assert got == "completed" and seconds >= ASYNC_SECONDS, (r, outcomes)
 
 
-def test_torch_desync_raises_horovod_internal_error(jobs):
-    """np 2 (np 4 is test_c's: the bindings share the C path below their
-    wait, and each Python rank costs seconds of imports)."""
-    p, _ = jobs["torch2"].result()
+@pytest.mark.parametrize("np", [2, 4])
+def test_torch_desync_raises_horovod_internal_error(jobs, np):
+    p, _ = jobs["torch%d" % np].result()
     last = {r: outcomes[-1] for r, outcomes in lines_by_rank(p).items()}
-    check_desync(p, 2, last, "HorovodInternalError")
+    check_desync(p, np, last, "HorovodInternalError")
 
 
-def test_jax_desync_under_jit_ends_every_rank(jobs):
-    p, _ = jobs["jax2"].result()
+@pytest.mark.parametrize("np", [2, 4])
+def test_jax_desync_under_jit_ends_every_rank(jobs, np):
+    p, _ = jobs["jax%d" % np].result()
     last = {r: outcomes[-1] for r, outcomes in lines_by_rank(p).items()}
-    check_desync(p, 2, last, r"\w*RuntimeError")
+    check_desync(p, np, last, r"\w*RuntimeError")
     for _, _, msg in last.values():
         assert "HorovodInternalError: " in msg, msg
 
@@ -118,9 +121,10 @@ def test_tensorflow_eager_desync_ends_every_rank(jobs):
     assert p.returncode != 0
 
 
-def test_tensorflow_graph_desync_ends_every_rank(jobs):
+@pytest.mark.parametrize("np", [2, 4])
+def test_tensorflow_graph_desync_ends_every_rank(jobs, np):
     """The same inside a tf.function: the executor's threads submit, and
     the rank is blocked once every graph op alive is in flight."""
-    p, _ = jobs["tfgraph2"].result()
+    p, _ = jobs["tfgraph%d" % np].result()
     last = {r: outcomes[-1] for r, outcomes in lines_by_rank(p).items()}
-    check_desync(p, 2, last, "UnknownError")
+    check_desync(p, np, last, "UnknownError")
