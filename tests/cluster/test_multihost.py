@@ -322,6 +322,39 @@ def test_host_whose_link_is_cut(hvd, cluster, build_dir):
     assert took < 10, took
 
 
+def test_partition_is_named_by_every_rank(hvd, cluster, build_dir):
+    """The ranks' own verdict on a host cut off with its connections open
+    (issue 42): h2's link goes down under a job looping on an allreduce;
+    the ranks on h0 and h1 name rank 2 on h2 within 10 s of its last sign
+    of life (bound 20 s).  hvdrun's agent window is raised past that
+    (HOROVOD_AGENT_TIMEOUT_SECONDS) so that the launcher's verdict, which
+    test_host_whose_link_is_cut checks, does not end the ranks first."""
+    proc = hvd.start(3, "h0:1,h1:1,h2:1", [program(build_dir, "nohang"), "loop"],
+                     HOROVOD_AGENT_TIMEOUT_SECONDS="25")
+    try:
+        running, end = set(), time.monotonic() + 60
+        while len(running) < 3:
+            assert time.monotonic() < end, "ranks did not start: %s" % running
+            line = proc.stdout.readline()
+            assert line, "hvdrun ended early: " + proc.stderr.read()
+            m = re.search(r"<stdout>:rank (\d+): running", line)
+            if m:
+                running.add(int(m.group(1)))
+        cluster.link("h2", "down")
+        rc, out, err, took = finish(proc, 60)
+    finally:
+        cluster.link("h2", "up")
+    ended = {int(r): (code, float(t), msg) for r, code, t, msg in re.findall(
+        r"<stdout>:rank (\d+): ended (\w+) after ([\d.]+) s: (.*)", out)}
+    assert sorted(ended) == [0, 1], out + err
+    for r, (code, t, msg) in ended.items():
+        assert code == "HVD_E_PEER_LOST", (r, code, msg)
+        assert t < 20, "rank %d took %.1f s (bound 20 s)" % (r, t)
+        assert "rank 2" in msg, msg
+    assert any("rank 2 on host h2" in m for _, _, m in ended.values()), ended
+    assert rc != 0, err
+
+
 def test_unreachable_host(hvd, cluster):
     # .99 is in the cluster's subnet, but no host has it.
     nobody = cluster.addr(98)

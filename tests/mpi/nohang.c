@@ -8,6 +8,9 @@
  *                    rank, which waits on 'b' then 'a'
  *   nohang frozen    the last rank stops itself (SIGSTOP) while the others
  *                    loop on an allreduce
+ *   nohang loop      every rank loops on an allreduce, after saying
+ *                    "rank R: running" once: for a cause from outside
+ *                    (a host's link cut, tests/cluster)
  *   nohang stuck     the last rank's engine thread gets stuck outside hvd
  *                    (in a completion callback that never returns) while
  *                    its process runs on
@@ -74,10 +77,15 @@ static int order(void) {
   return rc ? ended(rc, t0) : completed(t0);
 }
 
-static int frozen(void) {
+/* With `stop`, the last rank stops itself at the 20th step. */
+static int loop(int stop) {
   double t0 = now();
   for (int it = 0;; it++) {
-    if (rank == size - 1 && it == 20) raise(SIGSTOP);
+    if (stop && rank == size - 1 && it == 20) raise(SIGSTOP);
+    if (it == 1) {
+      printf("rank %d: running\n", rank);
+      fflush(stdout);
+    }
     int rc = sum("step");
     if (rc) return ended(rc, t0);
     t0 = now();
@@ -148,10 +156,11 @@ int main(int argc, char **argv) {
   rank = hvd_rank(), size = hvd_size();
   if (strcmp(mode, "desync") == 0) return desync();
   if (strcmp(mode, "order") == 0) return order();
-  if (strcmp(mode, "frozen") == 0) return frozen();
+  if (strcmp(mode, "frozen") == 0) return loop(1);
+  if (strcmp(mode, "loop") == 0) return loop(0);
   if (strcmp(mode, "stuck") == 0) return stuck();
   if (strcmp(mode, "busy") == 0) return busy(seconds);
   if (strcmp(mode, "async") == 0) return async(seconds);
-  fprintf(stderr, "usage: nohang desync|order|frozen|stuck|busy S|async S\n");
+  fprintf(stderr, "usage: nohang desync|order|frozen|loop|stuck|busy S|async S\n");
   return 2;
 }
