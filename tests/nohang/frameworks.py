@@ -3,7 +3,7 @@ tests/mpi/nohang.c through a framework binding.
 
     python frameworks.py FRAMEWORK MODE[,MODE...] [SECONDS]
 
-FRAMEWORK: torch, jax (the collective inside jax.jit: desync only),
+FRAMEWORK: torch, jax (the collective inside jax.jit: desync or frozen),
 tensorflow.  MODE, one after the other:
     desync   even ranks wait on allreduce 'grad.a', odd ranks on 'grad.b'
              (in tensorflow, whose eager ops hvd names by call order: even
@@ -14,12 +14,31 @@ tensorflow.  MODE, one after the other:
              submit both: out of order, never ended (torch only)
     slow     rank 0 computes SECONDS before its allreduce, the others wait
              in theirs: a stall, never ended (tensorflow)
+    frozen   every rank loops on an allreduce 'step' (eager; under jax.jit
+             in jax); the last rank stops itself (SIGSTOP) at the 20th:
+             the others must name it (every framework; the last mode)
 
 Each rank prints one line per mode: "rank R: ended EXCEPTION after T s: MESSAGE" or
 "rank R: completed after T s", T from the last collective that completed.
 """
+import os
+import signal
 import sys
 import time
+
+
+def frozen(step, rank, size):
+    """Loops on step(); the last rank stops itself at the 20th call."""
+    t0 = time.monotonic()
+    for it in range(1 << 30):
+        if rank == size - 1 and it == 20:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        try:
+            step()
+        except Exception as e:  # noqa: BLE001 -- the class is what the test checks
+            return ended(rank, e, t0)
+        t0 = time.monotonic()
+    return 0
 
 
 def torch_program(modes, seconds):
@@ -31,6 +50,8 @@ def torch_program(modes, seconds):
     mine = torch.full((1,), float(rank + 1))
     for mode in modes:
         hvd.allreduce(torch.ones(1), name="start." + mode, op=hvd.Sum)
+        if mode == "frozen":
+            return frozen(lambda: hvd.allreduce(mine, name="step", op=hvd.Sum), rank, size)
         t0 = time.monotonic()
         try:
             if mode == "desync":
@@ -55,13 +76,17 @@ def jax_program(modes, seconds):
     import jax.numpy as jnp
     import hvd.jax as hvd
     hvd.init()
-    rank = hvd.rank()
+    rank, size = hvd.rank(), hvd.size()
     hvd.allreduce(jnp.ones(1), name="start", op=hvd.Sum)
+    mine = jnp.full((1,), float(rank + 1))
+    if modes == ["frozen"]:
+        step = jax.jit(lambda x: hvd.allreduce(x, name="step", op=hvd.Sum))
+        return frozen(lambda: jax.block_until_ready(step(mine)), rank, size)
     name = "grad.%s" % "ab"[rank % 2]
     step = jax.jit(lambda x: hvd.allreduce(x, name=name, op=hvd.Sum) * 2)
     t0 = time.monotonic()
     try:
-        jax.block_until_ready(step(jnp.full((1,), float(rank + 1))))
+        jax.block_until_ready(step(mine))
     except Exception as e:  # noqa: BLE001
         return ended(rank, e, t0)
     return completed(rank, t0)
@@ -77,6 +102,8 @@ def tensorflow_program(modes, seconds):
     graph = tf.function(lambda x: hvd.allreduce(x, name=name, op=hvd.Sum))
     for mode in modes:
         hvd.allreduce(tf.ones([1]), name="start." + mode, op=hvd.Sum)
+        if mode == "frozen":
+            return frozen(lambda: hvd.allreduce(mine, name="step", op=hvd.Sum), rank, size)
         t0 = time.monotonic()
         try:
             if mode == "slow":

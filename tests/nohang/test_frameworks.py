@@ -39,6 +39,9 @@ def jobs(hvdrun, build_dir, python_extension):
         "torch4": Job(hvdrun, py, 4, PROGRAM, "torch", "desync", limit=150),
         "jax4": Job(hvdrun, py, 4, PROGRAM, "jax", "desync", limit=150),
         "tfgraph4": Job(hvdrun, py, 4, PROGRAM, "tensorflow", "graph", limit=150),
+        "torch-frozen3": Job(hvdrun, py, 3, PROGRAM, "torch", "frozen", limit=150),
+        "jax-frozen2": Job(hvdrun, py, 2, PROGRAM, "jax", "frozen", limit=150),
+        "tensorflow-frozen2": Job(hvdrun, py, 2, PROGRAM, "tensorflow", "frozen", limit=150),
     }
     yield started
     for job in started.values():
@@ -128,3 +131,24 @@ def test_tensorflow_graph_desync_ends_every_rank(jobs, np):
     p, _ = jobs["tfgraph%d" % np].result()
     last = {r: outcomes[-1] for r, outcomes in lines_by_rank(p).items()}
     check_desync(p, np, last, "UnknownError")
+
+
+FROZEN = {"torch": ("torch-frozen3", 3, "HorovodInternalError"),
+          "jax": ("jax-frozen2", 2, r"\w*RuntimeError"),
+          "tensorflow": ("tensorflow-frozen2", 2, "UnknownError")}
+
+
+@pytest.mark.parametrize("framework", sorted(FROZEN))
+def test_frozen_rank_is_named_through_the_binding(jobs, framework):
+    """A rank that stops (SIGSTOP) mid-loop: every other rank's eager (jit
+    in JAX) allreduce fails within 10 s (bound 20 s), naming it, with the
+    binding's exception for a broken job."""
+    job, np, exception = FROZEN[framework]
+    p, _ = jobs[job].result()
+    last = {r: outcomes[-1] for r, outcomes in lines_by_rank(p).items()}
+    assert sorted(last) == list(range(np - 1)), p.stdout + p.stderr
+    for r, (got, seconds, msg) in last.items():
+        assert re.fullmatch(exception, got), (r, got, msg)
+        assert seconds < 20, "rank %d took %.1f s (bound 20 s)" % (r, seconds)
+        assert "rank %d" % (np - 1) in msg and "no sign of life" in msg, msg
+    assert p.returncode != 0
