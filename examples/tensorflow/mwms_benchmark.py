@@ -56,13 +56,14 @@ def main():
         opt = tf.keras.optimizers.SGD(0.01)
     data = tf.random.uniform([args.batch_size, side, side, 3])
     target = tf.random.uniform([args.batch_size, 1], minval=0, maxval=999, dtype=tf.int64)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True, reduction="sum_over_batch_size")
+    # Per-example losses, averaged here: tf-keras 2 refuses a loss that
+    # reduces itself inside a tf.distribute strategy.
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
     @tf.function(jit_compile=args.xla)
     def gradients():
         with tf.GradientTape() as tape:
-            loss = loss_fn(target, model(data, training=True)) / workers
+            loss = tf.reduce_mean(loss_fn(target, model(data, training=True))) / workers
         return tape.gradient(loss, model.trainable_variables)
 
     def replica_step():
