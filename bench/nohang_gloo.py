@@ -13,9 +13,12 @@ EXCEPTION after T s: MESSAGE", when its call fails, or nothing while it
 waits (the benchmark then ends the job at its cap).
 """
 import os
-import signal
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "nohang"))
+from frameworks import completed, ended, frozen  # noqa: E402  (tests/nohang's lines)
 
 import torch
 import torch.distributed as dist
@@ -27,26 +30,17 @@ def main(mode):
         "NOHANG_GLOO_PORT"], rank=rank, world_size=size)
     x = torch.ones(1)
     dist.all_reduce(x)
+    if mode != "desync":
+        return frozen(lambda: dist.all_reduce(x), rank, size)
     t0 = time.monotonic()
     try:
-        if mode == "desync":
-            if rank % 2 == 0:
-                dist.all_reduce(x)
-            else:
-                dist.all_gather([torch.zeros(1) for _ in range(size)], x)
+        if rank % 2 == 0:
+            dist.all_reduce(x)
         else:
-            if rank == size - 1:
-                os.kill(os.getpid(), signal.SIGSTOP)
-            while True:
-                dist.all_reduce(x)
-                t0 = time.monotonic()
+            dist.all_gather([torch.zeros(1) for _ in range(size)], x)
     except Exception as e:  # noqa: BLE001 -- the class is what the table shows
-        print("rank %d: ended %s after %.2f s: %s" % (rank, type(e).__name__,
-                                                       time.monotonic() - t0,
-                                                       " ".join(str(e).split())[:200]), flush=True)
-        return 3
-    print("rank %d: completed after %.2f s" % (rank, time.monotonic() - t0), flush=True)
-    return 0
+        return ended(rank, e, t0)
+    return completed(rank, t0)
 
 
 if __name__ == "__main__":

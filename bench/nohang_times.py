@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """bench/nohang-times: how long a job that cannot go on takes to end, per
-case, in hvd (C and each binding) and with torch.distributed's gloo.
+case, in hvd (C and each binding), with torch.distributed's gloo and with
+JAX's own multi-process collectives.
 
     nohang_times.py BUILD_DIR VENV_PYTHON RUNS CAP [START [ONLY]]
 
 Each case is one hvdrun job, run RUNS times one after another; a run's
 time is the slowest rank's "ended ... after T s" (tests/mpi/nohang.c and
 tests/nohang/frameworks.py print it, T from the cause: the last
-collective that completed).  A job still waiting CAP + START seconds
+collective that completed); a job one of whose ranks the framework
+ended itself (a signal other than hvdrun's SIGKILL) and whose rank said
+"rank R: cause at T" (bench/nohang_jax.py: JAX may abort the process)
+counts hvdrun's exit too, timed from T, ended by the signal hvdrun names.  A job still waiting CAP + START seconds
 after it started (START, 30 by default, for its imports and start-up) is
 ended and counted as "> CAP".  ONLY: a regular expression; only the
 cases whose "who: case" it finds run.  Prints a Markdown table: median and max
@@ -22,6 +26,8 @@ import sys
 import time
 
 LINE = re.compile(r"^\[(\d+)\]<stdout>:rank (\d+): ended (\w+) after ([\d.]+) s")
+CAUSE = re.compile(r"^\[\d+\]<stdout>:rank \d+: cause at ([\d.]+)$")
+KILLED = re.compile(r"^hvdrun: rank \d+ .*was killed by signal \d+ \(([\w ]+)\)", re.M)
 HERE = os.path.dirname(os.path.abspath(__file__))
 FRAMEWORKS = os.path.join(HERE, "..", "tests", "nohang", "frameworks.py")
 TCP = {"HOROVOD_SHM_DISABLE": "1"}
@@ -30,6 +36,7 @@ TCP = {"HOROVOD_SHM_DISABLE": "1"}
 def cases(build, venv):
     nohang = os.path.join(build, "tests", "nohang")
     gloo = os.path.join(HERE, "nohang_gloo.py")
+    jax = os.path.join(HERE, "nohang_jax.py")
     return [
         ("different tensors (desync)", "hvd, C", 2, [nohang, "desync"], {}),
         ("different tensors (desync)", "hvd, C", 4, [nohang, "desync"], {}),
@@ -42,10 +49,14 @@ def cases(build, venv):
          [venv, FRAMEWORKS, "tensorflow", "desync"], {}),
         ("allreduce against allgather", "torch.distributed gloo", 2,
          [venv, gloo, "desync"], {}),
+        ("gathers of different sizes", "JAX (jax.distributed, Gloo)", 2,
+         [venv, jax, "desync"], {}),
         ("a stopped rank (SIGSTOP), shared memory", "hvd, C", 2, [nohang, "frozen"], {}),
         ("a stopped rank (SIGSTOP), TCP", "hvd, C", 3, [nohang, "frozen"], TCP),
         ("a rank whose engine thread is stuck, TCP", "hvd, C", 3, [nohang, "stuck"], TCP),
         ("a stopped rank (SIGSTOP)", "torch.distributed gloo", 2, [venv, gloo, "frozen"], {}),
+        ("a stopped rank (SIGSTOP)", "JAX (jax.distributed, Gloo)", 2, [venv, jax, "frozen"],
+         {}),
     ]
 
 
@@ -62,13 +73,21 @@ def one_run(build, np, argv, knobs, cap, start):
                PYTHONPATH=os.path.join(build, "python"))
     p = subprocess.Popen([os.path.join(build, "hvdrun"), "-np", str(np)] + argv, env=env,
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        out, _ = p.communicate(timeout=cap + start)
+        out, err = p.communicate(timeout=cap + start)
+        ended_at = time.monotonic()
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, 9)
-        out, _ = p.communicate()
+        out, err = p.communicate()
+        ended_at = None
     ended = [(float(m.group(4)), m.group(3)) for m in map(LINE.match, out.splitlines()) if m]
+    causes = [float(m.group(1)) for m in map(CAUSE.match, out.splitlines()) if m]
+    # A rank that the framework ended itself (hvdrun's own SIGKILL of the
+    # stopped rank aside): the job's end, from the cause.
+    aborted = [k for k in KILLED.findall(err) if k != "Killed"]
+    if causes and ended_at is not None and aborted:
+        ended.append((ended_at - min(causes), "process %s" % aborted[0].lower()))
     if not ended or max(ended)[0] > cap:
         return None, "not ended"
     return max(ended)

@@ -27,11 +27,14 @@ import sys
 import time
 
 
-def frozen(step, rank, size):
-    """Loops on step(); the last rank stops itself at the 20th call."""
+def frozen(step, rank, size, before_stop=None):
+    """Loops on step(); the last rank stops itself at the 20th call (after
+    calling before_stop, if given)."""
     t0 = time.monotonic()
     for it in range(1 << 30):
         if rank == size - 1 and it == 20:
+            if before_stop:
+                before_stop()
             os.kill(os.getpid(), signal.SIGSTOP)
         try:
             step()
