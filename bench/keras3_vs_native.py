@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One side of bench/keras3-vs-native: a Keras 3 model trained on synthetic
-data for --warmup steps, then timed for --steps steps, on every process of
+data for --warmup steps (twice, in two fits), then timed for --steps steps, on every process of
 a job; process 0 prints
 
     RESULT side=SIDE backend=BACKEND model=MODEL processes=N img_s=X
@@ -127,12 +127,17 @@ def report(args, processes, seconds):
 
 
 def fit_timed(model, args, rank, callbacks=()):
-    """fit the warm-up steps (compiles; the callbacks' broadcast), then time a
-    second fit of the timed steps; fit returns once its last step is done."""
+    """fit the warm-up steps twice (compiles; the callbacks' broadcast), then
+    time a third fit of the timed steps; fit returns once its last step is
+    done.  Twice: under keras.distribution the second fit compiles the step
+    again (the first compiled it for the variables' initial layout, the
+    second for the one the step leaves them in); timing that second fit cut
+    DataParallel's img/s by up to 8x at 1 process."""
     x, y = synthetic(args.model, args.batch_size, args.warmup + args.steps, rank)
     split = args.batch_size * args.warmup
-    model.fit(x[:split], y[:split], batch_size=args.batch_size, epochs=1, shuffle=False,
-              callbacks=list(callbacks), verbose=0)
+    for _ in range(2):
+        model.fit(x[:split], y[:split], batch_size=args.batch_size, epochs=1, shuffle=False,
+                  callbacks=list(callbacks), verbose=0)
     start = time.perf_counter()
     model.fit(x[split:], y[split:], batch_size=args.batch_size, epochs=1, shuffle=False,
               callbacks=list(callbacks), verbose=0)
