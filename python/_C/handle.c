@@ -32,17 +32,17 @@ typedef struct {
 enum { RUNNING, ENDED, COLLECTED };
 
 typedef struct {
-  PyObject_HEAD
-  hvd_handle h;
-  int state;       /* RUNNING: hvd owns the buffers; ENDED: it failed, not yet reported */
-  int rc;          /* ENDED: the failure's code ... */
-  char *msg;       /* ... and message */
+  PyObject_HEAD hvd_handle h;
+  int state; /* RUNNING: hvd owns the buffers; ENDED: it failed, not yet reported */
+  int rc;    /* ENDED: the failure's code ... */
+  char *msg; /* ... and message */
   int kind;
   PyObject *keep;
-  size_t esize;    /* bytes per element of a gather's results */
+  size_t esize; /* bytes per element of a gather's results */
   gather_out *out;
-  pyhvd_job *job;  /* an interrupted wait, still running in a helper */
-  int waiting;     /* a thread is in wait() (which releases the GIL) */
+  pyhvd_job *job;   /* an interrupted wait, still running in a helper */
+  int waiting;      /* a thread is in wait() (which releases the GIL) */
+  PyObject *result; /* what wait() returns, when set (fast.c's tensors) */
 } handle_object;
 
 static void gather_out_free(void *arg) {
@@ -76,6 +76,7 @@ PyObject *pyhvd_handle_new(int kind, PyObject *keep, size_t esize, int ntensors,
   self->esize = esize;
   self->job = NULL;
   self->waiting = 0;
+  self->result = NULL;
   self->out = kind == PYHVD_GATHER ? gather_out_new(ntensors, nranks) : NULL;
   if (kind == PYHVD_GATHER && !self->out) {
     Py_DECREF(self);
@@ -125,6 +126,7 @@ static void handle_dealloc(handle_object *self) {
     }
   }
   Py_CLEAR(self->keep);
+  Py_CLEAR(self->result);
   gather_out_free(self->out);
   free(self->msg);
   PyTypeObject *type = Py_TYPE(self);
@@ -140,11 +142,15 @@ static PyObject *counts_lists(handle_object *self) {
     PyObject *list = PyList_New(out->nranks);
     for (int r = 0; list && r < out->nranks; r++) {
       PyObject *v = PyLong_FromSize_t(out->counts[(size_t)t * (size_t)out->nranks + (size_t)r]);
-      if (!v) Py_CLEAR(list);
-      else PyList_SetItem(list, r, v);
+      if (!v)
+        Py_CLEAR(list);
+      else
+        PyList_SetItem(list, r, v);
     }
-    if (!list) Py_CLEAR(lists);
-    else PyList_SetItem(lists, t, list);
+    if (!list)
+      Py_CLEAR(lists);
+    else
+      PyList_SetItem(lists, t, list);
   }
   return lists;
 }
@@ -156,29 +162,33 @@ static PyObject *handle_wait(handle_object *self, PyObject *unused) {
   char *msg = NULL;
   int rc;
   switch (self->state) {
-  case COLLECTED:
-    return PyErr_Format(PyExc_ValueError, "handle %lld was already waited", (long long)self->h);
-  case ENDED:
-    rc = self->rc;
-    msg = self->msg;
-    self->msg = NULL;
-    break;
-  default:
-    if (self->waiting)
-      return PyErr_Format(PyExc_ValueError, "handle %lld is being waited by another thread",
-                          (long long)self->h);
-    self->waiting = 1;
-    rc = pyhvd_wait(self->h, &self->job, &msg);
-    self->waiting = 0;
-    if (rc == PYHVD_INTERRUPTED) return NULL;
+    case COLLECTED:
+      return PyErr_Format(PyExc_ValueError, "handle %lld was already waited", (long long)self->h);
+    case ENDED:
+      rc = self->rc;
+      msg = self->msg;
+      self->msg = NULL;
+      break;
+    default:
+      if (self->waiting)
+        return PyErr_Format(PyExc_ValueError, "handle %lld is being waited by another thread",
+                            (long long)self->h);
+      self->waiting = 1;
+      rc = pyhvd_wait(self->h, &self->job, &msg);
+      self->waiting = 0;
+      if (rc == PYHVD_INTERRUPTED) return NULL;
   }
   release_buffers(self, COLLECTED);
+  PyObject *result = self->result;
+  self->result = NULL;
   if (rc < 0) {
+    Py_XDECREF(result);
     pyhvd_raise_failure(rc, msg);
     free(msg);
     return NULL;
   }
   if (self->kind == PYHVD_GATHER) return counts_lists(self);
+  if (result) return result;
   Py_RETURN_NONE;
 }
 
@@ -207,7 +217,8 @@ static PyObject *handle_fetch(handle_object *self, PyObject *args) {
   if (self->kind != PYHVD_GATHER || self->state != COLLECTED || i < 0 || i >= out->ntensors)
     return PyErr_Format(PyExc_ValueError, "fetch: not a completed allgather or alltoall output");
   size_t total = 0;
-  for (int r = 0; r < out->nranks; r++) total += out->counts[(size_t)i * (size_t)out->nranks + (size_t)r];
+  for (int r = 0; r < out->nranks; r++)
+    total += out->counts[(size_t)i * (size_t)out->nranks + (size_t)r];
   if (total > 0 && out->results[i])
     memcpy((void *)(uintptr_t)addr, out->results[i], total * self->esize);
   free(out->results[i]);
@@ -265,4 +276,15 @@ PyObject *pyhvd_handle_start(PyObject *handle, hvd_handle h) {
   ((handle_object *)handle)->h = h;
   ((handle_object *)handle)->state = RUNNING;
   return handle;
+}
+
+void pyhvd_handle_set_result(PyObject *handle, PyObject *result) {
+  handle_object *self = (handle_object *)handle;
+  Py_INCREF(result);
+  Py_XDECREF(self->result);
+  self->result = result;
+}
+
+void pyhvd_handle_set_job(PyObject *handle, pyhvd_job *job) {
+  ((handle_object *)handle)->job = job;
 }

@@ -11,16 +11,20 @@ PyObject *pyhvd_internal_error;
 #define NOT_INITIALIZED "Horovod has not been initialized; use hvd.init()."
 
 PyObject *pyhvd_raise_query(int code) {
-  if (code == HVD_E_NOT_INITIALIZED) PyErr_SetString(PyExc_ValueError, NOT_INITIALIZED);
-  else PyErr_SetString(code == HVD_E_INVALID ? PyExc_ValueError : pyhvd_internal_error,
-                       hvd_last_error());
+  if (code == HVD_E_NOT_INITIALIZED)
+    PyErr_SetString(PyExc_ValueError, NOT_INITIALIZED);
+  else
+    PyErr_SetString(code == HVD_E_INVALID ? PyExc_ValueError : pyhvd_internal_error,
+                    hvd_last_error());
   return NULL;
 }
 
 PyObject *pyhvd_raise_enqueue(int code) {
-  if (code == HVD_E_NOT_INITIALIZED) PyErr_SetString(pyhvd_internal_error, NOT_INITIALIZED);
-  else PyErr_SetString(code == HVD_E_INVALID ? PyExc_ValueError : pyhvd_internal_error,
-                       hvd_last_error());
+  if (code == HVD_E_NOT_INITIALIZED)
+    PyErr_SetString(pyhvd_internal_error, NOT_INITIALIZED);
+  else
+    PyErr_SetString(code == HVD_E_INVALID ? PyExc_ValueError : pyhvd_internal_error,
+                    hvd_last_error());
   return NULL;
 }
 
@@ -83,7 +87,8 @@ static PyObject *init_comm(PyObject *self, PyObject *arg) {
   rc = pyhvd_init_comm(handle);
   Py_END_ALLOW_THREADS
   if (rc == HVD_E_UNSUPPORTED) {
-    PyErr_SetString(PyExc_ValueError, "init(comm=<MPI communicator>): this hvd was built "
+    PyErr_SetString(PyExc_ValueError,
+                    "init(comm=<MPI communicator>): this hvd was built "
                     "without MPI (HVD_WITH_MPI=OFF); pass a list of ranks instead");
     return NULL;
   }
@@ -92,11 +97,11 @@ static PyObject *init_comm(PyObject *self, PyObject *arg) {
 }
 
 /* mpi_built(), mpi_enabled(), mpi_threads_supported(): hvd.h's answers. */
-#define ANSWER(fn)                                              \
-  static PyObject *fn##_py(PyObject *self, PyObject *unused) {  \
-    (void)self;                                                 \
-    (void)unused;                                               \
-    return PyBool_FromLong(hvd_##fn());                         \
+#define ANSWER(fn) \
+  static PyObject *fn##_py(PyObject *self, PyObject *unused) { \
+    (void)self; \
+    (void)unused; \
+    return PyBool_FromLong(hvd_##fn()); \
   }
 ANSWER(mpi_built)
 ANSWER(mpi_enabled)
@@ -159,12 +164,12 @@ static PyObject *is_initialized(PyObject *self, PyObject *unused) {
 }
 
 /* rank(), size(), ...: ValueError before init(), as horovod.torch. */
-#define TOPOLOGY(fn)                                           \
+#define TOPOLOGY(fn) \
   static PyObject *fn##_py(PyObject *self, PyObject *unused) { \
-    (void)self;                                                \
-    (void)unused;                                              \
-    int v = hvd_##fn();                                        \
-    return v < 0 ? pyhvd_raise_query(v) : PyLong_FromLong(v);  \
+    (void)self; \
+    (void)unused; \
+    int v = hvd_##fn(); \
+    return v < 0 ? pyhvd_raise_query(v) : PyLong_FromLong(v); \
   }
 TOPOLOGY(rank)
 TOPOLOGY(size)
@@ -200,8 +205,10 @@ static PyMethodDef basic_methods[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, .m_name = "hvd._C",
-    .m_doc = "hvd's native layer: libhvd's collectives for the Python package.", .m_size = -1,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "hvd._C",
+    .m_doc = "hvd's native layer: libhvd's collectives for the Python package.",
+    .m_size = -1,
     .m_methods = basic_methods,
 };
 
@@ -210,12 +217,26 @@ static int add_constants(PyObject *m) {
     const char *name;
     int value;
   } constants[] = {
-      {"UINT8", HVD_UINT8},     {"INT8", HVD_INT8},         {"UINT16", HVD_UINT16},
-      {"INT16", HVD_INT16},     {"INT32", HVD_INT32},       {"INT64", HVD_INT64},
-      {"FLOAT16", HVD_FLOAT16}, {"BFLOAT16", HVD_BFLOAT16}, {"FLOAT32", HVD_FLOAT32},
-      {"FLOAT64", HVD_FLOAT64}, {"BOOL", HVD_BOOL},         {"AVERAGE", HVD_AVERAGE},
-      {"SUM", HVD_SUM},         {"ADASUM", HVD_ADASUM},     {"MIN", HVD_MIN},
-      {"MAX", HVD_MAX},         {"PRODUCT", HVD_PRODUCT},   {"DEVICE_CPU", HVD_DEVICE_CPU},
+      {"UINT8", HVD_UINT8},
+      {"INT8", HVD_INT8},
+      {"UINT16", HVD_UINT16},
+      {"INT16", HVD_INT16},
+      {"INT32", HVD_INT32},
+      {"INT64", HVD_INT64},
+      {"FLOAT16", HVD_FLOAT16},
+      {"BFLOAT16", HVD_BFLOAT16},
+      {"FLOAT32", HVD_FLOAT32},
+      {"FLOAT64", HVD_FLOAT64},
+      {"BOOL", HVD_BOOL},
+      {"AVERAGE", HVD_AVERAGE},
+      {"SUM", HVD_SUM},
+      {"ADASUM", HVD_ADASUM},
+      {"MIN", HVD_MIN},
+      {"MAX", HVD_MAX},
+      {"PRODUCT", HVD_PRODUCT},
+      {"DEVICE_CPU", HVD_DEVICE_CPU},
+      {"FAST_IN_PLACE", PYHVD_FAST_IN_PLACE},
+      {"FAST_WAIT", PYHVD_FAST_WAIT},
   };
   for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
     if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0) return -1;
@@ -229,7 +250,7 @@ int pyhvd_add_ref(PyObject *m, const char *name, PyObject *value) {
   return -1;
 }
 
-/* Adds ops.c's and rdzv.c's functions (a module def holds one table: this file's). */
+/* Adds ops.c's, rdzv.c's and fast.c's functions (a module def holds one table: this file's). */
 static int add_functions(PyObject *m, PyMethodDef *defs) {
   PyObject *name = PyModule_GetNameObject(m);
   if (!name) return -1;
@@ -252,12 +273,12 @@ PyMODINIT_FUNC PyInit__C(void) {
       "A collective failed (a peer was lost, ranks disagreed, a deadline passed); the message "
       "is hvd's.",
       PyExc_RuntimeError, NULL);
-  if (!pyhvd_internal_error || pyhvd_wait_init() < 0 || !(pyhvd_handle_type = pyhvd_handle_type_new()) ||
-      add_constants(m) < 0 ||
+  if (!pyhvd_internal_error || pyhvd_wait_init() < 0 ||
+      !(pyhvd_handle_type = pyhvd_handle_type_new()) || add_constants(m) < 0 ||
       add_functions(m, pyhvd_op_methods) < 0 || add_functions(m, pyhvd_rdzv_methods) < 0 ||
+      add_functions(m, pyhvd_fast_methods) < 0 ||
       pyhvd_add_ref(m, "HorovodInternalError", pyhvd_internal_error) < 0 ||
-      pyhvd_add_ref(m, "Handle", (PyObject *)pyhvd_handle_type) < 0 ||
-      pyhvd_add_capi(m) < 0) {
+      pyhvd_add_ref(m, "Handle", (PyObject *)pyhvd_handle_type) < 0 || pyhvd_add_capi(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

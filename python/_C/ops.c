@@ -21,8 +21,8 @@
  * with a device, the address of the cudaStream_t whose queued work
  * produces them (torch.cuda.current_stream().cuda_stream), 0 for CUDA's
  * legacy default stream. */
-static hvd_opts make_opts(int process_set, double prescale, double postscale, int device,
-                          unsigned long long stream) {
+hvd_opts pyhvd_make_opts(int process_set, double prescale, double postscale, int device,
+                         unsigned long long stream) {
   hvd_opts o = HVD_OPTS_INIT;
   o.process_set = process_set;
   o.prescale_factor = prescale;
@@ -34,7 +34,7 @@ static hvd_opts make_opts(int process_set, double prescale, double postscale, in
 
 /* Puts a tensor's shape (a sequence of ints) in o, for hvd to check that
  * every rank passes the same one; dims holds it.  0, or -1 raised. */
-static int set_shape(hvd_opts *o, PyObject *shape, int64_t dims[HVD_MAX_DIMS]) {
+int pyhvd_set_shape(hvd_opts *o, PyObject *shape, int64_t dims[HVD_MAX_DIMS]) {
   Py_ssize_t n = PySequence_Size(shape);
   if (n < 0) return -1;
   if (n > HVD_MAX_DIMS) {
@@ -119,8 +119,8 @@ static int group_read(group *g, PyObject *sends, PyObject *recvs, PyObject *coun
 /* ---- allreduce and reducescatter ---- */
 
 /* allreduce and reducescatter take the same arguments. */
-typedef hvd_handle reduce_fn(const void *send, void *recv, size_t count, hvd_dtype dtype,
-                             hvd_op op, const char *name, const hvd_opts *opts);
+typedef hvd_handle reduce_fn(const void *send, void *recv, size_t count, hvd_dtype dtype, hvd_op op,
+                             const char *name, const hvd_opts *opts);
 
 static PyObject *reduce_async(PyObject *args, reduce_fn *fn) {
   unsigned long long send, recv, stream = 0;
@@ -132,13 +132,13 @@ static PyObject *reduce_async(PyObject *args, reduce_fn *fn) {
   if (!PyArg_ParseTuple(args, "KKnOiizidd|OiK", &send, &recv, &count, &shape, &dtype, &op, &name,
                         &pset, &pre, &post, &keep, &device, &stream))
     return NULL;
-  hvd_opts o = make_opts(pset, pre, post, device, stream);
+  hvd_opts o = pyhvd_make_opts(pset, pre, post, device, stream);
   int64_t dims[HVD_MAX_DIMS];
-  if (set_shape(&o, shape, dims) < 0) return NULL;
+  if (pyhvd_set_shape(&o, shape, dims) < 0) return NULL;
   PyObject *h = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0, 0);
   if (!h) return NULL;
-  return pyhvd_handle_start(
-      h, fn(PTR(send), PTR(recv), (size_t)count, (hvd_dtype)dtype, (hvd_op)op, name, &o));
+  return pyhvd_handle_start(h, fn(PTR(send), PTR(recv), (size_t)count, (hvd_dtype)dtype, (hvd_op)op,
+                                  name, &o));
 }
 
 static PyObject *allreduce_async(PyObject *self, PyObject *args) {
@@ -167,11 +167,11 @@ static PyObject *grouped_reduce_async(PyObject *args, grouped_reduce_fn *fn) {
     return NULL;
   group g;
   if (group_read(&g, sends, recvs, counts) < 0) return NULL;
-  hvd_opts o = make_opts(pset, pre, post, device, stream);
+  hvd_opts o = pyhvd_make_opts(pset, pre, post, device, stream);
   PyObject *h = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0, 0);
   if (h)
-    h = pyhvd_handle_start(h, fn(g.send, g.recv, g.count, g.n, (hvd_dtype)dtype, (hvd_op)op,
-                                 name, &o));
+    h = pyhvd_handle_start(h, fn(g.send, g.recv, g.count, g.n, (hvd_dtype)dtype, (hvd_op)op, name,
+                                 &o));
   group_free(&g);
   return h;
 }
@@ -199,13 +199,13 @@ static PyObject *broadcast_async(PyObject *self, PyObject *args) {
   if (!PyArg_ParseTuple(args, "KnOiizi|OiK", &buf, &count, &shape, &dtype, &root, &name, &pset,
                         &keep, &device, &stream))
     return NULL;
-  hvd_opts o = make_opts(pset, 1.0, 1.0, device, stream);
+  hvd_opts o = pyhvd_make_opts(pset, 1.0, 1.0, device, stream);
   int64_t dims[HVD_MAX_DIMS];
-  if (set_shape(&o, shape, dims) < 0) return NULL;
+  if (pyhvd_set_shape(&o, shape, dims) < 0) return NULL;
   PyObject *h = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0, 0);
   if (!h) return NULL;
-  return pyhvd_handle_start(
-      h, hvd_broadcast_async_opts(PTR(buf), (size_t)count, (hvd_dtype)dtype, root, name, &o));
+  return pyhvd_handle_start(h, hvd_broadcast_async_opts(PTR(buf), (size_t)count, (hvd_dtype)dtype,
+                                                        root, name, &o));
 }
 
 static PyObject *allgather_async(PyObject *self, PyObject *args) {
@@ -220,10 +220,10 @@ static PyObject *allgather_async(PyObject *self, PyObject *args) {
   if (n < 0) return pyhvd_raise_enqueue(n);
   PyObject *h = pyhvd_handle_new(PYHVD_GATHER, keep, hvd_dtype_size((hvd_dtype)dtype), 1, n);
   if (!h) return NULL;
-  hvd_opts o = make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU, 0);
+  hvd_opts o = pyhvd_make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU, 0);
   return pyhvd_handle_start(h, hvd_allgather_async(PTR(send), (size_t)count, (hvd_dtype)dtype,
-                                                   pyhvd_handle_results(h),
-                                                   pyhvd_handle_counts(h), name, &o));
+                                                   pyhvd_handle_results(h), pyhvd_handle_counts(h),
+                                                   name, &o));
 }
 
 static PyObject *grouped_allgather_async(PyObject *self, PyObject *args) {
@@ -232,14 +232,13 @@ static PyObject *grouped_allgather_async(PyObject *self, PyObject *args) {
   PyObject *sends, *counts, *keep = NULL;
   int dtype, pset;
   const char *name;
-  if (!PyArg_ParseTuple(args, "OOizi|O", &sends, &counts, &dtype, &name, &pset, &keep))
-    return NULL;
+  if (!PyArg_ParseTuple(args, "OOizi|O", &sends, &counts, &dtype, &name, &pset, &keep)) return NULL;
   int n = set_size(pset);
   if (n < 0) return pyhvd_raise_enqueue(n);
   group g;
   if (group_read(&g, sends, NULL, counts) < 0) return NULL;
   PyObject *h = pyhvd_handle_new(PYHVD_GATHER, keep, hvd_dtype_size((hvd_dtype)dtype), g.n, n);
-  hvd_opts o = make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU, 0);
+  hvd_opts o = pyhvd_make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU, 0);
   if (h)
     h = pyhvd_handle_start(h, hvd_grouped_allgather_async(g.send, g.count, g.n, (hvd_dtype)dtype,
                                                           pyhvd_handle_results(h),
@@ -265,11 +264,11 @@ static PyObject *alltoall_async(PyObject *self, PyObject *args) {
   } else if (read_ints(splits, n, v, "alltoall splits") == 0) {
     for (int i = 0; i < n; i++) sendcounts[i] = (size_t)v[i];
     h = pyhvd_handle_new(PYHVD_GATHER, keep, hvd_dtype_size((hvd_dtype)dtype), 1, n);
-    hvd_opts o = make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU, 0);
+    hvd_opts o = pyhvd_make_opts(pset, 1.0, 1.0, HVD_DEVICE_CPU, 0);
     if (h)
       h = pyhvd_handle_start(h, hvd_alltoall_async(PTR(send), sendcounts, (hvd_dtype)dtype,
-                                                   pyhvd_handle_results(h),
-                                                   pyhvd_handle_counts(h), name, &o));
+                                                   pyhvd_handle_results(h), pyhvd_handle_counts(h),
+                                                   name, &o));
   }
   free(v);
   free(sendcounts);
@@ -354,12 +353,12 @@ static PyObject *remove_process_set(PyObject *self, PyObject *arg) {
 }
 
 /* process_set_rank/size/included(id): hvd's answer, or an exception. */
-#define SET_QUERY(fn)                                         \
-  static PyObject *fn##_py(PyObject *self, PyObject *arg) {   \
-    (void)self;                                               \
-    long id = PyLong_AsLong(arg);                             \
-    if (PyErr_Occurred()) return NULL;                        \
-    int v = fn((int)id);                                      \
+#define SET_QUERY(fn) \
+  static PyObject *fn##_py(PyObject *self, PyObject *arg) { \
+    (void)self; \
+    long id = PyLong_AsLong(arg); \
+    if (PyErr_Occurred()) return NULL; \
+    int v = fn((int)id); \
     return v < 0 ? pyhvd_raise_query(v) : PyLong_FromLong(v); \
   }
 SET_QUERY(hvd_process_set_rank)

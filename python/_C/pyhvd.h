@@ -72,6 +72,10 @@ size_t *pyhvd_handle_counts(PyObject *handle);
  * h < 0 drops it and raises (NULL). */
 PyObject *pyhvd_handle_start(PyObject *handle, hvd_handle h);
 
+/* What a started PYHVD_PLAIN handle's wait() returns instead of None
+ * (a new reference is taken). */
+void pyhvd_handle_set_result(PyObject *handle, PyObject *result);
+
 /* ---- blocking calls Ctrl-C can interrupt (wait.c) ---- */
 
 /* A blocking hvd call: hvd_wait, or a wrapper of hvd_barrier/hvd_join. */
@@ -108,9 +112,23 @@ void pyhvd_job_abandon(pyhvd_job *job, void (*release)(void *), void *arg);
  * no helper could start. */
 int pyhvd_abandon_call(pyhvd_call *call, hvd_handle h, void (*release)(void *), void *arg);
 
+/* A started handle takes over job: the wait of its operation that
+ * pyhvd_wait() left running when Ctrl-C interrupted it. */
+void pyhvd_handle_set_job(PyObject *handle, pyhvd_job *job);
+
 /* ---- the module's functions (ops.c) ---- */
 
 extern PyMethodDef pyhvd_op_methods[];
 extern PyMethodDef pyhvd_rdzv_methods[]; /* rdzv.c */
+extern PyMethodDef pyhvd_fast_methods[]; /* fast.c */
+
+/* fast.c's torch_allreduce() mode: flags (hvd._C.FAST_IN_PLACE, FAST_WAIT). */
+enum { PYHVD_FAST_IN_PLACE = 1, PYHVD_FAST_WAIT = 2 };
+
+/* What ops.c and fast.c share: hvd_opts of a call, and a tensor's shape
+ * (a sequence of ints) put in o, held by dims (0, or -1 raised). */
+hvd_opts pyhvd_make_opts(int process_set, double prescale, double postscale, int device,
+                         unsigned long long stream);
+int pyhvd_set_shape(hvd_opts *o, PyObject *shape, int64_t dims[HVD_MAX_DIMS]);
 
 #endif

@@ -44,7 +44,7 @@ struct pyhvd_job {
   int done;      /* the fields below are under pool.lock */
   int abandoned; /* nobody will collect it: the helper frees it */
   int rc;
-  char *msg;     /* hvd's message when rc < 0 */
+  char *msg; /* hvd's message when rc < 0 */
   void (*release)(void *);
   void *release_arg;
   pyhvd_job *next; /* in the pool's queue */
@@ -260,6 +260,12 @@ static int spin(hvd_handle h, int64_t spin_ns) {
 
 int pyhvd_wait(hvd_handle h, pyhvd_job **pending, char **msg) {
   *msg = NULL;
+  /* A job of one rank waits for nobody: hvd_wait drives the operation's
+   * cycle on this thread (a few us), where the polls below wait for the
+   * engine's thread to be scheduled and run it (tens of us on a loaded
+   * machine: issue 46).  It blocks a cycle period at most, so Ctrl-C
+   * waits no longer than that. */
+  if (!*pending && hvd_size() == 1) return call_directly(hvd_wait, h, msg);
   if (!*pending) {
     int rc = spin(h, in_main_thread() ? SPIN_NS : 0);
     if (rc != 0) {

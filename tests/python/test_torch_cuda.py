@@ -124,6 +124,9 @@ def recorded(monkeypatch):
                 raise _Enqueued()
             return enqueue
     monkeypatch.setattr(mpi_ops, "_C", FakeC())
+    # What is recorded is the general path's: the fast path (which takes
+    # CPU tensors) stays out of it.
+    monkeypatch.setattr(mpi_ops, "_fast_enabled", False)
     return events
 
 

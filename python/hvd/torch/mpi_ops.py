@@ -17,6 +17,11 @@ that is not a power of two or on CUDA tensors.  Ctrl-C in the main
 thread interrupts a wait (KeyboardInterrupt); the operation goes on and
 its handle stays valid.
 
+The allreduce of one plain contiguous CPU tensor (allreduce_, allreduce,
+allreduce_async(_), in the common case) goes through a fast path: one
+hvd._C call (python/_C/fast.c), with the same results, names and errors
+as the general path; see "the fast path" below for when it applies.
+
 CUDA tensors (docs/gpu.md): allreduce, broadcast and reducescatter pass
 the tensor's device memory to the engine with its device ordinal
 (hvd_opts.device), which stages it through pinned host memory;
@@ -43,6 +48,7 @@ from hvd.common.exceptions import HorovodInternalError
 from hvd.common.process_sets import (ProcessSet, add_process_set, global_process_set,
                                      remove_process_set)
 from hvd.torch.compression import Compression
+from hvd.common.compression import NoneCompressor as _NoneCompressor
 
 __all__ = [
     "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank",
@@ -83,7 +89,7 @@ cross_rank = _C.cross_rank
 init = _lifecycle.init
 shutdown = _lifecycle.shutdown
 # Dropping the native handles collects the operations the shutdown failed.
-_lifecycle.after_shutdown(lambda: _pending.clear())
+_lifecycle.after_shutdown(lambda: _drop_handles())
 
 
 def start_timeline(file_path, mark_cycles=False):
@@ -214,7 +220,7 @@ class _Pending:
         self.finish = finish
         self.error = None
 
-    def done(self):
+    def poll(self):
         return all(native.poll() for native in self.natives[len(self.results):])
 
     def wait(self):
@@ -239,6 +245,53 @@ def _register(natives, finish):
     handle = next(_handle_ids)
     _pending[handle] = _Pending(natives, finish)
     return handle
+
+
+def _drop_handles():
+    """At shutdown and elastic reset: the operations of the old job failed
+    with it; dropping their handles collects them."""
+    _pending.clear()
+    _parked.clear()
+
+
+# ---- the fast path (python/_C/fast.c) ----
+# allreduce_, allreduce, allreduce_async(_) of one plain contiguous CPU
+# tensor (not requiring grad when out of place), an op other than Adasum,
+# int or float scale factors, the global or a registered set, no
+# compression: hvd._C checks, enqueues and (blocking forms) waits in one
+# call, with no _Pending.  It declines (None) anything else, enqueueing
+# nothing, and the general path below runs the call.  _fast_enabled=False
+# sends every call the general way (tests compare the two; benchmarks).
+_fast = _C.torch_allreduce
+_fast_enabled = True
+_FAST_IN_PLACE, _FAST_WAIT = _C.FAST_IN_PLACE, _C.FAST_WAIT
+# The handles of blocking fast calls that Ctrl-C interrupted (the
+# operation goes on: they keep its tensors), as _pending keeps the general
+# path's.
+_parked = _C.torch_fast_setup((torch.Tensor, torch.nn.Parameter), _DTYPES, torch.strided,
+                              global_process_set, _process_sets._registered)
+_Native = _C.Handle
+
+
+def _fast_async(tensor, mode, name, op, prescale_factor, postscale_factor, process_set):
+    """An integer handle for a fast asynchronous allreduce, or None."""
+    native = _fast(tensor, mode, name, op, prescale_factor, postscale_factor, process_set)
+    if native is None:
+        return None
+    handle = next(_handle_ids)
+    _pending[handle] = native
+    return handle
+
+
+def _synchronize_native(handle, native):
+    """synchronize() of a fast handle: its wait() returns the output."""
+    try:
+        output = native.wait()
+    except HorovodInternalError:
+        del _pending[handle]
+        raise
+    del _pending[handle]
+    return output
 
 
 class _SparseHandle:
@@ -271,7 +324,7 @@ def poll(handle):
     p = _pending.get(handle)
     if p is None:
         raise ValueError("unknown handle %r" % (handle,))
-    return p.done()
+    return p.poll()
 
 
 def synchronize(handle):
@@ -284,6 +337,8 @@ def synchronize(handle):
     p = _pending.get(handle)
     if p is None:
         return None
+    if p.__class__ is _Native:
+        return _synchronize_native(handle, p)
     p.wait()
     del _pending[handle]
     if p.error is not None:
@@ -379,6 +434,10 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     """Starts reducing tensor over the processes (op defaults to Average);
     the input is not modified.  Returns a handle for poll()/synchronize(),
     whose output is a new tensor."""
+    if _fast_enabled and average is None:
+        handle = _fast_async(tensor, 0, name, op, prescale_factor, postscale_factor, process_set)
+        if handle is not None:
+            return handle
     op = _resolve_op(op, average)
     return _allreduce_group([tensor], False, name, op, prescale_factor, postscale_factor,
                             process_set, grouped=False)
@@ -387,6 +446,11 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """allreduce_async() in place: the result replaces tensor's values."""
+    if _fast_enabled and average is None:
+        handle = _fast_async(tensor, _FAST_IN_PLACE, name, op, prescale_factor, postscale_factor,
+                             process_set)
+        if handle is not None:
+            return handle
     op = _resolve_op(op, average)
     return _allreduce_group([tensor], True, name, op, prescale_factor, postscale_factor,
                             process_set, grouped=False)
@@ -395,6 +459,11 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces tensor in place over the processes and returns it."""
+    if _fast_enabled and average is None:
+        output = _fast(tensor, _FAST_IN_PLACE | _FAST_WAIT, name, op, prescale_factor,
+                       postscale_factor, process_set)
+        if output is not None:
+            return output
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
                                         postscale_factor, process_set))
 
@@ -423,6 +492,11 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Returns tensor reduced over the processes (op defaults to Average),
     sent through compression; differentiable."""
+    if _fast_enabled and average is None and compression is _NoneCompressor:
+        output = _fast(tensor, _FAST_WAIT, name, op, prescale_factor, postscale_factor,
+                       process_set)
+        if output is not None:
+            return output
     op = _resolve_op(op, average)
     compressed, cctx = compression.compress(tensor)
     reduced = HorovodAllreduce.apply(compressed, name, op, prescale_factor, postscale_factor,

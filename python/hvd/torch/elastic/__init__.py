@@ -36,7 +36,7 @@ def _reset():
     """Leaves the job and joins the next one; handles of the old job are
     dropped (their operations failed with it)."""
     _C.elastic_reset()
-    _mpi_ops._pending.clear()
+    _mpi_ops._drop_handles()
     _process_sets._after_elastic_reset()
 
 

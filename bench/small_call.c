@@ -1,0 +1,64 @@
+/*
+ * small_call.c -- what hvd_allreduce of 2 floats costs a call at np 1, in
+ * C: the floor under hvd.torch's per-call cost (bench/torch-small-call
+ * compares them; issue 46 allows Python 2 us over it).
+ *
+ *   small_call [CALLS] [BATCHES]    (run under hvdrun -np 1)
+ *
+ * Prints "C hvd_allreduce,us_per_call" and the same for
+ * hvd_allreduce_async+hvd_wait: the median over BATCHES (default 7) of
+ * CALLS (default 20000) in-place allreduces, after one untimed batch.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "hvd.h"
+#include "timing.h"
+
+#define MAX_BATCHES 64
+
+/* One call: the blocking one, or (async) enqueue and wait, which is what
+ * hvd._C does (the enqueue wakes the engine's thread; a blocking call
+ * drives the cycle on its own thread). */
+static int one_call(int async, float *buf) {
+  if (!async) return hvd_allreduce(buf, buf, 2, HVD_FLOAT32, HVD_SUM, NULL);
+  return hvd_wait(hvd_allreduce_async(buf, buf, 2, HVD_FLOAT32, HVD_SUM, NULL));
+}
+
+static double batch_us(int async, int calls, float *buf) {
+  double t0 = now_s();
+  for (int i = 0; i < calls; i++)
+    if (one_call(async, buf) < 0) {
+      fprintf(stderr, "small_call: %s\n", hvd_last_error());
+      exit(1);
+    }
+  return (now_s() - t0) / calls * 1e6;
+}
+
+/* The median over batches of batch_us(). */
+static double median_us(int async, int calls, int batches, float *buf) {
+  double us[MAX_BATCHES];
+  batch_us(async, calls, buf); /* untimed */
+  for (int b = 0; b < batches; b++) us[b] = batch_us(async, calls, buf);
+  qsort(us, (size_t)batches, sizeof us[0], by_value);
+  return us[batches / 2];
+}
+
+int main(int argc, char **argv) {
+  int calls = argc > 1 ? atoi(argv[1]) : 20000;
+  int batches = argc > 2 ? atoi(argv[2]) : 7;
+  if (calls < 1 || batches < 1 || batches > MAX_BATCHES) {
+    fprintf(stderr, "usage: small_call [CALLS] [BATCHES <= %d]\n", MAX_BATCHES);
+    return 2;
+  }
+  if (hvd_init() < 0) {
+    fprintf(stderr, "small_call: %s\n", hvd_last_error());
+    return 1;
+  }
+  float buf[2] = {1, 1};
+  printf("C hvd_allreduce,%.2f\n", median_us(0, calls, batches, buf));
+  printf("C hvd_allreduce_async+hvd_wait,%.2f\n", median_us(1, calls, batches, buf));
+  hvd_shutdown();
+  return 0;
+}

@@ -1,0 +1,332 @@
+/*
+ * fast.c -- hvd.torch's allreduce of one contiguous CPU tensor in one call.
+ *
+ * The general path (python/hvd/torch/mpi_ops.py) checks its arguments in
+ * Python, registers a _Pending under an integer handle and waits through
+ * it: some 8 us a call on a quiet machine where hvd_allreduce costs 1.2 us
+ * (issue 46).  torch_allreduce() takes the common case -- a plain dense
+ * contiguous CPU tensor of a dtype hvd reduces, an op other than Adasum,
+ * int or float scale factors, the global or a registered process set --
+ * with its checks as attribute reads, and enqueues; the blocking forms
+ * also wait here (GIL released, Ctrl-C as wait.c), with no Python object
+ * for the operation.  Whatever it does not take -- another device, a
+ * tensor autograd must see, an argument it cannot read -- it declines
+ * (None) before enqueueing anything, and the general path runs the call:
+ * a bad argument gets the general path's error.  Errors of hvd itself
+ * (at enqueue, or of the operation) are raised as ops.c and handle.c do.
+ */
+#include <stdint.h>
+
+#include "pyhvd.h"
+
+/* What torch_fast_setup() gave (the package's objects), and interned
+ * attribute names. */
+static struct {
+  PyObject *types;      /* tuple of the tensor types taken (exact type) */
+  PyObject *dtypes;     /* dict torch.dtype -> hvd dtype code */
+  PyObject *strided;    /* torch.strided */
+  PyObject *global_set; /* hvd's global_process_set */
+  PyObject *registered; /* dict id -> registered ProcessSet */
+  PyObject *parked;     /* list: handles of blocking calls Ctrl-C interrupted */
+  PyObject *is_cpu, *layout, *dtype, *requires_grad, *is_contiguous, *data_ptr, *numel, *shape,
+      *new_empty, *set_id, *auto_name, *kind;
+} fast;
+
+static unsigned long long fast_calls; /* operations enqueued here; under the GIL */
+
+/* One call's arguments, once read. */
+typedef struct {
+  PyObject *tensor;
+  int mode;
+  int dtype;
+  int op;
+  PyObject *pset;    /* the ProcessSet (borrowed) */
+  PyObject *name;    /* new reference: a str, or None */
+  const char *cname; /* name's UTF-8 (NULL: hvd names it) */
+  unsigned long long addr;
+  Py_ssize_t count;
+  PyObject *shape_obj; /* new reference: tensor.shape */
+  hvd_opts o;
+  int64_t dims[HVD_MAX_DIMS]; /* o.shape */
+} call;
+
+/* 1 when o's attribute attr is true, 0 when false, -1 raised. */
+static int attr_true(PyObject *o, PyObject *attr) {
+  PyObject *v = PyObject_GetAttr(o, attr);
+  if (!v) return -1;
+  int rc = PyObject_IsTrue(v);
+  Py_DECREF(v);
+  return rc;
+}
+
+/* o.method() as an integer; -1 with an exception on failure (the
+ * values read here are never -1). */
+static long long call_ll(PyObject *o, PyObject *method) {
+  PyObject *v = PyObject_CallMethodObjArgs(o, method, NULL);
+  if (!v) return -1;
+  long long r = PyLong_AsLongLong(v);
+  Py_DECREF(v);
+  return r;
+}
+
+static int exact_type_taken(PyObject *t) {
+  Py_ssize_t n = PyTuple_Size(fast.types);
+  for (Py_ssize_t i = 0; i < n; i++)
+    if ((PyObject *)Py_TYPE(t) == PyTuple_GetItem(fast.types, i)) return 1;
+  return 0;
+}
+
+/* The tensor's facts: 1 when the fast path takes it, 0 when not, -1
+ * raised.  Out of place, a tensor that requires grad goes through the
+ * autograd function (allreduce() must stay differentiable). */
+static int read_tensor(call *c) {
+  PyObject *t = c->tensor;
+  if (!exact_type_taken(t) || attr_true(t, fast.is_cpu) != 1) return 0;
+  PyObject *layout = PyObject_GetAttr(t, fast.layout);
+  Py_XDECREF(layout); /* compared as an address only */
+  if (layout != fast.strided) return 0;
+  PyObject *dtype = PyObject_GetAttr(t, fast.dtype);
+  PyObject *code = dtype ? PyDict_GetItemWithError(fast.dtypes, dtype) : NULL;
+  Py_XDECREF(dtype);
+  if (!code) return 0;
+  c->dtype = (int)PyLong_AsLong(code);
+  if (!(c->mode & PYHVD_FAST_IN_PLACE) && attr_true(t, fast.requires_grad) != 0) return 0;
+  if (call_ll(t, fast.is_contiguous) != 1) return 0;
+  c->addr = (unsigned long long)call_ll(t, fast.data_ptr);
+  c->count = (Py_ssize_t)call_ll(t, fast.numel);
+  if (PyErr_Occurred()) return -1;
+  c->shape_obj = PyObject_GetAttr(t, fast.shape);
+  if (!c->shape_obj) return -1;
+  return pyhvd_set_shape(&c->o, c->shape_obj, c->dims) == 0 ? 1 : -1;
+}
+
+/* The op (None: Average); 0 to decline Adasum (the general path checks
+ * the set's size) and what is not an hvd op. */
+static int read_op(call *c, PyObject *op) {
+  if (op == Py_None) {
+    c->op = HVD_AVERAGE;
+    return 1;
+  }
+  if (!PyLong_CheckExact(op)) return 0;
+  long v = PyLong_AsLong(op);
+  c->op = (int)v;
+  return v == HVD_AVERAGE || v == HVD_SUM || v == HVD_MIN || v == HVD_MAX || v == HVD_PRODUCT;
+}
+
+static int read_factor(PyObject *v, double *out) {
+  if (!PyFloat_CheckExact(v) && !PyLong_CheckExact(v)) return 0;
+  *out = PyFloat_AsDouble(v);
+  return PyErr_Occurred() ? -1 : 1;
+}
+
+/* The set's id: 0 for the global set; a registered set's (the object in
+ * the registry, so neither removed nor stale); 0 returned to decline. */
+static int read_set(call *c) {
+  if (c->pset == fast.global_set) return 1; /* o.process_set 0 */
+  PyObject *id = PyObject_GetAttr(c->pset, fast.set_id);
+  if (!id) return -1;
+  PyObject *found = PyLong_CheckExact(id) ? PyDict_GetItemWithError(fast.registered, id) : NULL;
+  if (found == c->pset) c->o.process_set = (int)PyLong_AsLong(id);
+  Py_DECREF(id);
+  return found == c->pset;
+}
+
+/* The name to enqueue under: unnamed calls on a set other than the
+ * global one take the set's own generated name, as the general path's
+ * _name() (ProcessSet._auto_name says why).  0, or -1 raised. */
+static int resolve_name(call *c) {
+  if (c->name != Py_None || c->o.process_set == 0) return 0;
+  PyObject *name = PyObject_CallMethodObjArgs(c->pset, fast.auto_name, fast.kind, NULL);
+  if (!name) return -1;
+  Py_DECREF(c->name);
+  c->name = name;
+  return PyArg_Parse(name, "s", &c->cname) ? 0 : -1;
+}
+
+/* Reads every argument: 1 to go on, 0 to decline, -1 raised. */
+static int read_call(call *c, PyObject *op, PyObject *pre, PyObject *post) {
+  if (c->name != Py_None) {
+    if (!PyUnicode_CheckExact(c->name)) return 0;
+    /* the limited API's UTF-8 of a str (as ops.c's "z"; cached in it) */
+    if (!PyArg_Parse(c->name, "s", &c->cname)) return -1;
+  }
+  c->o = pyhvd_make_opts(0, 1.0, 1.0, HVD_DEVICE_CPU, 0);
+  int rc = read_op(c, op);
+  if (rc == 1) rc = read_factor(pre, &c->o.prescale_factor);
+  if (rc == 1) rc = read_factor(post, &c->o.postscale_factor);
+  if (rc == 1) rc = read_set(c);
+  if (rc == 1) rc = read_tensor(c);
+  return rc;
+}
+
+/* Keeps a blocking call's interrupted wait as a handle in fast.parked
+ * (the tensors alive while hvd writes them; its wait() returns out), as
+ * the general path keeps its _Pending; the KeyboardInterrupt stays
+ * raised. */
+static void park(hvd_handle h, pyhvd_job *job, PyObject *keep, PyObject *out) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyObject *handle = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0, 0);
+  if (handle) handle = pyhvd_handle_start(handle, h);
+  if (handle) {
+    pyhvd_handle_set_job(handle, job);
+    pyhvd_handle_set_result(handle, out);
+    PyList_Append(fast.parked, handle); /* failing, its dealloc abandons it */
+    Py_DECREF(handle);
+  } else if (job) {
+    Py_INCREF(keep); /* never dropped: hvd may still write the tensors */
+    pyhvd_job_abandon(job, NULL, NULL);
+  }
+  PyErr_Clear();
+  PyErr_Restore(type, value, tb);
+}
+
+/* Waits for h and returns out, or raises. */
+static PyObject *wait_for(hvd_handle h, PyObject *keep, PyObject *out) {
+  pyhvd_job *job = NULL;
+  char *msg = NULL;
+  int rc = pyhvd_wait(h, &job, &msg);
+  if (rc == PYHVD_INTERRUPTED) {
+    park(h, job, keep, out);
+    return NULL;
+  }
+  if (rc < 0) {
+    pyhvd_raise_failure(rc, msg);
+    free(msg);
+    return NULL;
+  }
+  Py_INCREF(out);
+  return out;
+}
+
+static hvd_handle enqueue(call *c, unsigned long long out_addr) {
+  hvd_handle h = hvd_allreduce_async_opts((const void *)(uintptr_t)c->addr,
+                                          (void *)(uintptr_t)out_addr, (size_t)c->count,
+                                          (hvd_dtype)c->dtype, (hvd_op)c->op, c->cname, &c->o);
+  if (h >= 0) fast_calls++;
+  return h;
+}
+
+/* The blocking forms: enqueue, wait, out. */
+static PyObject *blocking(call *c, PyObject *keep, PyObject *out, unsigned long long out_addr) {
+  hvd_handle h = enqueue(c, out_addr);
+  if (h < 0) return pyhvd_raise_enqueue((int)h);
+  return wait_for(h, keep, out);
+}
+
+/* The asynchronous forms: a started Handle whose wait() returns out. */
+static PyObject *start(call *c, PyObject *keep, PyObject *out, unsigned long long out_addr) {
+  PyObject *handle = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0, 0);
+  if (!handle) return NULL;
+  handle = pyhvd_handle_start(handle, enqueue(c, out_addr));
+  if (handle) pyhvd_handle_set_result(handle, out);
+  return handle;
+}
+
+/* Runs a call the fast path takes: out is the tensor itself in place,
+ * else a new one (contiguous, as the general path's). */
+static PyObject *run(call *c) {
+  int in_place = c->mode & PYHVD_FAST_IN_PLACE;
+  PyObject *out = in_place ? c->tensor : NULL;
+  if (in_place)
+    Py_INCREF(out);
+  else
+    out = PyObject_CallMethodObjArgs(c->tensor, fast.new_empty, c->shape_obj, NULL);
+  if (!out) return NULL;
+  unsigned long long out_addr = in_place ? c->addr
+                                         : (unsigned long long)call_ll(out, fast.data_ptr);
+  PyObject *keep = in_place ? out : PyTuple_Pack(2, c->tensor, out);
+  if (in_place) Py_INCREF(keep);
+  PyObject *result = NULL;
+  if (keep && !PyErr_Occurred() && resolve_name(c) == 0)
+    result = c->mode & PYHVD_FAST_WAIT ? blocking(c, keep, out, out_addr)
+                                       : start(c, keep, out, out_addr);
+  Py_XDECREF(keep);
+  Py_DECREF(out);
+  return result;
+}
+
+/* torch_allreduce(tensor, mode, name, op, prescale, postscale,
+ * process_set): mode's FAST_WAIT blocks and returns the result tensor,
+ * else a started Handle whose wait() returns it; FAST_IN_PLACE reduces
+ * into tensor itself.  None: declined, nothing enqueued. */
+static PyObject *torch_allreduce(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *op, *pre, *post;
+  call c = {0};
+  if (!PyArg_ParseTuple(args, "OiOOOOO", &c.tensor, &c.mode, &c.name, &op, &pre, &post, &c.pset))
+    return NULL;
+  Py_INCREF(c.name);
+  PyObject *result = Py_None;
+  if (fast.types && read_call(&c, op, pre, post) == 1) { /* declined before the setup */
+    result = run(&c);
+  } else {
+    PyErr_Clear(); /* the general path raises its own error */
+    Py_INCREF(result);
+  }
+  Py_XDECREF(c.shape_obj);
+  Py_DECREF(c.name);
+  return result;
+}
+
+/* Keeps a new reference to o in *slot (the old one dropped). */
+static void hold(PyObject **slot, PyObject *o) {
+  Py_XINCREF(o);
+  Py_XDECREF(*slot);
+  *slot = o;
+}
+
+static int intern(PyObject **slot, const char *s) {
+  PyObject *o = PyUnicode_InternFromString(s);
+  hold(slot, o);
+  Py_XDECREF(o);
+  return o ? 0 : -1;
+}
+
+static int intern_names(void) {
+  return intern(&fast.is_cpu, "is_cpu") | intern(&fast.layout, "layout") |
+         intern(&fast.dtype, "dtype") | intern(&fast.requires_grad, "requires_grad") |
+         intern(&fast.is_contiguous, "is_contiguous") | intern(&fast.data_ptr, "data_ptr") |
+         intern(&fast.numel, "numel") | intern(&fast.shape, "shape") |
+         intern(&fast.new_empty, "new_empty") | intern(&fast.set_id, "process_set_id") |
+         intern(&fast.auto_name, "_auto_name") | intern(&fast.kind, "allreduce");
+}
+
+/* torch_fast_setup(types, dtypes, strided, global_set, registered) ->
+ * the list where interrupted blocking calls' handles are kept (the
+ * package drops them with its other handles). */
+static PyObject *torch_fast_setup(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *types, *dtypes, *strided, *global_set, *registered;
+  if (!PyArg_ParseTuple(args, "O!O!OOO!", &PyTuple_Type, &types, &PyDict_Type, &dtypes, &strided,
+                        &global_set, &PyDict_Type, &registered))
+    return NULL;
+  if (intern_names() != 0) return NULL;
+  PyObject *parked = PyList_New(0);
+  if (!parked) return NULL;
+  hold(&fast.types, types);
+  hold(&fast.dtypes, dtypes);
+  hold(&fast.strided, strided);
+  hold(&fast.global_set, global_set);
+  hold(&fast.registered, registered);
+  hold(&fast.parked, parked);
+  return parked;
+}
+
+static PyObject *torch_fast_calls(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(fast_calls);
+}
+
+PyMethodDef pyhvd_fast_methods[] = {
+    {"torch_allreduce", torch_allreduce, METH_VARARGS,
+     "torch_allreduce(tensor, mode, name, op, prescale, postscale, process_set) -> the "
+     "reduced tensor (FAST_WAIT) or a Handle; None when the call is not one it takes"},
+    {"torch_fast_setup", torch_fast_setup, METH_VARARGS,
+     "torch_fast_setup(types, dtypes, strided, global_set, registered) -> the list of "
+     "interrupted calls' handles"},
+    {"torch_fast_calls", torch_fast_calls, METH_NOARGS,
+     "How many operations torch_allreduce() enqueued (for tests: the fast path is used)."},
+    {NULL, NULL, 0, NULL},
+};
