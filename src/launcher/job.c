@@ -152,7 +152,7 @@ static void report_exit(job *j, const launch_rank *r, int always) {
   switch (e.how) {
     case PROC_NO_SETUP:
       job_say(j, always, "%s %d%s: cannot prepare to run '%s': %s", rank, r->rank, where, prog,
-          strerror(e.value));
+              strerror(e.value));
       break;
     case PROC_NO_EXEC:
       job_say(j, always, "cannot run '%s'%s: %s", prog, where, strerror(e.value));
@@ -183,6 +183,15 @@ static void done(job *j, launch_rank *r, proc_exit e) {
   j->undone--;
 }
 
+/* A rank killed by a signal while the others have their grace after an
+ * error exit: no one here has signalled it yet, so most likely it is the
+ * cause and the error its consequence, its news late (a remote agent
+ * reports later than a local rank's pipe, and a loaded host later still).
+ * The first such death is news too, and the job's exit code. */
+static int killed_in_grace(job *j, proc_exit e) {
+  return j->phase == PHASE_GRACE && e.how == PROC_KILLED && !j->killed_told;
+}
+
 void launch_exited(launch_rank *r, proc_exit e) {
   job *j = r->host->job;
   if (r->state == RANK_DONE) return;
@@ -200,6 +209,12 @@ void launch_exited(launch_rank *r, proc_exit e) {
    * host, once per host. */
   int news = j->phase == PHASE_RUN || (e.how == PROC_NO_EXEC && !r->host->told_exec);
   if (e.how == PROC_NO_EXEC) r->host->told_exec = 1;
+  if (killed_in_grace(j, e)) {
+    news = 1;
+    j->exit_code = proc_exit_code(e);
+    j->killed_told = 1;
+  }
+  if (e.how == PROC_KILLED && j->phase == PHASE_RUN) j->killed_told = 1;
   report_exit(j, r, news);
   job_fail(j, proc_exit_code(e));
 }
@@ -270,8 +285,7 @@ int launch_output_full(const launch_host *h) { return launch_output_room(h) != P
 
 launch_rank *launch_rank_of(launch_host *h, uint32_t rank) {
   uint32_t first = (uint32_t)h->spec->first;
-  return rank >= first && rank - first < (uint32_t)h->spec->nranks ? &h->ranks[rank - first]
-                                                                    : NULL;
+  return rank >= first && rank - first < (uint32_t)h->spec->nranks ? &h->ranks[rank - first] : NULL;
 }
 
 /* ---- signals to hvdrun ---- */
@@ -437,8 +451,8 @@ static int start_rendezvous(job *j) {
   const rdzv_addrs *a = j->addrs;
   const hvdrun_options *o = j->ctx.opt;
   uint32_t size = j->ext ? j->ext->rdzv_size : (uint32_t)o->np;
-  hvd_rdzv_server_config cfg = {size, &j->key, a->list, a->n, "hvdrun", rdzv_log, &j->err,
-                                o->verbose};
+  hvd_rdzv_server_config cfg = {size,     &j->key,  a->list, a->n,
+                                "hvdrun", rdzv_log, &j->err, o->verbose};
   if (hvd__secret_generate(&j->key) < 0 ||
       hvd__secret_encode(&j->key, j->ctx.secret, sizeof j->ctx.secret) < 0 ||
       (j->ext ? hvd__rdzv_server_start_elastic(&cfg, &j->ext->rdzv_hooks, j->port, &j->rdzv)
@@ -559,8 +573,8 @@ static int plan_tree(job *j) {
   for (int i = 0; i < n; i++) ssh[i]->via = parent[i] < 0 ? NULL : ssh[parent[i]];
   int depth = launch_tree_depth(n, parent);
   if (depth > 1)
-    job_say(j, 0, "starting %d hosts over ssh in a tree of %d levels, at most %d sessions each",
-            n, depth, j->ctx.opt->launch_fanout);
+    job_say(j, 0, "starting %d hosts over ssh in a tree of %d levels, at most %d sessions each", n,
+            depth, j->ctx.opt->launch_fanout);
   free(ssh);
   free(parent);
   return 0;
@@ -618,10 +632,9 @@ int job_begin(job *j, const hvdrun_options *o, const host_plan *plan, const rdzv
 static void drain_sinks(job *j) {
   uint64_t deadline = j->interrupted ? hvd__deadline_in(DRAIN_MS) : HVD__NEVER;
   while (output_sink_wants_write(&j->out) || output_sink_wants_write(&j->err)) {
-    struct pollfd p[3] = {
-        {j->out.fd, (short)(output_sink_wants_write(&j->out) ? POLLOUT : 0), 0},
-        {j->err.fd, (short)(output_sink_wants_write(&j->err) ? POLLOUT : 0), 0},
-        {j->sig_fd, POLLIN, 0}};
+    struct pollfd p[3] = {{j->out.fd, (short)(output_sink_wants_write(&j->out) ? POLLOUT : 0), 0},
+                          {j->err.fd, (short)(output_sink_wants_write(&j->err) ? POLLOUT : 0), 0},
+                          {j->sig_fd, POLLIN, 0}};
     int n = poll(p, 3, hvd__ms_left(deadline));
     if ((n < 0 && errno != EINTR) || (n == 0 && deadline != HVD__NEVER)) return;
     if (p[2].revents) {
@@ -661,8 +674,8 @@ static int job_finish(job *j) {
     for (int i = 0; i < j->hosts[h]->spec->nranks; i++) {
       launch_rank *k = &j->hosts[h]->ranks[i];
       if (k->state == RANK_RUNNING)
-        job_say(j, 1, "%s %d%s (pid %ld) did not exit even after SIGKILL", rank_word(j),
-                k->rank, on_host(j, k, on, sizeof on), k->pid);
+        job_say(j, 1, "%s %d%s (pid %ld) did not exit even after SIGKILL", rank_word(j), k->rank,
+                on_host(j, k, on, sizeof on), k->pid);
       output_stream_end(&k->out);
       output_stream_end(&k->err);
     }

@@ -27,7 +27,13 @@
 #define CLOSE_MS 1000
 
 typedef enum {
-  PHASE_RUN, PHASE_LINGER, PHASE_GRACE, PHASE_TERM, PHASE_KILL, PHASE_CLOSE, PHASE_DONE
+  PHASE_RUN,
+  PHASE_LINGER,
+  PHASE_GRACE,
+  PHASE_TERM,
+  PHASE_KILL,
+  PHASE_CLOSE,
+  PHASE_DONE
 } phase;
 
 /* hvdrun's own poll slots, before the hosts'. */
@@ -68,7 +74,7 @@ typedef struct launch_job {
   launch_ctx ctx;
   const host_plan *plan; /* a fixed job's hosts */
   const rdzv_addrs *addrs;
-  launch_host **hosts;   /* in the order started */
+  launch_host **hosts; /* in the order started */
   int nhosts, cap_hosts;
   int undone; /* ranks whose exit is not known yet */
   hvd_secret key;
@@ -79,6 +85,7 @@ typedef struct launch_job {
   phase phase;
   uint64_t phase_end;
   int exit_code;   /* -1 until a failure or a signal decides it */
+  int killed_told; /* a rank's death by a signal was reported as news */
   int interrupted; /* a signal asked hvdrun to stop */
   struct pollfd *fds;
   struct pollfd *fds_polled; /* while dispatching: the array poll() filled */

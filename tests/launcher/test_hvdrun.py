@@ -294,6 +294,28 @@ def test_rank_killed_by_a_signal(hvdrun):
     assert_all_gone(pids_in(p.stdout))
 
 
+def test_a_signal_death_reported_after_an_error_exit_is_named_too(hvdrun):
+    # The killed rank is the cause, the error exit its consequence, but the
+    # error's news came first (as a remote agent's report can come late):
+    # hvdrun names both, and the job ends with the signal's code.
+    script = ('if [ $HOROVOD_RANK = 0 ]; then exit 1; fi; '
+              'if [ $HOROVOD_RANK = 1 ]; then sleep 0.3; kill -9 $$; fi; ' + SLEEPER)
+    p = sh(hvdrun, 3, script)
+    assert p.returncode == 128 + 9, p.stderr
+    assert re.search(r"hvdrun: rank 0 \(pid \d+\) exited with code 1", p.stderr), p.stderr
+    assert re.search(r"hvdrun: rank 1 \(pid \d+\) was killed by signal 9 \(Killed\)",
+                     p.stderr), p.stderr
+    assert_all_gone(pids_in(p.stdout))
+
+
+def test_error_exits_after_a_signal_death_keep_its_code(hvdrun):
+    script = ('if [ $HOROVOD_RANK = 0 ]; then kill -9 $$; fi; '
+              'if [ $HOROVOD_RANK = 1 ]; then sleep 0.3; exit 1; fi; ' + SLEEPER)
+    p = sh(hvdrun, 3, script)
+    assert p.returncode == 128 + 9, p.stderr
+    assert "exited with code 1" not in p.stderr, p.stderr
+
+
 def test_a_rank_that_finishes_early_does_not_stop_the_others(hvdrun):
     p = sh(hvdrun, 2, 'if [ $HOROVOD_RANK = 1 ]; then sleep 0.5; echo late; fi')
     assert p.returncode == 0, p.stderr
