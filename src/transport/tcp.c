@@ -46,6 +46,8 @@
 /* An ABORT payload: i32 lost rank, then the reason (u16 length + bytes). */
 #define ABORT_REASON_MAX 512
 #define ABORT_PAYLOAD_MAX (4 + 2 + ABORT_REASON_MAX)
+_Static_assert(HVD_FRAME_HDR_LEN + ABORT_PAYLOAD_MAX <= HVD_LINKS_ABORT_MAX,
+               "the links can pass an ABORT frame on");
 #define WHY_MAX 512
 /* Watch connections of a rank: its two neighbours on the ring. */
 #define WATCH_MAX 2
@@ -872,13 +874,20 @@ static int pad_cut_frame(tcp_conn *c, uint64_t deadline) {
   return 0;
 }
 
-/* Sends every peer an ABORT naming lost_rank, once. */
+/* Sends every peer an ABORT naming lost_rank, once: the connected ones
+ * now, and through the links (tcp_links.h) those that first connect
+ * later, so that they hear why instead of a hang-up they would blame on
+ * this rank. */
 static void announce(struct tcp_transport *t, int lost_rank, const char *why) {
   uint8_t frame[HVD_FRAME_HDR_LEN + ABORT_PAYLOAD_MAX];
+  size_t len = 0;
+  if (!t->announced) {
+    len = encode_abort(frame, sizeof frame, lost_rank, why);
+    hvd__links_abort(t->links, frame, len); /* first: none is handed over after */
+  }
   claim_handed(t);
   if (t->announced) return;
   t->announced = 1;
-  size_t len = encode_abort(frame, sizeof frame, lost_rank, why);
   uint64_t pad_deadline = hvd__deadline_in(ABORT_PAD_MS);
   for (int r = 0; r < t->base.size; r++) {
     tcp_conn *c = &t->conns[r];
@@ -899,10 +908,8 @@ static void tcp_abort(hvd_transport *base, int lost_rank, const char *why) {
     t->broken = 1;
     snprintf(t->why, sizeof t->why, "aborted: %s", why ? why : "");
   }
-  /* A rank that first connects from now on is refused: it learns that
-   * this one has gone, as the connected ones learn from the ABORT. */
-  hvd__links_stop(t->links);
-  t->links = NULL;
+  /* The links stay until tcp_destroy(): a rank that first connects from
+   * now on reads the ABORT (announce()), as the connected ones did. */
   for (int r = 0; r < t->base.size; r++) close_conn(&t->conns[r]);
   /* Nothing more to watch for: the peers heard why, and stop watching us */
   hvd__watch_stop(t->watch);

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,8 +62,10 @@ typedef struct {
   uint32_t id;  /* the rank it proved, from SEND_PROOF on */
   int watch;    /* it proved the watch purpose (watch.h), not data */
   int accepted; /* the decision sent with the proof */
+  int told;     /* the transport's ABORT frame follows the decision */
   hvd_auth_state st;
-  uint8_t buf[HVD_AUTH_RESPONSE_LEN]; /* the message in flight; the largest fits */
+  /* the message in flight; the largest fits */
+  uint8_t buf[HVD_AUTH_PROOF_LEN + 1 + HVD_LINKS_ABORT_MAX];
   size_t len, done;
 } handshake;
 
@@ -79,12 +82,16 @@ struct hvd_links {
   int *handed;          /* [size] the connection in L_HANDED */
   unsigned char watch_state[WATCH_MAX];
   int watch_fd[WATCH_MAX];
+  uint8_t abort_frame[HVD_LINKS_ABORT_MAX]; /* once the transport aborted */
+  size_t abort_len;                         /* 0: it has not */
+  int *told;                                /* [size] connections told, kept */
   /* the thread's own */
   handshake hs[HANDSHAKES_MAX];
   int n;
 };
 
-_Static_assert(HVD_AUTH_PROOF_LEN + 1 <= HVD_AUTH_RESPONSE_LEN, "proof and decision fit buf");
+_Static_assert(HVD_AUTH_RESPONSE_LEN <= HVD_AUTH_PROOF_LEN + 1 + HVD_LINKS_ABORT_MAX,
+               "a response fits buf");
 
 static void signal_event(hvd_links *l) { hvd__net_wake(l->event_fd); }
 
@@ -138,6 +145,9 @@ static int check_response(hvd_links *l, handshake *h) {
                     id, l->rank, l->size);
   pthread_mutex_lock(&l->mu);
   int rc = h->watch ? decide_watch(l, id) : decide_data(l, id);
+  h->told = !h->watch && rc == 1 && l->abort_len > 0; /* the rule holds after an abort too */
+  if (h->told) memcpy(h->buf + sizeof proof + 1, l->abort_frame, l->abort_len);
+  size_t after = h->told ? l->abort_len : 0;
   pthread_mutex_unlock(&l->mu);
   if (rc < 0) return rc;
   h->id = id;
@@ -145,7 +155,7 @@ static int check_response(hvd_links *l, handshake *h) {
   h->phase = SEND_PROOF;
   memcpy(h->buf, proof, sizeof proof);
   h->buf[sizeof proof] = rc ? HVD_LINK_ACCEPT : HVD_LINK_REFUSE;
-  h->len = sizeof proof + 1;
+  h->len = sizeof proof + 1 + after;
   h->done = 0;
   return 0;
 }
@@ -185,7 +195,7 @@ static void handshake_remove(hvd_links *l, int i) { l->hs[i] = l->hs[--l->n]; }
 static void handshake_drop(hvd_links *l, int i, const char *why) {
   handshake *h = &l->hs[i];
   hvd__log(HVD_LOG_WARNING, "rank %d: dropped a connection from %s: %s", l->rank, h->addr, why);
-  if (h->phase == SEND_PROOF && h->accepted) {
+  if (h->phase == SEND_PROOF && h->accepted && !h->told) { /* told: the table untouched */
     pthread_mutex_lock(&l->mu);
     if (h->watch)
       l->watch_state[watch_index(l, h->id)] = L_NONE;
@@ -198,11 +208,32 @@ static void handshake_drop(hvd_links *l, int i, const char *why) {
   handshake_remove(l, i);
 }
 
+/* After the transport's abort, an accepted data connection is told why
+ * (unless its handshake already sent the frame) and kept, never handed:
+ * under the lock, so that it cannot be claimed meanwhile. */
+static int keep_told(hvd_links *l, handshake *h) {
+  if (h->watch || !h->accepted || l->abort_len == 0) return 0;
+  if (!h->told) /* accepted before the abort: the frame follows alone */
+    (void)!send(h->fd, l->abort_frame, l->abort_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (l->told[h->id] >= 0) close(l->told[h->id]);
+  l->told[h->id] = h->fd;
+  if (l->state[h->id] == L_PENDING) l->state[h->id] = L_NONE;
+  h->fd = -1;
+  return 1;
+}
+
 /* The handshake is complete: hand an accepted connection over. */
 static void handshake_finish(hvd_links *l, int i) {
   handshake *h = &l->hs[i];
   hvd__log(HVD_LOG_DEBUG, "rank %d: rank %u connected from %s%s%s", l->rank, h->id, h->addr,
            h->watch ? " (watch)" : "", h->accepted ? "" : ", refused: ours wins");
+  pthread_mutex_lock(&l->mu);
+  int kept = keep_told(l, h);
+  pthread_mutex_unlock(&l->mu);
+  if (kept) {
+    handshake_remove(l, i);
+    return;
+  }
   if (h->accepted) {
     pthread_mutex_lock(&l->mu);
     if (h->watch) {
@@ -306,11 +337,13 @@ static void free_links(hvd_links *l) {
   for (int r = 0; l->state && l->handed && r < l->size; r++)
     if (l->state[r] == L_HANDED) close(l->handed[r]);
   for (int i = 0; i < l->nwatch; i++) hvd__net_close(&l->watch_fd[i]);
+  for (int r = 0; l->told && r < l->size; r++) hvd__net_close(&l->told[r]);
   if (l->stop_fd >= 0) close(l->stop_fd);
   if (l->event_fd >= 0) close(l->event_fd);
   pthread_mutex_destroy(&l->mu);
   free(l->state);
   free(l->handed);
+  free(l->told);
   free(l);
 }
 
@@ -331,10 +364,12 @@ static int alloc_links(const hvd_links_config *cfg, hvd_links **out) {
   }
   l->state = calloc((size_t)cfg->size, 1);
   l->handed = calloc((size_t)cfg->size, sizeof *l->handed);
+  l->told = malloc((size_t)cfg->size * sizeof *l->told);
+  for (int r = 0; l->told && r < cfg->size; r++) l->told[r] = -1;
   l->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   l->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   *out = l;
-  if (!l->state || !l->handed)
+  if (!l->state || !l->handed || !l->told)
     return hvd__err(HVD_E_NOMEM, "allocating the connection table of %d ranks", cfg->size);
   if (l->stop_fd < 0 || l->event_fd < 0)
     return hvd__err_sys(HVD_E_SYSTEM, errno, "eventfd for the connection thread");
@@ -379,6 +414,16 @@ void hvd__links_stop(hvd_links *l) {
   hvd__net_wake(l->stop_fd);
   if (l->started) pthread_join(l->thread, NULL);
   free_links(l);
+}
+
+void hvd__links_abort(hvd_links *l, const void *frame, size_t len) {
+  if (!l || len == 0 || len > sizeof l->abort_frame) return;
+  pthread_mutex_lock(&l->mu);
+  if (l->abort_len == 0) {
+    memcpy(l->abort_frame, frame, len);
+    l->abort_len = len;
+  }
+  pthread_mutex_unlock(&l->mu);
 }
 
 /* ---- the transport's side ---- */

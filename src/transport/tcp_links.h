@@ -47,6 +47,20 @@ int hvd__links_start(const hvd_links_config *cfg, hvd_links **out);
  * connection not claimed.  NULL is fine. */
 void hvd__links_stop(hvd_links *l);
 
+/* The most bytes of an ABORT frame the links pass on. */
+#define HVD_LINKS_ABORT_MAX 1024
+
+/* The transport aborted with `frame` (an ABORT frame, header included,
+ * len <= HVD_LINKS_ABORT_MAX): from now on the links send the frame after
+ * an ACCEPT (decided by the rule above, as before), so a rank that first
+ * connects after the abort reads why, as the connected ones do, rather
+ * than a hang-up it would blame on this rank; one refused claims the
+ * connection this rank made, which carries the ABORT already.  A
+ * connection accepted before but not yet handed gets the frame too.
+ * Until hvd__links_stop() no connection is handed over; those told are
+ * kept open until then, so the frame is not lost to a reset. */
+void hvd__links_abort(hvd_links *l, const void *frame, size_t len);
+
 /* Readable when a connection was handed over (or one on its way was
  * dropped): the transport's thread then claims again.  Read to clear. */
 int hvd__links_event_fd(const hvd_links *l);
