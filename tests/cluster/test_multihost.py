@@ -322,17 +322,29 @@ def test_host_whose_link_is_cut(hvd, cluster, build_dir):
     assert took < 10, took
 
 
-def test_partition_is_named_by_every_rank(hvd, cluster, build_dir):
+FRAMEWORKS = os.path.join(os.path.dirname(__file__), "..", "nohang", "frameworks.py")
+
+
+@pytest.mark.parametrize("binding", ["c", "torch"])
+def test_partition_is_named_by_every_rank(hvd, cluster, build_dir, binding):
     """The ranks' own verdict on a host cut off with its connections open
-    (issue 42): h2's link goes down under a job looping on an allreduce;
-    the ranks on h0 and h1 name rank 2 on h2 within 10 s of its last sign
-    of life (bound 20 s).  hvdrun's agent window is raised past that
+    (issue 42): h2's link goes down under a job looping on an allreduce, in
+    C (HVD_E_PEER_LOST) and through hvd.torch (HorovodInternalError); the
+    ranks on h0 and h1 name rank 2 on h2 within 10 s of its last sign of
+    life (bound 20 s).  hvdrun's agent window is raised past that
     (HOROVOD_AGENT_TIMEOUT_SECONDS) so that the launcher's verdict, which
     test_host_whose_link_is_cut checks, does not end the ranks first."""
-    proc = hvd.start(3, "h0:1,h1:1,h2:1", [program(build_dir, "nohang"), "loop"],
-                     HOROVOD_AGENT_TIMEOUT_SECONDS="25")
+    if binding == "c":
+        argv, error, env = [program(build_dir, "nohang"), "loop"], "HVD_E_PEER_LOST", {}
+    else:
+        if os.environ.get("HVD_SANITIZE"):
+            pytest.skip("sanitizer builds cannot load into Debian's python3")
+        argv = ["/usr/bin/python3", os.path.abspath(FRAMEWORKS), "torch", "loop"]
+        error = "HorovodInternalError"
+        env = {"PYTHONPATH": os.path.join(build_dir, "python"), "OMP_NUM_THREADS": "1"}
+    proc = hvd.start(3, "h0:1,h1:1,h2:1", argv, HOROVOD_AGENT_TIMEOUT_SECONDS="25", **env)
     try:
-        running, end = set(), time.monotonic() + 60
+        running, end = set(), time.monotonic() + 120
         while len(running) < 3:
             assert time.monotonic() < end, "ranks did not start: %s" % running
             line = proc.stdout.readline()
@@ -348,7 +360,7 @@ def test_partition_is_named_by_every_rank(hvd, cluster, build_dir):
         r"<stdout>:rank (\d+): ended (\w+) after ([\d.]+) s: (.*)", out)}
     assert sorted(ended) == [0, 1], out + err
     for r, (code, t, msg) in ended.items():
-        assert code == "HVD_E_PEER_LOST", (r, code, msg)
+        assert code == error, (r, code, msg)
         assert t < 20, "rank %d took %.1f s (bound 20 s)" % (r, t)
         assert "rank 2" in msg, msg
     assert any("rank 2 on host h2" in m for _, _, m in ended.values()), ended

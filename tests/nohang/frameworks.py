@@ -17,6 +17,9 @@ tensorflow.  MODE, one after the other:
     frozen   every rank loops on an allreduce 'step' (eager; under jax.jit
              in jax); the last rank stops itself (SIGSTOP) at the 20th:
              the others must name it (every framework; the last mode)
+    loop     every rank loops on an allreduce 'step' until it raises
+             (torch; the last mode): tests/cluster cuts a host's link
+             under it
 
 Each rank prints one line per mode: "rank R: ended EXCEPTION after T s: MESSAGE" or
 "rank R: completed after T s", T from the last collective that completed.
@@ -30,9 +33,17 @@ import time
 def frozen(step, rank, size, before_stop=None):
     """Loops on step(); the last rank stops itself at the 20th call (after
     calling before_stop, if given)."""
+    return loop(step, rank, rank == size - 1, before_stop)
+
+
+def loop(step, rank, stop=False, before_stop=None):
+    """Says "rank R: running", then loops on step() until it raises; with
+    stop, this rank stops itself at the 20th call (after calling
+    before_stop, if given)."""
+    print("rank %d: running" % rank, flush=True)
     t0 = time.monotonic()
     for it in range(1 << 30):
-        if rank == size - 1 and it == 20:
+        if stop and it == 20:
             if before_stop:
                 before_stop()
             os.kill(os.getpid(), signal.SIGSTOP)
@@ -53,8 +64,9 @@ def torch_program(modes, seconds):
     mine = torch.full((1,), float(rank + 1))
     for mode in modes:
         hvd.allreduce(torch.ones(1), name="start." + mode, op=hvd.Sum)
-        if mode == "frozen":
-            return frozen(lambda: hvd.allreduce(mine, name="step", op=hvd.Sum), rank, size)
+        if mode in ("frozen", "loop"):
+            step = lambda: hvd.allreduce(mine, name="step", op=hvd.Sum)  # noqa: E731
+            return frozen(step, rank, size) if mode == "frozen" else loop(step, rank)
         t0 = time.monotonic()
         try:
             if mode == "desync":
@@ -105,8 +117,9 @@ def tensorflow_program(modes, seconds):
     graph = tf.function(lambda x: hvd.allreduce(x, name=name, op=hvd.Sum))
     for mode in modes:
         hvd.allreduce(tf.ones([1]), name="start." + mode, op=hvd.Sum)
-        if mode == "frozen":
-            return frozen(lambda: hvd.allreduce(mine, name="step", op=hvd.Sum), rank, size)
+        if mode in ("frozen", "loop"):
+            step = lambda: hvd.allreduce(mine, name="step", op=hvd.Sum)  # noqa: E731
+            return frozen(step, rank, size) if mode == "frozen" else loop(step, rank)
         t0 = time.monotonic()
         try:
             if mode == "slow":
