@@ -18,8 +18,8 @@ tensorflow.  MODE, one after the other:
              in jax); the last rank stops itself (SIGSTOP) at the 20th:
              the others must name it (every framework; the last mode)
     loop     every rank loops on an allreduce 'step' until it raises
-             (torch; the last mode): tests/cluster cuts a host's link
-             under it
+             (eager; under jax.jit in jax; the last mode): tests/cluster
+             cuts a host's link under it
 
 Each rank prints one line per mode: "rank R: ended EXCEPTION after T s: MESSAGE" or
 "rank R: completed after T s", T from the last collective that completed.
@@ -94,9 +94,10 @@ def jax_program(modes, seconds):
     rank, size = hvd.rank(), hvd.size()
     hvd.allreduce(jnp.ones(1), name="start", op=hvd.Sum)
     mine = jnp.full((1,), float(rank + 1))
-    if modes == ["frozen"]:
-        step = jax.jit(lambda x: hvd.allreduce(x, name="step", op=hvd.Sum))
-        return frozen(lambda: jax.block_until_ready(step(mine)), rank, size)
+    if modes in (["frozen"], ["loop"]):
+        jitted = jax.jit(lambda x: hvd.allreduce(x, name="step", op=hvd.Sum))
+        step = lambda: jax.block_until_ready(jitted(mine))  # noqa: E731
+        return frozen(step, rank, size) if modes == ["frozen"] else loop(step, rank)
     name = "grad.%s" % "ab"[rank % 2]
     step = jax.jit(lambda x: hvd.allreduce(x, name=name, op=hvd.Sum) * 2)
     t0 = time.monotonic()
