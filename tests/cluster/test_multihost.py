@@ -328,20 +328,22 @@ FRAMEWORKS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "noha
 
 def partition_jobs(build_dir):
     """{binding: (argv, env, the error its ranks must raise)}: C, hvd.torch
-    on Debian's python3, and hvd.jax (under jit) and hvd.tensorflow (eager)
-    on the project's venv when there is one."""
+    on Debian's python3, and hvd.jax (under jit) and hvd.tensorflow (eager
+    and in a tf.function) on the project's venv when there is one."""
     jobs = {"c": ([program(build_dir, "nohang"), "loop"], {}, "HVD_E_PEER_LOST")}
     if os.environ.get("HVD_SANITIZE"):
         return jobs  # sanitizer builds cannot load into python
     env = {"PYTHONPATH": os.path.join(build_dir, "python"), "OMP_NUM_THREADS": "1",
            "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "",
-           "HOROVOD_START_TIMEOUT": "120"}  # four jobs importing frameworks on 2 cores
+           "HOROVOD_START_TIMEOUT": "120"}  # five jobs importing frameworks on 2 cores
     jobs["torch"] = (["/usr/bin/python3", FRAMEWORKS, "torch", "loop"], env,
                      "HorovodInternalError")
     venv = os.environ.get("HVD_VENV_PYTHON")
     if venv:
         jobs["jax"] = ([venv, FRAMEWORKS, "jax", "loop"], env, r"\w*RuntimeError")
         jobs["tensorflow"] = ([venv, FRAMEWORKS, "tensorflow", "loop"], env, "UnknownError")
+        jobs["tf.function"] = ([venv, FRAMEWORKS, "tensorflow", "graphloop"], env,
+                               "UnknownError")
     return jobs
 
 
@@ -359,7 +361,8 @@ def wait_running(proc, n, end):
 def test_partition_is_named_by_every_rank(hvd, cluster, build_dir):
     """The ranks' own verdict on a host cut off with its connections open
     (issue 42): h2's link goes down under jobs looping on an allreduce, one
-    job per binding (C, hvd.torch, hvd.jax under jit, hvd.tensorflow),
+    job per binding (C, hvd.torch, hvd.jax under jit, hvd.tensorflow eager
+    and in a tf.function),
     started together; in each the ranks on h0 and h1 raise what the
     binding raises for a lost peer, naming rank 2 on h2, within 10 s of
     its last sign of life (bound 20 s).  hvdrun's agent window is raised

@@ -20,6 +20,7 @@ tensorflow.  MODE, one after the other:
     loop     every rank loops on an allreduce 'step' until it raises
              (eager; under jax.jit in jax; the last mode): tests/cluster
              cuts a host's link under it
+    graphloop  the same inside a tf.function (tensorflow)
 
 Each rank prints one line per mode: "rank R: ended EXCEPTION after T s: MESSAGE" or
 "rank R: completed after T s", T from the last collective that completed.
@@ -121,6 +122,8 @@ def tensorflow_program(modes, seconds):
         if mode in ("frozen", "loop"):
             step = lambda: hvd.allreduce(mine, name="step", op=hvd.Sum)  # noqa: E731
             return frozen(step, rank, size) if mode == "frozen" else loop(step, rank)
+        if mode == "graphloop":
+            return loop(tf.function(lambda: hvd.allreduce(mine, name="step", op=hvd.Sum)), rank)
         t0 = time.monotonic()
         try:
             if mode == "slow":
