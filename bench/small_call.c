@@ -1,6 +1,6 @@
 /*
  * small_call.c -- what hvd_allreduce of 2 floats costs a call at np 1, in
- * C: the floor under hvd.torch's per-call cost (bench/torch-small-call
+ * C: the floor under the bindings' per-call cost (bench/eager-small-call
  * compares them; issue 46 allows Python 2 us over it).
  *
  *   small_call [CALLS] [BATCHES]    (run under hvdrun -np 1)

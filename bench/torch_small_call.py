@@ -3,26 +3,16 @@ tensor (torch.ones(2)) at np 1, on the fast path (python/_C/fast.c) and
 on the general path (mpi_ops._fast_enabled = False) in the same process,
 and torch's add_ on the same tensor for scale (a build without the fast
 path: its path only, as "before:").  Run by
-bench/torch-small-call under hvdrun -np 1; prints "form,us_per_call"
-lines: the median over BATCHES batches of CALLS calls, after one
-untimed batch."""
+bench/eager-small-call under hvdrun; prints "form,us_per_call" lines:
+the median over BATCHES batches of CALLS calls, after one untimed batch
+(bench/small_call_timing.py)."""
 import sys
-import time
 
 import torch
 
 import hvd.torch as hvd
 from hvd.torch import mpi_ops
-
-
-def per_call_us(fn, calls, batches):
-    def batch():
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        return (time.perf_counter() - t0) / calls * 1e6
-    batch()  # untimed
-    return sorted(batch() for _ in range(batches))[batches // 2]
+from small_call_timing import per_call_us, report
 
 
 def main():
@@ -40,11 +30,11 @@ def main():
     for path, fast in paths:
         mpi_ops._fast_enabled = fast
         for form, fn in forms:
-            print("%s %s,%.2f" % (path, form, per_call_us(fn, calls, batches)), flush=True)
+            report("%s hvd.torch %s" % (path, form), per_call_us(fn, calls, batches))
     mpi_ops._fast_enabled = True
     if len(paths) == 1:
         return
-    print("torch add_,%.2f" % per_call_us(lambda: t.add_(1), calls, batches), flush=True)
+    report("torch add_", per_call_us(lambda: t.add_(1), calls, batches))
     hvd.shutdown()
 
 

@@ -224,6 +224,7 @@ _lifecycle.on_shutdown(_fast_parked.clear)
 try:
     from tensorflow.python import pywrap_tfe as _tfe
     from tensorflow.python.eager import context as _context
+    from tensorflow.python.framework.errors_impl import exception_type_from_error_code
     _possible_gradient_types = _tfe.TFE_Py_TapeSetPossibleGradientTypes
     _get_executor, _executor_is_async, _delete_executor = (
         _tfe.TFE_ContextGetExecutorForThread, _tfe.TFE_ExecutorIsAsync, _tfe.TFE_DeleteExecutor)
@@ -240,7 +241,7 @@ _TF_CODES = {_C.E_MISMATCH: tf.errors.FAILED_PRECONDITION,
 
 def _tf_error(code, msg):
     """The tf.errors exception the op raises for hvd's code."""
-    error = tf.errors.exception_type_from_error_code(_TF_CODES.get(code, tf.errors.UNKNOWN))
+    error = exception_type_from_error_code(_TF_CODES.get(code, tf.errors.UNKNOWN))
     return error(None, None, msg)
 
 
@@ -259,8 +260,11 @@ def _fast_allreduce(tensor, op, prescale_factor, postscale_factor):
     if (not ctx.executing_eagerly() or ctx.device_name or tensor.device != _CPU
             or _possible_gradient_types([tensor]) or _thread_is_async(ctx)):
         return None
-    out = _C.eager_allreduce(tensor._numpy(), op, prescale_factor, postscale_factor, None,
-                             _tf_error, _C.FAST_F32_FACTORS)
+    a = tensor._numpy()  # the buffer (a copy, for a scalar: numpy's scalar)
+    if type(a) is not np.ndarray:
+        a = np.asarray(a)
+    out = _C.eager_allreduce(a, op, prescale_factor, postscale_factor, None, _tf_error,
+                             _C.FAST_F32_FACTORS)
     return None if out is None else _EagerTensor(out, _CPU)
 
 
