@@ -4,8 +4,9 @@ allreduce of one small CPU tensor (2 float32) on the fast path
 (mpi_ops._fast_enabled = False) in the same process, and the framework's
 own eager add of the same tensor for scale: TensorFlow's tf.add(t, t) and
 t + t, JAX's x + x with block_until_ready (the result computed, as
-allreduce returns it).  A build without the fast path: its path only, as
-"before:".  Run by bench/eager-small-call under hvdrun:
+allreduce returns it).  A build without the fast path: its path only
+(which bench/eager-small-call labels "before:").  Run by
+bench/eager-small-call under hvdrun:
 
     eager_small_call.py tf|jax [CALLS [BATCHES]]
 
@@ -18,7 +19,7 @@ from small_call_timing import per_call_us, report
 
 def paths_of(mpi_ops):
     if not hasattr(mpi_ops, "_fast_enabled"):  # a build from before the fast path
-        return (("before:", False),)
+        return (("", False),)
     return (("fast", True), ("general", False))
 
 
@@ -34,7 +35,7 @@ def tensorflow(calls, batches):
     paths = paths_of(mpi_ops)
     for path, fast in paths:
         mpi_ops._fast_enabled = fast
-        report("%s hvd.tensorflow allreduce" % path,
+        report(("%s hvd.tensorflow allreduce" % path).strip(),
                per_call_us(lambda: hvd.allreduce(t), calls, batches))
     if len(paths) > 1:
         report("TensorFlow tf.add", per_call_us(lambda: tf.add(t, t), calls, batches))
@@ -52,7 +53,7 @@ def jax(calls, batches):
     paths = paths_of(mpi_ops)
     for path, fast in paths:
         mpi_ops._fast_enabled = fast
-        report("%s hvd.jax allreduce" % path,
+        report(("%s hvd.jax allreduce" % path).strip(),
                per_call_us(lambda: hvd.allreduce(x), calls, batches))
     if len(paths) > 1:
         report("JAX x + x (block_until_ready)",

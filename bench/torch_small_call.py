@@ -2,7 +2,7 @@
 tensor (torch.ones(2)) at np 1, on the fast path (python/_C/fast.c) and
 on the general path (mpi_ops._fast_enabled = False) in the same process,
 and torch's add_ on the same tensor for scale (a build without the fast
-path: its path only, as "before:").  Run by
+path: its path only, which bench/eager-small-call labels "before:").  Run by
 bench/eager-small-call under hvdrun; prints "form,us_per_call" lines:
 the median over BATCHES batches of CALLS calls, after one untimed batch
 (bench/small_call_timing.py)."""
@@ -26,11 +26,11 @@ def main():
              ("allreduce_async_+synchronize", lambda: hvd.synchronize(hvd.allreduce_async_(t)))]
     paths = (("fast", True), ("general", False))
     if not hasattr(mpi_ops, "_fast_enabled"):  # a build from before the fast path
-        paths = (("before:", False),)
+        paths = (("", False),)
     for path, fast in paths:
         mpi_ops._fast_enabled = fast
         for form, fn in forms:
-            report("%s hvd.torch %s" % (path, form), per_call_us(fn, calls, batches))
+            report(("%s hvd.torch %s" % (path, form)).strip(), per_call_us(fn, calls, batches))
     mpi_ops._fast_enabled = True
     if len(paths) == 1:
         return
