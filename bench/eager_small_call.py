@@ -17,10 +17,17 @@ import sys
 from small_call_timing import per_call_us, report
 
 
-def paths_of(mpi_ops):
-    if not hasattr(mpi_ops, "_fast_enabled"):  # a build from before the fast path
-        return (("", False),)
-    return (("fast", True), ("general", False))
+def allreduce_rows(binding, mpi_ops, allreduce, calls, batches, fewest):
+    """Times allreduce() on each path of the build; True when the build
+    has the fast path (a general path to compare with)."""
+    fast_path = hasattr(mpi_ops, "_fast_enabled")  # not in a build from before it
+    for path, fast in (("fast", True), ("general", False)) if fast_path else (("", False),):
+        mpi_ops._fast_enabled = fast
+        report(("%s %s allreduce" % (path, binding)).strip(),
+               per_call_us(allreduce, calls, batches, fewest))
+    if fast_path:
+        mpi_ops._fast_enabled = True
+    return fast_path
 
 
 def tensorflow(calls, batches):
@@ -32,14 +39,13 @@ def tensorflow(calls, batches):
     from hvd.tensorflow import mpi_ops
     hvd.init()
     t = tf.ones(2)
-    paths = paths_of(mpi_ops)
-    for path, fast in paths:
-        mpi_ops._fast_enabled = fast
-        report(("%s hvd.tensorflow allreduce" % path).strip(),
-               per_call_us(lambda: hvd.allreduce(t), calls, batches))
-    if len(paths) > 1:
-        report("TensorFlow tf.add", per_call_us(lambda: tf.add(t, t), calls, batches))
-        report("TensorFlow t + t", per_call_us(lambda: t + t, calls, batches))
+
+    def fewest(n):
+        return int(hvd.allreduce(tf.constant([n]), op=hvd.Min, name="bench.calls")[0])
+    if allreduce_rows("hvd.tensorflow", mpi_ops, lambda: hvd.allreduce(t), calls, batches,
+                      fewest):
+        report("TensorFlow tf.add", per_call_us(lambda: tf.add(t, t), calls, batches, fewest))
+        report("TensorFlow t + t", per_call_us(lambda: t + t, calls, batches, fewest))
     hvd.shutdown()
 
 
@@ -50,14 +56,12 @@ def jax(calls, batches):
     from hvd.jax import mpi_ops
     hvd.init()
     x = jnp.ones(2, jnp.float32)
-    paths = paths_of(mpi_ops)
-    for path, fast in paths:
-        mpi_ops._fast_enabled = fast
-        report(("%s hvd.jax allreduce" % path).strip(),
-               per_call_us(lambda: hvd.allreduce(x), calls, batches))
-    if len(paths) > 1:
+
+    def fewest(n):
+        return int(hvd.allreduce(jnp.asarray([n], jnp.int32), op=hvd.Min, name="bench.calls")[0])
+    if allreduce_rows("hvd.jax", mpi_ops, lambda: hvd.allreduce(x), calls, batches, fewest):
         report("JAX x + x (block_until_ready)",
-               per_call_us(lambda: (x + x).block_until_ready(), calls, batches))
+               per_call_us(lambda: (x + x).block_until_ready(), calls, batches, fewest))
     hvd.shutdown()
 
 

@@ -8,7 +8,7 @@ with the custom call's message, on every rank; and what it must not take
 (tracers, pytrees, sets, compression...) goes the general way.  Every
 test counts the calls that took the fast path (hvd._C.eager_fast_calls()),
 so that a fast path that silently stopped being used fails here."""
-import contextlib
+import functools
 import re
 
 import jax
@@ -19,6 +19,7 @@ import pytest
 import hvd.jax as hvd
 from hvd import _C
 from hvd.jax import mpi_ops
+import fast_path
 from rank_data import rank_input
 
 DTYPES = [np.uint8, np.int8, np.int32, np.int64, np.float16, jnp.bfloat16, np.float32,
@@ -27,22 +28,8 @@ OPS = ["Sum", "Average", "Min", "Max", "Product"]
 FACTORS = [(1.0, 1.0), (0.1, 3)]
 
 
-@contextlib.contextmanager
-def general_path(general=True):
-    """Every call the general way, as before the fast path."""
-    mpi_ops._fast_enabled = not general
-    try:
-        yield
-    finally:
-        mpi_ops._fast_enabled = True
-
-
-@contextlib.contextmanager
-def fast_calls(expected):
-    """Asserts that the block made `expected` fast calls."""
-    before = _C.eager_fast_calls()
-    yield
-    assert _C.eager_fast_calls() - before == expected
+general_path = functools.partial(fast_path.general_path, mpi_ops)
+fast_calls = functools.partial(fast_path.counted, _C.eager_fast_calls)
 
 
 def outcome(call):
@@ -60,17 +47,11 @@ def outcome(call):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_fast_path_is_bitwise_the_custom_call(dtype):
     x = jnp.asarray(rank_input((3, 5), dtype, hvd.rank(), seed=71, low=1, high=4))
-    results = []
-    for opname in OPS:
-        for pre, post in FACTORS:
-            kw = dict(op=getattr(hvd, opname), prescale_factor=pre, postscale_factor=post)
-            fast = outcome(lambda: hvd.allreduce(x, **kw))
-            with general_path():
-                general = outcome(lambda: hvd.allreduce(x, **kw))
-            results.append((fast, general))
-    for fast, general in results:
+    pairs = fast_path.both_paths(hvd, mpi_ops, outcome, lambda **kw: hvd.allreduce(x, **kw),
+                                 OPS, FACTORS)
+    for fast, general in pairs:
         assert fast == general, (fast, general)
-    assert any(f[0] == "ok" for f, _ in results)
+    assert any(f[0] == "ok" for f, _ in pairs)
 
 
 @pytest.mark.parametrize("shape", [(), (1,), (2, 1, 3), (2, 2, 2, 2, 2, 2, 2)], ids=str)
