@@ -211,7 +211,7 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
 # tf.errors types.  Anything else is declined (None), nothing enqueued,
 # and the op runs.  _fast_enabled=False sends every call to the op.
 _fast_enabled = True
-_EagerTensor = type(tf.constant(0))
+_EagerTensor = None  # (a tensor made here would start TensorFlow's runtime at import)
 _CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
 _NP_DTYPES = {np.dtype(np.uint8): _C.UINT8, np.dtype(np.int8): _C.INT8,
               np.dtype(np.uint16): _C.UINT16, np.dtype(np.int16): _C.INT16,
@@ -224,6 +224,7 @@ _lifecycle.on_shutdown(_fast_parked.clear)
 try:
     from tensorflow.python import pywrap_tfe as _tfe
     from tensorflow.python.eager import context as _context
+    from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
     from tensorflow.python.framework.errors_impl import exception_type_from_error_code
     _possible_gradient_types = _tfe.TFE_Py_TapeSetPossibleGradientTypes
     _get_executor, _executor_is_async, _delete_executor = (
