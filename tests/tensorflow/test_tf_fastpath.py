@@ -22,9 +22,6 @@ from rank_data import rank_input
 
 DTYPES = [np.uint8, np.int8, np.int32, np.int64, np.float16, tf.bfloat16.as_numpy_dtype,
           np.float32, np.float64, np.bool_]
-OPS = ["Sum", "Average", "Min", "Max", "Product"]
-# 0.1 and 1/3 are not float32 numbers: the op rounds its attributes to float32
-FACTORS = [(1.0, 1.0), (0.5, 3), (0.1, 1 / 3)]
 
 
 general_path = functools.partial(fast_path.general_path, mpi_ops)
@@ -57,7 +54,7 @@ def unnumbered(message):
 def test_fast_path_is_bitwise_the_op(dtype):
     x = tf.constant(rank_input((3, 5), dtype, hvd.rank(), seed=61, low=1, high=4))
     pairs = fast_path.both_paths(hvd, mpi_ops, outcome, lambda **kw: hvd.allreduce(x, **kw),
-                                 OPS, FACTORS)
+                                 fast_path.CASES)
     for fast, general in pairs:
         same(fast, general)
     assert any(f[0] == "ok" for f, _ in pairs)

@@ -180,7 +180,8 @@ def _allreduce_tree(tree, name, op, prescale_factor, postscale_factor, process_s
 # outside jit, grad, vmap...), on the global set without compression:
 # its buffer, as numpy's zero-copy view, is reduced into a new array in
 # one C call that enqueues and waits with the GIL released, and the result
-# is put on the array's device (committed as the array is): a few us where
+# is put on the array's device (committed as the array is; not under a
+# transfer guard, which would see these transfers): a few us where
 # the custom call's eager dispatch costs hundreds (issue 46).  Its name is
 # the general path's (_name(): the same counter, advanced once), so the
 # ranks of a job pair whichever path each takes, and the results are bit
@@ -199,8 +200,13 @@ _lifecycle.on_shutdown(_fast_parked.clear)
 try:
     from jax._src.array import ArrayImpl as _ArrayImpl
     from jax._src.core import trace_state_clean as _trace_state_clean
+    from jax._src import config as _jax_config
     from jax._src.lib import xla_client as _xc
     _device_put = _xc.batched_device_put
+    # the view and the put are transfers, which a guard would see (and, set
+    # to disallow, refuse after the collective): under one, the general path
+    _d2h_guard = _jax_config.transfer_guard_device_to_host
+    _h2d_guard = _jax_config.transfer_guard_host_to_device
 except (ImportError, AttributeError):  # another JAX's internals: the general path only
     _fast_enabled = False
     _ArrayImpl = None
@@ -221,7 +227,9 @@ def _fast_allreduce(x, name, op, prescale_factor, postscale_factor):
     sharding = x.sharding
     if (not _trace_state_clean() or x.is_deleted() or not (sharding is _cpu[1] or
                                                            sharding == _cpu[1])
-            or jax.config.jax_default_device is not None):
+            or jax.config.jax_default_device is not None
+            or _d2h_guard.value not in (None, "allow")
+            or _h2d_guard.value not in (None, "allow")):
         return None, name
     name = _name(name, "allreduce", global_process_set)
     if len(name.encode()) > _ffi.NAME_MAX:  # the general path's ValueError
