@@ -42,3 +42,12 @@ def both_paths(hvd, mpi_ops, outcome, call, cases):
             general = outcome(lambda: call(**kw))
         results.append((fast, general))
     return results
+
+
+def assert_paths_agree(hvd, mpi_ops, outcome, call, same):
+    """same(fast, general) for both_paths()' every case, at least one of
+    which must succeed."""
+    pairs = both_paths(hvd, mpi_ops, outcome, call, CASES)
+    for fast, general in pairs:
+        same(fast, general)
+    assert any(f[0] == "ok" for f, _ in pairs), pairs
