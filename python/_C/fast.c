@@ -14,6 +14,14 @@
  * (None) before enqueueing anything, and the general path runs the call:
  * a bad argument gets the general path's error.  Errors of hvd itself
  * (at enqueue, or of the operation) are raised as ops.c and handle.c do.
+ *
+ * eager_allreduce() does the same for hvd.tensorflow's and hvd.jax's
+ * eager allreduce of one CPU tensor, whose general paths are an op and a
+ * custom call (tens and hundreds of us): the package hands it a numpy
+ * view of the tensor's buffer (the checks the framework needs -- eager,
+ * untraced, on the CPU -- are the package's), it reduces that into a new
+ * array, waiting here, and the package wraps the result.  Its failures
+ * are the framework's exceptions, made by a function the package passes.
  */
 #include <stdint.h>
 
