@@ -2,27 +2,17 @@
 tensor (torch.ones(2)) at np 1, on the fast path (python/_C/fast.c) and
 on the general path (mpi_ops._fast_enabled = False) in the same process,
 and torch's add_ on the same tensor for scale (a build without the fast
-path: its path only, as "before:").  Run by
-bench/torch-small-call under hvdrun -np 1; prints "form,us_per_call"
-lines: the median over BATCHES batches of CALLS calls, after one
-untimed batch."""
+path: its path only, which bench/eager-small-call labels "before:").  Run by
+bench/eager-small-call under hvdrun; prints "form,us_per_call" lines:
+the median over BATCHES batches of CALLS calls, after one untimed batch
+(bench/small_call_timing.py)."""
 import sys
-import time
 
 import torch
 
 import hvd.torch as hvd
 from hvd.torch import mpi_ops
-
-
-def per_call_us(fn, calls, batches):
-    def batch():
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        return (time.perf_counter() - t0) / calls * 1e6
-    batch()  # untimed
-    return sorted(batch() for _ in range(batches))[batches // 2]
+from small_call_timing import per_call_us, report
 
 
 def main():
@@ -31,20 +21,24 @@ def main():
     torch.set_num_threads(1)
     hvd.init()
     t = torch.ones(2)
+
+    def fewest(n):
+        return int(hvd.allreduce(torch.tensor([n]), op=hvd.Min, name="bench.calls"))
     forms = [("allreduce_", lambda: hvd.allreduce_(t)),
              ("allreduce", lambda: hvd.allreduce(t)),
              ("allreduce_async_+synchronize", lambda: hvd.synchronize(hvd.allreduce_async_(t)))]
     paths = (("fast", True), ("general", False))
     if not hasattr(mpi_ops, "_fast_enabled"):  # a build from before the fast path
-        paths = (("before:", False),)
+        paths = (("", False),)
     for path, fast in paths:
         mpi_ops._fast_enabled = fast
         for form, fn in forms:
-            print("%s %s,%.2f" % (path, form, per_call_us(fn, calls, batches)), flush=True)
+            report(("%s hvd.torch %s" % (path, form)).strip(),
+                   per_call_us(fn, calls, batches, fewest))
     mpi_ops._fast_enabled = True
     if len(paths) == 1:
         return
-    print("torch add_,%.2f" % per_call_us(lambda: t.add_(1), calls, batches), flush=True)
+    report("torch add_", per_call_us(lambda: t.add_(1), calls, batches, fewest))
     hvd.shutdown()
 
 

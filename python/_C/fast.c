@@ -14,6 +14,14 @@
  * (None) before enqueueing anything, and the general path runs the call:
  * a bad argument gets the general path's error.  Errors of hvd itself
  * (at enqueue, or of the operation) are raised as ops.c and handle.c do.
+ *
+ * eager_allreduce() does the same for hvd.tensorflow's and hvd.jax's
+ * eager allreduce of one CPU tensor, whose general paths are an op and a
+ * custom call (tens and hundreds of us): the package hands it a numpy
+ * view of the tensor's buffer (the checks the framework needs -- eager,
+ * untraced, on the CPU -- are the package's), it reduces that into a new
+ * array, waiting here, and the package wraps the result.  Its failures
+ * are the framework's exceptions, made by a function the package passes.
  */
 #include <stdint.h>
 
@@ -159,11 +167,10 @@ static int read_call(call *c, PyObject *op, PyObject *pre, PyObject *post) {
   return rc;
 }
 
-/* Keeps a blocking call's interrupted wait as a handle in fast.parked
- * (the tensors alive while hvd writes them; its wait() returns out), as
- * the general path keeps its _Pending; the KeyboardInterrupt stays
- * raised. */
-static void park(hvd_handle h, pyhvd_job *job, PyObject *keep, PyObject *out) {
+/* Keeps a blocking call's interrupted wait as a handle in parked (the
+ * tensors alive while hvd writes them; its wait() returns out), as the
+ * general path keeps its _Pending; the KeyboardInterrupt stays raised. */
+static void park(PyObject *parked, hvd_handle h, pyhvd_job *job, PyObject *keep, PyObject *out) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyObject *handle = pyhvd_handle_new(PYHVD_PLAIN, keep, 0, 0, 0);
@@ -171,7 +178,7 @@ static void park(hvd_handle h, pyhvd_job *job, PyObject *keep, PyObject *out) {
   if (handle) {
     pyhvd_handle_set_job(handle, job);
     pyhvd_handle_set_result(handle, out);
-    PyList_Append(fast.parked, handle); /* failing, its dealloc abandons it */
+    PyList_Append(parked, handle); /* failing, its dealloc abandons it */
     Py_DECREF(handle);
   } else if (job) {
     Py_INCREF(keep); /* never dropped: hvd may still write the tensors */
@@ -181,17 +188,31 @@ static void park(hvd_handle h, pyhvd_job *job, PyObject *keep, PyObject *out) {
   PyErr_Restore(type, value, tb);
 }
 
-/* Waits for h and returns out, or raises. */
-static PyObject *wait_for(hvd_handle h, PyObject *keep, PyObject *out) {
+/* Raises errors(code, msg)'s exception (a framework's own types, as its
+ * general path raises them); hvd._C's with errors None.  NULL. */
+static PyObject *raise_with(PyObject *errors, int code, const char *msg, int enqueued) {
+  if (errors == Py_None)
+    return enqueued ? pyhvd_raise_failure(code, msg) : pyhvd_raise_enqueue(code);
+  PyObject *exc = PyObject_CallFunction(errors, "is", code, msg ? msg : hvd_strerror(code));
+  if (exc) {
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+  }
+  return NULL;
+}
+
+/* Waits for h and returns out, or raises (errors: see raise_with). */
+static PyObject *wait_for(hvd_handle h, PyObject *keep, PyObject *out, PyObject *parked,
+                          PyObject *errors) {
   pyhvd_job *job = NULL;
   char *msg = NULL;
   int rc = pyhvd_wait(h, &job, &msg);
   if (rc == PYHVD_INTERRUPTED) {
-    park(h, job, keep, out);
+    park(parked, h, job, keep, out);
     return NULL;
   }
   if (rc < 0) {
-    pyhvd_raise_failure(rc, msg);
+    raise_with(errors, rc, msg, 1);
     free(msg);
     return NULL;
   }
@@ -211,7 +232,7 @@ static hvd_handle enqueue(call *c, unsigned long long out_addr) {
 static PyObject *blocking(call *c, PyObject *keep, PyObject *out, unsigned long long out_addr) {
   hvd_handle h = enqueue(c, out_addr);
   if (h < 0) return pyhvd_raise_enqueue((int)h);
-  return wait_for(h, keep, out);
+  return wait_for(h, keep, out, fast.parked, Py_None);
 }
 
 /* The asynchronous forms: a started Handle whose wait() returns out. */
@@ -319,6 +340,148 @@ static PyObject *torch_fast_calls(PyObject *self, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(fast_calls);
 }
 
+/* ---- eager TensorFlow and JAX tensors, as numpy views of their buffers ---- */
+
+/* What eager_fast_setup() gave. */
+static struct {
+  PyObject *ndarray;    /* numpy.ndarray (exact type taken) */
+  PyObject *dtypes;     /* dict numpy dtype -> hvd dtype code */
+  PyObject *empty_like; /* numpy.empty_like */
+  PyObject *parked;     /* list: handles of calls Ctrl-C interrupted */
+} eager;
+
+static unsigned long long eager_calls; /* calls taken (enqueued or refused); under the GIL */
+
+/* The head of a numpy array object: numpy's PyArrayObject_fields, which
+ * its C API reads in extensions built against any numpy from 1.7 to 2.x
+ * (PyArray_DATA, PyArray_NDIM... are these reads), so numpy keeps it; read
+ * here for an object of the exact type numpy.ndarray only.  hvd._C is
+ * built without numpy's headers (one abi3 module for every numpy). */
+typedef struct {
+  PyObject_HEAD char *data;
+  int nd;
+  Py_ssize_t *dimensions; /* npy_intp */
+  Py_ssize_t *strides;
+  PyObject *base;
+  PyObject *descr; /* the array's numpy dtype */
+  int flags;
+} np_array_head;
+
+#define NP_C_CONTIGUOUS 0x0001 /* NPY_ARRAY_C_CONTIGUOUS */
+#define NP_ALIGNED 0x0100      /* NPY_ARRAY_ALIGNED */
+
+/* An array's facts: 1 when taken (an aligned C-contiguous, non-empty array of a
+ * dtype hvd reduces, of at most HVD_MAX_DIMS dimensions), 0 when not, -1
+ * raised. */
+static int read_array(PyObject *a, call *c) {
+  if ((PyObject *)Py_TYPE(a) != eager.ndarray) return 0;
+  const np_array_head *h = (const np_array_head *)a;
+  if ((h->flags & (NP_C_CONTIGUOUS | NP_ALIGNED)) != (NP_C_CONTIGUOUS | NP_ALIGNED) || h->nd < 0 ||
+      h->nd > HVD_MAX_DIMS)
+    return 0;
+  PyObject *code = PyDict_GetItemWithError(eager.dtypes, h->descr);
+  if (!code) return PyErr_Occurred() ? -1 : 0;
+  c->dtype = (int)PyLong_AsLong(code);
+  c->count = 1;
+  for (int i = 0; i < h->nd; i++) {
+    c->dims[i] = (int64_t)h->dimensions[i];
+    c->count *= h->dimensions[i];
+  }
+  c->o.shape = h->nd > 0 ? c->dims : NULL;
+  c->o.ndims = h->nd;
+  c->addr = (unsigned long long)(uintptr_t)h->data;
+  return c->count > 0;
+}
+
+/* v rounded to float32, as TensorFlow stores a float attribute.  Through
+ * a volatile: GCC 12.2 at -O2 compiled the plain casts of the two factors
+ * (adjacent doubles, vectorized together) to stores of the unrounded
+ * values (a minimal case, two doubles of a struct cast in a branch, does
+ * the same). */
+static double as_float32(double v) {
+  volatile float f = (float)v;
+  return f;
+}
+
+/* eager_allreduce(array, op, prescale, postscale, name, errors, flags):
+ * a new numpy array of array's shape and dtype holding array reduced over
+ * the job (the global set), enqueued under name (None: hvd numbers it)
+ * and waited for here, GIL released; errors(code, msg) makes the
+ * exception of a failure (None: hvd._C's own); flags FAST_F32_FACTORS
+ * rounds the factors to float32 first (TensorFlow's op attributes are).
+ * None: declined, nothing enqueued. */
+static PyObject *eager_allreduce(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *a, *op, *pre, *post, *name, *errors;
+  int flags;
+  if (!PyArg_ParseTuple(args, "OOOOOOi", &a, &op, &pre, &post, &name, &errors, &flags)) return NULL;
+  call c = {0};
+  const char *cname = NULL;
+  c.o = pyhvd_make_opts(0, 1.0, 1.0, HVD_DEVICE_CPU, 0);
+  int rc = eager.ndarray && hvd_is_initialized() && (name == Py_None || PyUnicode_CheckExact(name));
+  if (rc == 1 && name != Py_None) rc = PyArg_Parse(name, "s", &cname) ? 1 : -1;
+  if (rc == 1) rc = read_op(&c, op);
+  if (rc == 1) rc = read_factor(pre, &c.o.prescale_factor);
+  if (rc == 1) rc = read_factor(post, &c.o.postscale_factor);
+  if (rc == 1) rc = read_array(a, &c);
+  if (rc != 1) {
+    PyErr_Clear(); /* the general path raises its own error */
+    Py_RETURN_NONE;
+  }
+  if (flags & PYHVD_FAST_F32_FACTORS) {
+    c.o.prescale_factor = as_float32(c.o.prescale_factor);
+    c.o.postscale_factor = as_float32(c.o.postscale_factor);
+  }
+  PyObject *out = PyObject_CallFunctionObjArgs(eager.empty_like, a, NULL);
+  if (!out) return NULL;
+  if ((PyObject *)Py_TYPE(out) != eager.ndarray ||
+      !(((np_array_head *)out)->flags & NP_C_CONTIGUOUS)) { /* never, for numpy's own */
+    Py_DECREF(out);
+    PyErr_SetString(PyExc_RuntimeError, "hvd: numpy.empty_like gave no C-contiguous array");
+    return NULL;
+  }
+  unsigned long long out_addr = (unsigned long long)(uintptr_t)((np_array_head *)out)->data;
+  PyObject *keep = PyTuple_Pack(2, a, out);
+  PyObject *result = NULL;
+  if (keep) {
+    hvd_handle h = hvd_allreduce_async_opts((const void *)(uintptr_t)c.addr,
+                                            (void *)(uintptr_t)out_addr, (size_t)c.count,
+                                            (hvd_dtype)c.dtype, (hvd_op)c.op, cname, &c.o);
+    eager_calls++;
+    if (h >= 0) {
+      result = wait_for(h, keep, out, eager.parked, errors);
+    } else {
+      raise_with(errors, (int)h, hvd_last_error(), 0);
+    }
+  }
+  Py_XDECREF(keep);
+  Py_DECREF(out);
+  return result;
+}
+
+/* eager_fast_setup(ndarray, dtypes, empty_like) -> the list where
+ * interrupted calls' handles are kept (the packages drop them at
+ * shutdown). */
+static PyObject *eager_fast_setup(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *ndarray, *dtypes, *empty_like;
+  if (!PyArg_ParseTuple(args, "O!O!O", &PyType_Type, &ndarray, &PyDict_Type, &dtypes, &empty_like))
+    return NULL;
+  if (!eager.parked && !(eager.parked = PyList_New(0))) return NULL;
+  if (!eager.dtypes && !(eager.dtypes = PyDict_New())) return NULL;
+  if (PyDict_Update(eager.dtypes, dtypes) < 0) return NULL; /* TensorFlow's and JAX's */
+  hold(&eager.ndarray, ndarray);
+  hold(&eager.empty_like, empty_like);
+  Py_INCREF(eager.parked);
+  return eager.parked;
+}
+
+static PyObject *eager_fast_calls(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(eager_calls);
+}
+
 PyMethodDef pyhvd_fast_methods[] = {
     {"torch_allreduce", torch_allreduce, METH_VARARGS,
      "torch_allreduce(tensor, mode, name, op, prescale, postscale, process_set) -> the "
@@ -328,5 +491,13 @@ PyMethodDef pyhvd_fast_methods[] = {
      "interrupted calls' handles"},
     {"torch_fast_calls", torch_fast_calls, METH_NOARGS,
      "How many operations torch_allreduce() enqueued (for tests: the fast path is used)."},
+    {"eager_allreduce", eager_allreduce, METH_VARARGS,
+     "eager_allreduce(array, op, prescale, postscale, name, errors, flags) -> a new numpy "
+     "array, the reduced array; None when the call is not one it takes"},
+    {"eager_fast_setup", eager_fast_setup, METH_VARARGS,
+     "eager_fast_setup(ndarray, dtypes, empty_like) -> the list of interrupted calls' handles"},
+    {"eager_fast_calls", eager_fast_calls, METH_NOARGS,
+     "How many calls eager_allreduce() took, enqueued or refused by hvd (for tests: the fast "
+     "path is used)."},
     {NULL, NULL, 0, NULL},
 };

@@ -237,6 +237,12 @@ static int add_constants(PyObject *m) {
       {"DEVICE_CPU", HVD_DEVICE_CPU},
       {"FAST_IN_PLACE", PYHVD_FAST_IN_PLACE},
       {"FAST_WAIT", PYHVD_FAST_WAIT},
+      {"FAST_F32_FACTORS", PYHVD_FAST_F32_FACTORS},
+      {"E_INVALID", HVD_E_INVALID},
+      {"E_NOT_INITIALIZED", HVD_E_NOT_INITIALIZED},
+      {"E_UNSUPPORTED", HVD_E_UNSUPPORTED},
+      {"E_NOMEM", HVD_E_NOMEM},
+      {"E_MISMATCH", HVD_E_MISMATCH},
   };
   for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
     if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0) return -1;

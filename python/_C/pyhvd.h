@@ -122,8 +122,9 @@ extern PyMethodDef pyhvd_op_methods[];
 extern PyMethodDef pyhvd_rdzv_methods[]; /* rdzv.c */
 extern PyMethodDef pyhvd_fast_methods[]; /* fast.c */
 
-/* fast.c's torch_allreduce() mode: flags (hvd._C.FAST_IN_PLACE, FAST_WAIT). */
-enum { PYHVD_FAST_IN_PLACE = 1, PYHVD_FAST_WAIT = 2 };
+/* fast.c's torch_allreduce() mode: flags (hvd._C.FAST_IN_PLACE, FAST_WAIT);
+ * eager_allreduce()'s flags: FAST_F32_FACTORS. */
+enum { PYHVD_FAST_IN_PLACE = 1, PYHVD_FAST_WAIT = 2, PYHVD_FAST_F32_FACTORS = 4 };
 
 /* What ops.c and fast.c share: hvd_opts of a call, and a tensor's shape
  * (a sequence of ints) put in o, held by dims (0, or -1 raised). */

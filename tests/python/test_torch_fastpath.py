@@ -8,11 +8,13 @@ its wait; and what it must not take goes the general way.  Every test
 counts the calls that took the fast path (hvd._C.torch_fast_calls()), so
 that a fast path that silently stopped being used fails here."""
 import contextlib
+import functools
 
 import pytest
 import torch
 
 import hvd.torch as hvd
+import fast_path
 from conftest import digest, rank_input
 from hvd import _C
 from hvd.common.exceptions import HorovodInternalError
@@ -26,22 +28,8 @@ OPS = ["Sum", "Average", "Min", "Max", "Product"]
 FACTORS = [(1.0, 1.0), (0.5, 3.0), (3, 0.25)]
 
 
-@contextlib.contextmanager
-def general_path():
-    """Every call the general way, as before the fast path."""
-    mpi_ops._fast_enabled = False
-    try:
-        yield
-    finally:
-        mpi_ops._fast_enabled = True
-
-
-@contextlib.contextmanager
-def fast_calls(expected):
-    """Asserts that the block made `expected` fast calls."""
-    before = _C.torch_fast_calls()
-    yield
-    assert _C.torch_fast_calls() - before == expected
+general_path = functools.partial(fast_path.general_path, mpi_ops)
+fast_calls = functools.partial(fast_path.counted, _C.torch_fast_calls)
 
 
 def every_form(tensor, **kw):

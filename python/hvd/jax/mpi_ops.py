@@ -175,6 +175,75 @@ def _allreduce_tree(tree, name, op, prescale_factor, postscale_factor, process_s
                                                       spec)))
 
 
+# ---- the fast path (python/_C/fast.c's eager_allreduce) ----
+# allreduce() of one concrete array on the CPU (one device, not traced:
+# outside jit, grad, vmap...), on the global set without compression:
+# its buffer, as numpy's zero-copy view, is reduced into a new array in
+# one C call that enqueues and waits with the GIL released, and the result
+# is put on the array's device (committed as the array is; not under a
+# transfer guard, which would see these transfers): a few us where
+# the custom call's eager dispatch costs hundreds (issue 46).  Its name is
+# the general path's (_name(): the same counter, advanced once), so the
+# ranks of a job pair whichever path each takes, and the results are bit
+# for bit the custom call's; failures raise HorovodInternalError as it
+# does.  Anything else is declined, nothing enqueued, and the general path
+# runs under the name already drawn.  _fast_enabled=False sends every call
+# the general way (tests compare the two; benchmarks).
+_fast_enabled = True
+_NP_DTYPES = {np.dtype(t): c for t, c in (
+    (jnp.uint8, _C.UINT8), (jnp.int8, _C.INT8), (jnp.uint16, _C.UINT16), (jnp.int16, _C.INT16),
+    (jnp.int32, _C.INT32), (jnp.int64, _C.INT64), (jnp.float16, _C.FLOAT16),
+    (jnp.bfloat16, _C.BFLOAT16), (jnp.float32, _C.FLOAT32), (jnp.float64, _C.FLOAT64),
+    (jnp.bool_, _C.BOOL))}
+_fast_parked = _C.eager_fast_setup(np.ndarray, _NP_DTYPES, np.empty_like)
+_lifecycle.on_shutdown(_fast_parked.clear)
+try:
+    from jax._src.array import ArrayImpl as _ArrayImpl
+    from jax._src.core import trace_state_clean as _trace_state_clean
+    from jax._src import config as _jax_config
+    from jax._src.lib import xla_client as _xc
+    _device_put = _xc.batched_device_put
+    # the view and the put are transfers, which a guard would see (and, set
+    # to disallow, refuse after the collective): under one, the general path
+    _d2h_guard = _jax_config.transfer_guard_device_to_host
+    _h2d_guard = _jax_config.transfer_guard_host_to_device
+except (ImportError, AttributeError):  # another JAX's internals: the general path only
+    _fast_enabled = False
+    _ArrayImpl = None
+_cpu = None  # (device, its sharding): CPU device 0, once an array exists
+
+
+def _fast_error(code, msg):
+    return HorovodInternalError("hvd.jax.allreduce: %s" % msg)
+
+
+def _fast_allreduce(x, name, op, prescale_factor, postscale_factor):
+    """allreduce() of a jax.Array on the fast path: the result, or None
+    (the general path then runs under the name returned second)."""
+    global _cpu
+    if _cpu is None:
+        device = jax.devices("cpu")[0]
+        _cpu = (device, jax.sharding.SingleDeviceSharding(device))
+    sharding = x.sharding
+    if (not _trace_state_clean() or x.is_deleted() or not (sharding is _cpu[1] or
+                                                           sharding == _cpu[1])
+            or jax.config.jax_default_device is not None
+            or _d2h_guard.value not in (None, "allow")
+            or _h2d_guard.value not in (None, "allow")):
+        return None, name
+    name = _name(name, "allreduce", global_process_set)
+    if len(name.encode()) > _ffi.NAME_MAX:  # the general path's ValueError
+        return None, name
+    out = _C.eager_allreduce(np.asarray(x), op, prescale_factor, postscale_factor, name,
+                             _fast_error, 0)
+    if out is None:
+        return None, name
+    aval = x.aval
+    if aval.weak_type:
+        aval = aval.update(weak_type=False)
+    return _device_put(aval, sharding, [out], [_cpu[0]], x.committed), name
+
+
 def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
     """Reduces tensor (an array or a pytree of arrays of any dtypes) over
@@ -187,6 +256,11 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None, presca
         if op is not None:
             raise ValueError("allreduce: give op or average, not both")
         op = Average if average else Sum
+    if (type(tensor) is _ArrayImpl and _fast_enabled and compression is None
+            and process_set is global_process_set and (op is None or op in _OPS)):
+        out, name = _fast_allreduce(tensor, name, op, prescale_factor, postscale_factor)
+        if out is not None:
+            return out
     if compression is not None:
         return _compressed(tree_of=tensor, compression=compression,
                            reduce=lambda t: _allreduce_tree(t, name, op, prescale_factor,

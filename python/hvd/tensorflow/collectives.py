@@ -4,8 +4,10 @@ Horovod does), grouping by dtype, and Average of reducescatter."""
 import tensorflow as tf
 
 from hvd.common.process_sets import global_process_set
+from hvd.tensorflow import mpi_ops as _mpi_ops
 from hvd.tensorflow.compression import Compression
 from hvd.tensorflow.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, _allreduce,
+                                    _EagerTensor, _fast_allreduce,
                                     _grouped_allreduce, _grouped_reducescatter, _reducescatter,
                                     _set_size_of, allgather, grouped_allgather,
                                     handle_average_backwards_compatibility)
@@ -40,6 +42,11 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     default, Sum, Min, Max, Product, Adasum).  A tf.IndexedSlices is
     allgathered (values and indices), as Horovod does."""
     op = handle_average_backwards_compatibility(op, average)
+    if (type(tensor) is _EagerTensor and _mpi_ops._fast_enabled
+            and compression is Compression.none and process_set is global_process_set):
+        out = _fast_allreduce(tensor, op, prescale_factor, postscale_factor)
+        if out is not None:
+            return out
     if isinstance(tensor, tf.IndexedSlices):
         _check_sparse(op, prescale_factor, postscale_factor)
         values = allgather(tensor.values, ignore_name_scope=ignore_name_scope,

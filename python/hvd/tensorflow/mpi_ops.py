@@ -18,6 +18,7 @@ import ctypes
 import os
 import re
 
+import numpy as np
 import tensorflow as tf
 
 from hvd import _C
@@ -193,6 +194,79 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
         tensor, name=_op_name("Allreduce", tensor, name), reduce_op=op,
         prescale_factor=prescale_factor, postscale_factor=postscale_factor,
         ignore_name_scope=ignore_name_scope, process_set_id=_set_id(process_set))
+
+
+# ---- the fast path (python/_C/fast.c's eager_allreduce) ----
+# allreduce() of one eager tf.Tensor on the CPU, run eagerly (no
+# tf.function tracing, no tape or forward accumulator that could record
+# it, no device scope, synchronous execution), on the global set without
+# compression: the tensor's buffer, as numpy's zero-copy view, is reduced
+# into a new array in one C call that enqueues and waits with the GIL
+# released, and the result is wrapped as a tensor: a few us where the
+# HorovodAllreduce op costs tens (issue 46).  The op it stands for is
+# enqueued without a name (hvd numbers eager ops in call order, a given
+# name is not the op's), its factors rounded to float32 as the op's
+# attributes are, so the ranks of a job pair whichever path each takes,
+# and the results are bit for bit the op's.  Failures raise the op's
+# tf.errors types.  Anything else is declined (None), nothing enqueued,
+# and the op runs.  _fast_enabled=False sends every call to the op.
+_fast_enabled = True
+_EagerTensor = None  # (a tensor made here would start TensorFlow's runtime at import)
+_CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
+_NP_DTYPES = {np.dtype(np.uint8): _C.UINT8, np.dtype(np.int8): _C.INT8,
+              np.dtype(np.uint16): _C.UINT16, np.dtype(np.int16): _C.INT16,
+              np.dtype(np.int32): _C.INT32, np.dtype(np.int64): _C.INT64,
+              np.dtype(np.float16): _C.FLOAT16, np.dtype(tf.bfloat16.as_numpy_dtype): _C.BFLOAT16,
+              np.dtype(np.float32): _C.FLOAT32, np.dtype(np.float64): _C.FLOAT64,
+              np.dtype(np.bool_): _C.BOOL}
+_fast_parked = _C.eager_fast_setup(np.ndarray, _NP_DTYPES, np.empty_like)
+_lifecycle.on_shutdown(_fast_parked.clear)
+try:
+    from tensorflow.python import pywrap_tfe as _tfe
+    from tensorflow.python.eager import context as _context
+    from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
+    from tensorflow.python.framework.errors_impl import exception_type_from_error_code
+    _possible_gradient_types = _tfe.TFE_Py_TapeSetPossibleGradientTypes
+    _get_executor, _executor_is_async, _delete_executor = (
+        _tfe.TFE_ContextGetExecutorForThread, _tfe.TFE_ExecutorIsAsync, _tfe.TFE_DeleteExecutor)
+except (ImportError, AttributeError):  # another TensorFlow's internals: the op only
+    _fast_enabled = False
+
+# hvd's codes as the tf.errors the op raises (ops.c's tf_code)
+_TF_CODES = {_C.E_MISMATCH: tf.errors.FAILED_PRECONDITION,
+             _C.E_NOT_INITIALIZED: tf.errors.FAILED_PRECONDITION,
+             _C.E_INVALID: tf.errors.INVALID_ARGUMENT,
+             _C.E_UNSUPPORTED: tf.errors.UNIMPLEMENTED,
+             _C.E_NOMEM: tf.errors.RESOURCE_EXHAUSTED}
+
+
+def _tf_error(code, msg):
+    """The tf.errors exception the op raises for hvd's code."""
+    error = exception_type_from_error_code(_TF_CODES.get(code, tf.errors.UNKNOWN))
+    return error(None, None, msg)
+
+
+def _thread_is_async(ctx):
+    """ctx.is_async() without its Executor object, whose deletion waits."""
+    executor = _get_executor(ctx._handle)
+    try:
+        return _executor_is_async(executor)
+    finally:
+        _delete_executor(executor)
+
+
+def _fast_allreduce(tensor, op, prescale_factor, postscale_factor):
+    """allreduce() of an EagerTensor on the fast path: the result, or None."""
+    ctx = _context.context()
+    if (not ctx.executing_eagerly() or ctx.device_name or tensor.device != _CPU
+            or _possible_gradient_types([tensor]) or _thread_is_async(ctx)):
+        return None
+    a = tensor._numpy()  # the buffer (a copy, for a scalar: numpy's scalar)
+    if type(a) is not np.ndarray:
+        a = np.asarray(a)
+    out = _C.eager_allreduce(a, op, prescale_factor, postscale_factor, None, _tf_error,
+                             _C.FAST_F32_FACTORS)
+    return None if out is None else _EagerTensor(out, _CPU)
 
 
 @tf.RegisterGradient("HorovodAllreduce")
