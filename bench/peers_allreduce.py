@@ -6,7 +6,8 @@ Run under hvdrun (HOROVOD_RANK, HOROVOD_SIZE), one peer per job:
   gloo       torch.distributed's gloo backend
   deepspeed  deepspeed.comm's CPU shared-memory allreduce (inference_all_reduce,
              the deepspeed_shm_comm op; gloo beside it for the rest)
-  ccl        torch.distributed's "ccl" backend (oneccl_bindings_for_pytorch)
+(oneCCL's torch binding, oneccl_bind_pt, is not on PyPI: bench/oneccl_allreduce.cpp
+times oneCCL itself.)
 
 Timed exactly as hvd-bench and bench/mpi_allreduce.c time theirs
 (bench/timing.h, read here): first BENCH_SETTLE_S of untimed 4-byte
@@ -98,13 +99,7 @@ def peer_deepspeed(rank, size):
     return allreduce, torch_max, dist.destroy_process_group
 
 
-def peer_ccl(rank, size):
-    import oneccl_bindings_for_pytorch  # noqa: F401  registers backend "ccl"
-    init_torch_dist("ccl", rank, size)
-    return dist.all_reduce, torch_max, dist.destroy_process_group
-
-
-PEERS = {"hvd": peer_hvd, "gloo": peer_gloo, "deepspeed": peer_deepspeed, "ccl": peer_ccl}
+PEERS = {"hvd": peer_hvd, "gloo": peer_gloo, "deepspeed": peer_deepspeed}
 
 
 def pattern(n):
