@@ -29,8 +29,8 @@
 
 typedef struct {
   int rank, size;
-  void (*sum)(float *buf, size_t n);  /* in place, every rank's buf */
-  double (*max)(double v);            /* the largest v over ranks */
+  void (*sum)(float *buf, size_t n); /* in place, every rank's buf */
+  double (*max)(double v);           /* the largest v over ranks */
   void (*abort_job)(void);
 } peer_lib;
 
