@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """bench/nohang-times: how long a job that cannot go on takes to end, per
 case, in hvd (C and each binding), with torch.distributed's gloo and with
-JAX's own multi-process collectives.
+JAX's own multi-process collectives, and with real Horovod
+(horovod.torch over Gloo, under horovodrun, bench/nohang_horovod.py) when
+HVD_HOROVOD_VENV (default ~/.cache/hvd/venv-horovod, bench/horovod-venv.sh)
+has it.
 
     nohang_times.py BUILD_DIR VENV_PYTHON RUNS CAP [START [ONLY]]
 
@@ -13,7 +16,8 @@ ended itself (a signal other than hvdrun's SIGKILL) and whose rank said
 "rank R: cause at T" (bench/nohang_jax.py: JAX may abort the process)
 counts hvdrun's exit too, timed from T, ended by the signal hvdrun names.  A job still waiting CAP + START seconds
 after it started (START, 30 by default, for its imports and start-up) is
-ended and counted as "> CAP".  ONLY: a regular expression; only the
+ended and counted as "> CAP"; env NOHANG_LOG=FILE appends each run's
+output there.  ONLY: a regular expression; only the
 cases whose "who: case" it finds run.  Prints a Markdown table: median and max
 per case, and what ended it.
 """
@@ -33,11 +37,38 @@ FRAMEWORKS = os.path.join(HERE, "..", "tests", "nohang", "frameworks.py")
 TCP = {"HOROVOD_SHM_DISABLE": "1"}
 
 
+def horovod_cases():
+    """Real Horovod's cases, each with its launcher: horovodrun --gloo."""
+    venv = os.environ.get("HVD_HOROVOD_VENV",
+                          os.path.expanduser("~/.cache/hvd/venv-horovod"))
+    if not os.path.exists(os.path.join(venv, "bin", "horovodrun")):
+        return []
+    peer = [os.path.join(venv, "bin", "python"), os.path.join(HERE, "nohang_horovod.py")]
+
+    def launch(np):
+        return [os.path.join(venv, "bin", "horovodrun"), "-np", str(np), "-H",
+                "localhost:%d" % np, "--gloo"]
+    who = "Horovod 0.28.1 (Gloo)"
+    # horovodrun forwards the ranks' lines through Python's buffered stdout:
+    # unbuffered, they reach the pipe before a job past the cap is killed.
+    out = {"PYTHONUNBUFFERED": "1"}
+    stall = "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"
+    return [
+        ("a stopped rank (SIGSTOP)", who, 2, peer + ["frozen"], out, launch),
+        ("different tensors (desync)", who, 2, peer + ["desync"], out, launch),
+        ("different tensors (desync), %s=10" % stall, who, 2, peer + ["desync"],
+         dict(out, **{stall: "10"}), launch),
+        ("different tensors (desync), HOROVOD_STALL_CHECK_TIME_SECONDS=5, %s=10" % stall, who,
+         2, peer + ["desync"], dict(out, HOROVOD_STALL_CHECK_TIME_SECONDS="5", **{stall: "10"}),
+         launch),
+    ]
+
+
 def cases(build, venv):
     nohang = os.path.join(build, "tests", "nohang")
     gloo = os.path.join(HERE, "nohang_gloo.py")
     jax = os.path.join(HERE, "nohang_jax.py")
-    return [
+    return horovod_cases() + [
         ("different tensors (desync)", "hvd, C", 2, [nohang, "desync"], {}),
         ("different tensors (desync)", "hvd, C", 4, [nohang, "desync"], {}),
         ("different orders", "hvd, C", 4, [nohang, "order"], {}),
@@ -66,12 +97,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-def one_run(build, np, argv, knobs, cap, start):
-    """(seconds or None past the cap, the exception or code named)."""
+def one_run(build, np, argv, knobs, cap, start, launch=None):
+    """(seconds or None past the cap, the exception or code named); launch(np):
+    the launcher's argv (hvdrun -np NP by default)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
     env.update(knobs, NOHANG_GLOO_PORT=str(free_port()), OMP_NUM_THREADS="1",
                PYTHONPATH=os.path.join(build, "python"))
-    p = subprocess.Popen([os.path.join(build, "hvdrun"), "-np", str(np)] + argv, env=env,
+    launcher = launch(np) if launch else [os.path.join(build, "hvdrun"), "-np", str(np)]
+    p = subprocess.Popen(launcher + argv, env=env,
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -81,6 +114,9 @@ def one_run(build, np, argv, knobs, cap, start):
         os.killpg(p.pid, 9)
         out, err = p.communicate()
         ended_at = None
+    if os.environ.get("NOHANG_LOG"):  # every run's output, to read what it printed
+        with open(os.environ["NOHANG_LOG"], "a") as f:
+            f.write("==== %s\n%s\n---- stderr\n%s\n" % (" ".join(launcher + argv), out, err))
     ended = [(float(m.group(4)), m.group(3)) for m in map(LINE.match, out.splitlines()) if m]
     causes = [float(m.group(1)) for m in map(CAUSE.match, out.splitlines()) if m]
     # A rank that the framework ended itself (hvdrun's own SIGKILL of the
@@ -107,10 +143,10 @@ def main():
                                                  runs, cap, *load))
     print("| case | who | np | median (s) | max (s) | ended by |")
     print("|---|---|---:|---:|---:|---|")
-    for what, who, np, argv, knobs in cases(build, venv):
+    for what, who, np, argv, knobs, *launch in cases(build, venv):
         if not only.search("%s: %s" % (who, what)):
             continue
-        got = [one_run(build, np, argv, knobs, cap, start) for _ in range(runs)]
+        got = [one_run(build, np, argv, knobs, cap, start, *launch) for _ in range(runs)]
         times = sorted(float("inf") if t is None else t for t, _ in got)
         names = sorted({n for _, n in got})
         med, max_ = (shown(times[len(times) // 2], cap), shown(times[-1], cap))

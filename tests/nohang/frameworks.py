@@ -56,9 +56,12 @@ def loop(step, rank, stop=False, before_stop=None):
     return 0
 
 
-def torch_program(modes, seconds):
+def torch_program(modes, seconds, hvd=None):
+    """hvd: the module to run (hvd.torch by default; bench/nohang_horovod.py
+    passes Horovod's own horovod.torch, whose API is the same)."""
     import torch
-    import hvd.torch as hvd
+    if hvd is None:
+        import hvd.torch as hvd
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     total = size * (size + 1) / 2
