@@ -25,6 +25,7 @@
  */
 #include <stdint.h>
 
+#include "engine/waits.h"
 #include "pyhvd.h"
 
 /* What torch_fast_setup() gave (the package's objects), and interned
@@ -228,10 +229,18 @@ static hvd_handle enqueue(call *c, unsigned long long out_addr) {
   return h;
 }
 
-/* The blocking forms: enqueue, wait, out. */
+/* The blocking forms: enqueue, wait, out.  The call is waited for at
+ * once, so it does not make this thread a submitter (engine/waits.h):
+ * else a thread that later waits on its framework rather than on hvd (a
+ * TensorFlow op, a tf.function) would keep its rank from ever counting as
+ * blocked, and a certain deadlock would go unseen. */
 static PyObject *blocking(call *c, PyObject *keep, PyObject *out, unsigned long long out_addr) {
+  hvd__waits_untracked();
   hvd_handle h = enqueue(c, out_addr);
-  if (h < 0) return pyhvd_raise_enqueue((int)h);
+  if (h < 0) {
+    hvd__waits_untracked_drop();
+    return pyhvd_raise_enqueue((int)h);
+  }
   return wait_for(h, keep, out, fast.parked, Py_None);
 }
 
@@ -444,6 +453,7 @@ static PyObject *eager_allreduce(PyObject *self, PyObject *args) {
   PyObject *keep = PyTuple_Pack(2, a, out);
   PyObject *result = NULL;
   if (keep) {
+    hvd__waits_untracked(); /* waited for at once: see blocking() */
     hvd_handle h = hvd_allreduce_async_opts((const void *)(uintptr_t)c.addr,
                                             (void *)(uintptr_t)out_addr, (size_t)c.count,
                                             (hvd_dtype)c.dtype, (hvd_op)c.op, cname, &c.o);
@@ -451,6 +461,7 @@ static PyObject *eager_allreduce(PyObject *self, PyObject *args) {
     if (h >= 0) {
       result = wait_for(h, keep, out, eager.parked, errors);
     } else {
+      hvd__waits_untracked_drop();
       raise_with(errors, (int)h, hvd_last_error(), 0);
     }
   }

@@ -15,9 +15,9 @@
 #include <stdint.h>
 
 static _Atomic uint32_t generation = 1; /* of the engine the counters belong to */
-static _Atomic int waiting;            /* threads in a wait */
-static _Atomic int submitters;         /* live submitter threads */
-static _Atomic int submitters_waiting; /* of them, in a wait */
+static _Atomic int waiting;             /* threads in a wait */
+static _Atomic int submitters;          /* live submitter threads */
+static _Atomic int submitters_waiting;  /* of them, in a wait */
 static _Atomic int graph_live, graph_in_flight;
 
 typedef struct {
@@ -50,6 +50,8 @@ void hvd__waits_reset(void) {
 }
 
 void hvd__waits_untracked(void) { me.untracked = 1; }
+
+void hvd__waits_untracked_drop(void) { me.untracked = 0; }
 
 void hvd__waits_submitted(void) {
   if (me.untracked) {

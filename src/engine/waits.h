@@ -35,6 +35,9 @@ void hvd__waits_submitted(void);
 /* This thread's next enqueue is not its own to track: one it waits for at
  * once (a JAX handler's, an eager TensorFlow op's) or a graph op's. */
 void hvd__waits_untracked(void);
+/* That enqueue failed before it reached the engine: the mark is dropped,
+ * so that it does not pass to this thread's next enqueue. */
+void hvd__waits_untracked_drop(void);
 
 /* This thread starts (enter) and ends (leave) a wait on hvd; nested
  * waits count once.  Submissions inside one do not make the thread a
