@@ -254,17 +254,24 @@ def test_torch_example_across_two_hosts(hvd, build_dir, tmp_path):
 SLEEPER = 'echo "pid $$ on $(hostname)"; exec sleep 1000'
 
 
-def read_pids(proc, count, timeout=30):
-    """{pid: host} of the ranks' announcements on hvdrun's stdout."""
-    found, end = {}, time.monotonic() + timeout
+def read_until(proc, pattern, count, end):
+    """{int(first group): match} of the first `count` distinct lines of
+    hvdrun's stdout that match pattern, read until the time `end`."""
+    found = {}
     while len(found) < count:
-        assert time.monotonic() < end, "ranks did not start: %s" % found
+        assert time.monotonic() < end, "ranks did not start: %s" % sorted(found)
         line = proc.stdout.readline()
         assert line, "hvdrun ended early: " + proc.stderr.read()
-        m = re.search(r"<stdout>:pid (\d+) on (h\d)", line)
+        m = re.search(pattern, line)
         if m:
-            found[int(m.group(1))] = m.group(2)
+            found[int(m.group(1))] = m
     return found
+
+
+def read_pids(proc, count, timeout=30):
+    """{pid: host} of the ranks' announcements on hvdrun's stdout."""
+    found = read_until(proc, r"<stdout>:pid (\d+) on (h\d)", count, time.monotonic() + timeout)
+    return {pid: m.group(2) for pid, m in found.items()}
 
 
 def finish(proc, within):
@@ -347,17 +354,6 @@ def partition_jobs(build_dir):
     return jobs
 
 
-def wait_running(proc, n, end):
-    running = set()
-    while len(running) < n:
-        assert time.monotonic() < end, "ranks did not start: %s" % running
-        line = proc.stdout.readline()
-        assert line, "hvdrun ended early: " + proc.stderr.read()
-        m = re.search(r"<stdout>:rank (\d+): running", line)
-        if m:
-            running.add(int(m.group(1)))
-
-
 def test_partition_is_named_by_every_rank(hvd, cluster, build_dir):
     """The ranks' own verdict on a host cut off with its connections open
     (issue 42): h2's link goes down under jobs looping on an allreduce, one
@@ -377,7 +373,7 @@ def test_partition_is_named_by_every_rank(hvd, cluster, build_dir):
                                     HOROVOD_AGENT_TIMEOUT_SECONDS="25", **env)
         end = time.monotonic() + 180
         for proc in procs.values():
-            wait_running(proc, 3, end)
+            read_until(proc, r"<stdout>:rank (\d+): running", 3, end)
         cluster.link("h2", "down")
         results = {name: finish(proc, 60) for name, proc in procs.items()}
     finally:
