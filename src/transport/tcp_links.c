@@ -62,11 +62,10 @@ typedef struct {
   uint32_t id;  /* the rank it proved, from SEND_PROOF on */
   int watch;    /* it proved the watch purpose (watch.h), not data */
   int accepted; /* the decision sent with the proof */
-  int told;     /* the transport's ABORT frame follows the decision */
+  size_t told;  /* bytes of the links' abort_frame that follow buf (0: none) */
   hvd_auth_state st;
-  /* the message in flight; the largest fits */
-  uint8_t buf[HVD_AUTH_PROOF_LEN + 1 + HVD_LINKS_ABORT_MAX];
-  size_t len, done;
+  uint8_t buf[HVD_AUTH_RESPONSE_LEN]; /* the message in flight; the largest fits */
+  size_t len, done;                   /* len: told included */
 } handshake;
 
 struct hvd_links {
@@ -90,8 +89,7 @@ struct hvd_links {
   int n;
 };
 
-_Static_assert(HVD_AUTH_RESPONSE_LEN <= HVD_AUTH_PROOF_LEN + 1 + HVD_LINKS_ABORT_MAX,
-               "a response fits buf");
+_Static_assert(HVD_AUTH_PROOF_LEN + 1 <= HVD_AUTH_RESPONSE_LEN, "proof and decision fit buf");
 
 static void signal_event(hvd_links *l) { hvd__net_wake(l->event_fd); }
 
@@ -145,9 +143,8 @@ static int check_response(hvd_links *l, handshake *h) {
                     id, l->rank, l->size);
   pthread_mutex_lock(&l->mu);
   int rc = h->watch ? decide_watch(l, id) : decide_data(l, id);
-  h->told = !h->watch && rc == 1 && l->abort_len > 0; /* the rule holds after an abort too */
-  if (h->told) memcpy(h->buf + sizeof proof + 1, l->abort_frame, l->abort_len);
-  size_t after = h->told ? l->abort_len : 0;
+  /* the rule holds after an abort too; the frame, once set, never changes */
+  h->told = !h->watch && rc == 1 ? l->abort_len : 0;
   pthread_mutex_unlock(&l->mu);
   if (rc < 0) return rc;
   h->id = id;
@@ -155,12 +152,24 @@ static int check_response(hvd_links *l, handshake *h) {
   h->phase = SEND_PROOF;
   memcpy(h->buf, proof, sizeof proof);
   h->buf[sizeof proof] = rc ? HVD_LINK_ACCEPT : HVD_LINK_REFUSE;
-  h->len = sizeof proof + 1 + after;
+  h->len = sizeof proof + 1 + h->told;
   h->done = 0;
   return 0;
 }
 
 /* ---- handshakes ---- */
+
+/* What h has left to send: the rest of buf, then of the abort frame. */
+static int unsent(const hvd_links *l, handshake *h, struct iovec *iov) {
+  size_t own = h->len - h->told, off = h->done > own ? h->done - own : 0;
+  int cnt = 0;
+  if (h->done < own)
+    iov[cnt++] = (struct iovec){.iov_base = h->buf + h->done, .iov_len = own - h->done};
+  if (h->told)
+    iov[cnt++] = (struct iovec){.iov_base = (void *)(l->abort_frame + off),
+                                .iov_len = h->told - off};
+  return cnt;
+}
 
 /* Moves the handshake on as far as its socket allows.  1: done, the peer
  * is authenticated and told; 0: waiting for the socket; <0: drop it. */
@@ -170,8 +179,8 @@ static int handshake_step(hvd_links *l, handshake *h) {
     if (h->phase == RECV_RESPONSE) {
       n = hvd__net_read_some(h->fd, h->buf + h->done, h->len - h->done);
     } else {
-      struct iovec iov = {.iov_base = h->buf + h->done, .iov_len = h->len - h->done};
-      n = hvd__net_writev_some(h->fd, &iov, 1);
+      struct iovec iov[2];
+      n = hvd__net_writev_some(h->fd, iov, unsent(l, h, iov));
     }
     if (n <= 0) return (int)n;
     h->done += (size_t)n;
@@ -278,6 +287,7 @@ static void accept_new(hvd_links *l) {
     h->len = HVD_AUTH_CHALLENGE_LEN;
     h->done = 0;
     h->accepted = 0;
+    h->told = 0;
     l->n++;
     handshake_advance(l, l->n - 1);
   }
